@@ -1,0 +1,59 @@
+"""aiochronicle: Chronicle Queue v5 for Python and asyncio.
+
+A queue is a directory of memory-mapped cycle files, byte-compatible with Java
+Chronicle Queue v5.  Appenders in any number of processes write; tailers in
+any number of processes read every excerpt in one total order; nothing is
+consumed by reading.
+"""
+
+from ._clock import SetTimeProvider as SetTimeProvider
+from ._clock import SystemTimeProvider as SystemTimeProvider
+from ._clock import TimeProvider as TimeProvider
+from ._errors import AppendLockedError as AppendLockedError
+from ._errors import ChronicleError as ChronicleError
+from ._errors import CorruptQueueError as CorruptQueueError
+from ._errors import DiskFullError as DiskFullError
+from ._errors import IndexFullError as IndexFullError
+from ._errors import MessageTooLargeError as MessageTooLargeError
+from ._errors import QueueClosedError as QueueClosedError
+from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
+from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
+from ._errors import WriteLockTimeoutError as WriteLockTimeoutError
+from ._queue import Appender as Appender
+from ._queue import Batch as Batch
+from ._queue import DocumentContext as DocumentContext
+from ._queue import Excerpt as Excerpt
+from ._queue import Queue as Queue
+from ._queue import Tailer as Tailer
+from ._queue import TailerDirection as TailerDirection
+from ._queue import open_queue as open_queue
+from ._rollcycles import RollCycle as RollCycle
+from ._rollcycles import RollCycles as RollCycles
+from ._version import __version__ as __version__
+
+__all__ = [
+    "Appender",
+    "AppendLockedError",
+    "Batch",
+    "ChronicleError",
+    "CorruptQueueError",
+    "DiskFullError",
+    "DocumentContext",
+    "Excerpt",
+    "IndexFullError",
+    "MessageTooLargeError",
+    "Queue",
+    "QueueClosedError",
+    "ReadOnlyQueueError",
+    "RollCycle",
+    "RollCycleMismatchWarning",
+    "RollCycles",
+    "SetTimeProvider",
+    "SystemTimeProvider",
+    "Tailer",
+    "TailerDirection",
+    "TimeProvider",
+    "WriteLockTimeoutError",
+    "__version__",
+    "open_queue",
+]

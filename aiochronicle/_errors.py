@@ -1,0 +1,73 @@
+"""The exception hierarchy: every error aiochronicle raises derives from ChronicleError."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = [
+    "AppendLockedError",
+    "ChronicleError",
+    "CorruptQueueError",
+    "DiskFullError",
+    "IndexFullError",
+    "MessageTooLargeError",
+    "QueueClosedError",
+    "ReadOnlyQueueError",
+    "RollCycleMismatchWarning",
+    "WriteLockTimeoutError",
+]
+
+
+class ChronicleError(Exception):
+    """Base class of every error raised by aiochronicle."""
+
+
+class QueueClosedError(ChronicleError):
+    """The queue, appender or tailer was used after it was closed."""
+
+
+class CorruptQueueError(ChronicleError):
+    """A file of the queue does not hold what Chronicle Queue writes there.
+
+    ``path`` and ``offset`` say where the bad bytes are.
+    """
+
+    def __init__(self, message: str, path: str | os.PathLike[str] | None = None,
+                 offset: int | None = None) -> None:
+        self.path = os.fspath(path) if path is not None else None
+        self.offset = offset
+        where = ""
+        if self.path is not None:
+            where = f" ({self.path}"
+            if offset is not None:
+                where += f" at offset {offset:#x}"
+            where += ")"
+        super().__init__(message + where)
+
+
+class WriteLockTimeoutError(ChronicleError, TimeoutError):
+    """The queue's write lock stayed held by a live process past the timeout."""
+
+
+class AppendLockedError(ChronicleError):
+    """``chronicle.append.lock`` is held by another live process (a replication sink)."""
+
+
+class ReadOnlyQueueError(ChronicleError):
+    """A write was attempted on a queue opened read-only."""
+
+
+class MessageTooLargeError(ChronicleError, ValueError):
+    """A payload is larger than the format allows (1 GiB - 1 bytes)."""
+
+
+class IndexFullError(ChronicleError):
+    """The cycle holds as many excerpts as its roll cycle can index."""
+
+
+class DiskFullError(ChronicleError, OSError):
+    """The file system has no room for the queue to grow; nothing was written."""
+
+
+class RollCycleMismatchWarning(UserWarning):
+    """The roll cycle stored in an existing queue differs from the one asked for."""

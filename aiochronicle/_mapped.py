@@ -1,0 +1,166 @@
+"""Memory-mapped files shared by the native core.
+
+A :class:`MappedFile` maps a whole file with one ``MAP_SHARED`` mapping whose
+address and length live in a native ``cq_store`` struct.  When the file grows
+the file is mapped again and the struct switched to the new mapping; the old
+mapping is kept (retired) until the file is closed, so a pointer taken from it
+a moment earlier stays valid.  Readers drop the pages behind them (see
+``cq_read``), so resident memory stays flat however large a file grows.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from typing import Any
+
+from ._errors import DiskFullError
+from ._native import ffi, lib
+
+__all__ = ["MappedFile"]
+
+PAGE = os.sysconf("SC_PAGESIZE")
+
+
+class MappedFile:
+    """One file mapped in full, growable in ``chunk``-sized steps plus ``overlap``."""
+
+    __slots__ = ("_retired", "c", "chunk", "closed", "fd", "overlap", "path", "writable")
+
+    def __init__(self, path: str, fd: int, writable: bool, chunk: int, overlap: int,
+                 min_size: int = 0) -> None:
+        self.path = path
+        self.fd = fd
+        self.writable = writable
+        self.chunk = chunk
+        self.overlap = overlap
+        self.c: Any = ffi.new("cq_store *")
+        self.c.chunk = chunk
+        self._retired: list[tuple[Any, int]] = []
+        self.closed = False
+        size = os.fstat(fd).st_size
+        if writable and size < min_size:
+            self._grow(min_size)
+            size = os.fstat(fd).st_size
+        if size > 0:
+            self._map(size)
+
+    @property
+    def size(self) -> int:
+        """Bytes currently mapped."""
+        return int(self.c.map_len)
+
+    def file_size(self) -> int:
+        """The file's size on disk now (it may exceed the mapping)."""
+        return os.fstat(self.fd).st_size
+
+    def _map(self, size: int) -> None:
+        out = ffi.new("uint8_t **")
+        if lib.cq_map(self.fd, size, 1 if self.writable else 0, out) != 0:
+            err = ffi.errno
+            raise OSError(err, f"mmap of {self.path} failed: {os.strerror(err)}")
+        if self.c.base != ffi.NULL:
+            self._retired.append((self.c.base, int(self.c.map_len)))
+        self.c.base = out[0]
+        self.c.map_len = size
+
+    def _grow(self, need: int) -> None:
+        """Extend the file to hold ``need`` bytes, the way Java sizes chunks."""
+        target = (need // self.chunk + 1) * self.chunk + self.overlap
+        fcntl.lockf(self.fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(self.fd).st_size < target:
+                try:
+                    os.ftruncate(self.fd, target)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                        raise DiskFullError(exc.errno, f"cannot grow {self.path}: {exc.strerror}") from exc
+                    raise
+        finally:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+    def ensure(self, need: int) -> bool:
+        """Make the mapping cover ``need`` bytes; grow the file if writable.
+
+        Returns False when a read-only mapping cannot cover ``need`` because
+        the file is shorter.
+        """
+        if need <= self.c.map_len:
+            return True
+        size = self.file_size()
+        if size < need:
+            if not self.writable:
+                if size > self.c.map_len:
+                    self._map(size)
+                return False
+            self._grow(need)
+            size = self.file_size()
+        self._map(size)
+        return True
+
+    def refresh(self) -> bool:
+        """Map any growth of the file made by another process; True if it grew."""
+        size = self.file_size()
+        if size > self.c.map_len:
+            self._map(size)
+            return True
+        return False
+
+    def view(self, offset: int, length: int) -> memoryview:
+        """A memoryview of mapped bytes (valid until close)."""
+        if offset < 0 or offset + length > self.c.map_len:
+            raise ValueError(f"range {offset}+{length} outside mapping of {self.c.map_len}")
+        return memoryview(ffi.buffer(self.c.base + offset, length))  # type: ignore[arg-type]
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Copy mapped bytes."""
+        if offset < 0 or offset + length > self.c.map_len:
+            raise ValueError(f"range {offset}+{length} outside mapping of {self.c.map_len}")
+        return bytes(ffi.buffer(self.c.base + offset, length))
+
+    def write(self, offset: int, data: bytes) -> None:
+        """Copy bytes into the mapping."""
+        if offset < 0 or offset + len(data) > self.c.map_len:
+            raise ValueError(f"range {offset}+{len(data)} outside mapping of {self.c.map_len}")
+        ffi.memmove(self.c.base + offset, data, len(data))
+
+    def ptr(self, offset: int) -> Any:
+        """A native pointer to ``offset`` (for atomics)."""
+        return self.c.base + offset
+
+    def load64(self, offset: int) -> int:
+        return int(lib.cq_load64(self.c.base + offset))
+
+    def store64(self, offset: int, value: int) -> None:
+        lib.cq_store64(self.c.base + offset, value)
+
+    def cas64(self, offset: int, expected: int, value: int) -> bool:
+        return bool(lib.cq_cas64(self.c.base + offset, expected, value))
+
+    def load32(self, offset: int) -> int:
+        return int(lib.cq_load32(self.c.base + offset))
+
+    def cas32(self, offset: int, expected: int, value: int) -> bool:
+        return bool(lib.cq_cas32(self.c.base + offset, expected, value))
+
+    def sync(self, start: int, end: int, wait: bool = True) -> None:
+        """msync ``[start, end)``."""
+        end = min(end, int(self.c.map_len))
+        if end > start and lib.cq_sync(self.c.base, start, end, 0 if wait else 1) != 0:
+            err = ffi.errno
+            raise OSError(err, f"msync of {self.path} failed: {os.strerror(err)}")
+
+    def close(self) -> None:
+        """Unmap everything and close the file descriptor."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.c.base != ffi.NULL:
+            lib.cq_unmap(self.c.base, self.c.map_len)
+            self.c.base = ffi.NULL
+            self.c.map_len = 0
+        for base, length in self._retired:
+            lib.cq_unmap(base, length)
+        self._retired.clear()
+        os.close(self.fd)

@@ -1,0 +1,1408 @@
+"""Queue, Appender and Tailer: the user objects over the native core."""
+
+from __future__ import annotations
+
+import enum
+import os
+import threading
+import time
+import warnings
+import weakref
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, NamedTuple
+
+from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
+from ._errors import (
+    AppendLockedError,
+    ChronicleError,
+    CorruptQueueError,
+    IndexFullError,
+    MessageTooLargeError,
+    QueueClosedError,
+    ReadOnlyQueueError,
+    RollCycleMismatchWarning,
+    WriteLockTimeoutError,
+)
+from ._native import UNLOCKED, ffi, lib
+from ._rollcycles import CycleNamer, RollCycle, RollCycles, candidate_roll_cycles, make_roll_cycle
+from ._store import CycleStore, create_or_open_store, open_store
+from ._tablestore import TableStore
+from ._wire import WireWriter
+
+__all__ = [
+    "Appender",
+    "Batch",
+    "DocumentContext",
+    "Excerpt",
+    "Queue",
+    "Tailer",
+    "TailerDirection",
+    "open_queue",
+]
+
+METADATA_FILE = "metadata.cq4t"
+LEGACY_LISTING_FILE = "directory-listing.cq4t"
+SUFFIX = ".cq4"
+MAX_PAYLOAD = (1 << 30) - 1
+INT_MAX = (1 << 31) - 1
+
+_cq_append = lib.cq_append
+_cq_read = lib.cq_read
+_unpack = ffi.unpack
+_tuple_new = tuple.__new__
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class TailerDirection(enum.IntEnum):
+    """Which way a tailer moves after each read."""
+
+    BACKWARD = -1
+    NONE = 0
+    FORWARD = 1
+
+
+class Excerpt(NamedTuple):
+    """One message read from a queue: its 64-bit index and a copy of its payload."""
+
+    index: int
+    payload: bytes
+
+
+def text_bytes(text: str) -> bytes:
+    """``text`` encoded as BinaryWire text, as Java's ``writeText`` writes it."""
+    return WireWriter().text(text).getvalue()
+
+
+class Queue:
+    """A Chronicle Queue directory opened for appending and tailing.
+
+    Use :func:`open_queue` to create one.  A queue is a context manager; closing
+    it closes every appender and tailer made from it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, roll_cycle: RollCycle | None = None,
+                 epoch: int | None = None, time_provider: TimeProvider | None = None,
+                 read_only: bool = False, block_size: int = 64 << 20,
+                 index_count: int | None = None, index_spacing: int | None = None,
+                 timeout: float = 10.0, week_rule: str = "US", source_id: int = 0) -> None:
+        self.path = os.fspath(path)
+        self.time_provider: TimeProvider = time_provider or SystemTimeProvider.INSTANCE
+        self.timeout = timeout
+        self.lock_timeout = timeout * 1.5
+        if block_size < 64 << 10 or block_size & 4095:
+            raise ValueError("block_size must be a multiple of 4096 and at least 64 KiB")
+        self.block_size = block_size
+        self.overlap = block_size // 4
+        self.week_rule = week_rule
+        self.source_id = source_id
+        self._closed = False
+        self._lock = threading.RLock()
+        self._stores: dict[int, CycleStore] = {}
+        self._children: weakref.WeakSet[Appender | Tailer] = weakref.WeakSet()
+        self._listing_cache: tuple[int, list[int]] | None = None
+        self._listing_time = 0.0
+        self.meta: TableStore | None = None
+
+        meta_path = os.path.join(self.path, METADATA_FILE)
+        legacy = (not os.path.exists(meta_path)
+                  and os.path.exists(os.path.join(self.path, LEGACY_LISTING_FILE)))
+        if legacy and not read_only:
+            warnings.warn(f"{self.path} is a Chronicle Queue 4 directory: opened read-only",
+                          RollCycleMismatchWarning, stacklevel=3)
+            read_only = True
+        self.read_only = read_only
+        if not read_only:
+            os.makedirs(self.path, exist_ok=True)
+        elif not os.path.isdir(self.path):
+            raise FileNotFoundError(f"no queue directory at {self.path}")
+
+        requested = roll_cycle
+        rc = roll_cycle or RollCycles.DEFAULT
+        ep = rc.resolve_epoch(epoch or 0) if epoch is not None else rc.default_epoch
+        if index_count is not None or index_spacing is not None:
+            rc = make_roll_cycle(rc.name, rc.format, rc.length_ms,
+                                 index_count or rc.index_count,
+                                 index_spacing or rc.index_spacing, rc.default_epoch)
+        if not read_only or os.path.exists(meta_path):
+            if read_only or os.path.exists(meta_path):
+                self.meta = TableStore(meta_path, read_only=read_only, timeout=timeout)
+            else:
+                first = rc
+
+                def header() -> bytes:
+                    return _metadata_header(first, ep, source_id)
+
+                self.meta = TableStore(meta_path, read_only=False, timeout=timeout,
+                                       header=header, initial_keys=_INITIAL_KEYS)
+            rc, ep = self._adopt_stored(rc, ep, requested, index_count, index_spacing)
+        elif read_only:
+            rc, ep = self._guess_from_files(rc, ep, requested)
+        self.roll_cycle = rc
+        self.epoch = ep
+        self.namer = CycleNamer(rc, ep, week_rule)
+        if self.meta is not None and not read_only:
+            self._recover_dead_locks()
+
+    # -- opening ---------------------------------------------------------
+    def _adopt_stored(self, rc: RollCycle, ep: int, requested: RollCycle | None,
+                      index_count: int | None,
+                      index_spacing: int | None) -> tuple[RollCycle, int]:
+        assert self.meta is not None
+        meta = self.meta.header.get("metadata")
+        if meta is None or not hasattr(meta.value, "get"):
+            return rc, ep
+        try:
+            roll = meta.as_document()["roll"].as_document()
+            fmt = roll["format"].as_str()
+            length = roll["length"].as_int()
+            ev = roll.get("epoch")
+            stored_epoch = ev.as_int() if ev is not None else 0
+            sv = meta.as_document().get("sourceId")
+            if sv is not None and not self.source_id:
+                self.source_id = sv.as_int()
+        except (KeyError, ValueError) as exc:
+            raise CorruptQueueError(f"metadata roll settings are malformed: {exc}",
+                                    self.meta.path, 4) from None
+        stored = RollCycles.by_format(fmt)
+        if stored is None or stored.length_ms != length:
+            stored = make_roll_cycle("CUSTOM", fmt, length, index_count or rc.index_count,
+                                     index_spacing or rc.index_spacing)
+        elif index_count is not None or index_spacing is not None:
+            stored = make_roll_cycle(stored.name, stored.format, stored.length_ms,
+                                     index_count or stored.index_count,
+                                     index_spacing or stored.index_spacing,
+                                     stored.default_epoch)
+        if requested is not None and (requested.format != stored.format
+                                      or requested.length_ms != stored.length_ms):
+            warnings.warn(
+                f"queue {self.path} was created with roll cycle {stored.name} "
+                f"({stored.format!r}); using it instead of {requested.name}",
+                RollCycleMismatchWarning, stacklevel=4)
+        return stored, stored_epoch
+
+    def _guess_from_files(self, rc: RollCycle, ep: int,
+                          requested: RollCycle | None) -> tuple[RollCycle, int]:
+        names = sorted(n[:-len(SUFFIX)] for n in os.listdir(self.path) if n.endswith(SUFFIX))
+        if not names:
+            return rc, ep
+        # Chronicle 4 kept the roll settings in each cycle file's header
+        probe = open_store(os.path.join(self.path, names[0] + SUFFIX), 0, writable=False,
+                           chunk=self.block_size, overlap=self.overlap, timeout=self.timeout)
+        if probe is not None:
+            try:
+                lay = probe.layout
+                if lay.roll_format is not None and lay.roll_length is not None:
+                    found = RollCycles.by_format(lay.roll_format)
+                    if found is None or found.length_ms != lay.roll_length:
+                        found = make_roll_cycle("CUSTOM", lay.roll_format, lay.roll_length,
+                                                lay.index_count, lay.index_spacing)
+                    return found, lay.roll_epoch or 0
+            finally:
+                probe.close()
+        if requested is not None and CycleNamer(requested, ep, self.week_rule).matches(names[0]):
+            return requested, ep
+        candidates = candidate_roll_cycles(names[0])
+        if not candidates:
+            raise CorruptQueueError(f"cannot tell the roll cycle of {names[0]}{SUFFIX}",
+                                    os.path.join(self.path, names[0] + SUFFIX))
+        return candidates[0], candidates[0].default_epoch
+
+    def _recover_dead_locks(self) -> None:
+        assert self.meta is not None
+        for key in ("chronicle.write.lock", "chronicle.append.lock"):
+            value = self.meta.get(key)
+            if value is None or value == UNLOCKED:
+                continue
+            holder = value & 0xFFFFFFFF
+            if holder != os.getpid() and not _pid_alive(holder):
+                self.meta.cas(key, value, UNLOCKED)
+
+    # -- context ---------------------------------------------------------
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Queue:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("read-only" if self.read_only else "open")
+        return f"<Queue {self.path!r} {self.roll_cycle.name} {state}>"
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has run."""
+        return self._closed
+
+    def close(self) -> None:
+        """Close every appender and tailer of this queue, then the files."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for child in list(self._children):
+                child._detach()
+            for store in self._stores.values():
+                store.close()
+            self._stores.clear()
+            if self.meta is not None:
+                self.meta.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise QueueClosedError(f"queue {self.path} is closed")
+
+    # -- user objects ----------------------------------------------------
+    def appender(self) -> Appender:
+        """A new appender (one per thread that writes)."""
+        self._check_open()
+        if self.read_only or self.meta is None:
+            raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
+        a = Appender(self)
+        self._children.add(a)
+        return a
+
+    def tailer(self, name: str | None = None, *,
+               direction: TailerDirection = TailerDirection.FORWARD,
+               include_metadata: bool = False) -> Tailer:
+        """A new tailer at the start of the queue.
+
+        A named tailer persists its position in ``metadata.cq4t`` under
+        ``index.<name>`` (Java's key) and resumes there when created again.
+        """
+        self._check_open()
+        t = Tailer(self, name, direction, include_metadata)
+        self._children.add(t)
+        return t
+
+    # -- cycles ----------------------------------------------------------
+    def cycle_path(self, cycle: int) -> str:
+        """The path of the file holding ``cycle``."""
+        return os.path.join(self.path, self.namer.name(cycle) + SUFFIX)
+
+    def current_cycle(self) -> int:
+        """The cycle the clock is in now."""
+        return self.roll_cycle.current_cycle(self.time_provider.current_time_millis(), self.epoch)
+
+    def cycles(self) -> list[int]:
+        """Every cycle with a file in the directory, in order."""
+        mod = self.meta.get("listing.modCount") if self.meta is not None else None
+        cached = self._listing_cache
+        now = time.monotonic()
+        if (cached is not None and mod is not None and cached[0] == mod
+                and now - self._listing_time < 60.0):
+            return cached[1]
+        found = []
+        try:
+            names = os.listdir(self.path)
+        except FileNotFoundError:
+            names = []
+        for n in names:
+            if n.endswith(SUFFIX):
+                stem = n[:-len(SUFFIX)]
+                if self.namer.matches(stem):
+                    found.append(self.namer.parse(stem))
+        found.sort()
+        self._listing_cache = (mod if mod is not None else -1, found)
+        self._listing_time = now
+        return found
+
+    def _invalidate_listing(self) -> None:
+        self._listing_cache = None
+
+    @property
+    def first_cycle(self) -> int | None:
+        """The lowest cycle present, or None for an empty queue."""
+        c = self.cycles()
+        return c[0] if c else None
+
+    @property
+    def last_cycle(self) -> int | None:
+        """The highest cycle present, or None for an empty queue."""
+        c = self.cycles()
+        return c[-1] if c else None
+
+    def _next_cycle(self, cycle: int, step: int) -> int | None:
+        cs = self.cycles()
+        if step > 0:
+            later = [c for c in cs if c > cycle]
+            if not later:
+                self._invalidate_listing()
+                later = [c for c in self.cycles() if c > cycle]
+            return later[0] if later else None
+        earlier = [c for c in cs if c < cycle]
+        return earlier[-1] if earlier else None
+
+    def _acquire_store(self, cycle: int, create: bool = False) -> CycleStore | None:
+        with self._lock:
+            self._check_open()
+            st = self._stores.get(cycle)
+            if st is None:
+                path = self.cycle_path(cycle)
+                writable = not self.read_only
+                if create:
+                    st, created = create_or_open_store(
+                        path, cycle, index_count=self.roll_cycle.index_count,
+                        index_spacing=self.roll_cycle.index_spacing, chunk=self.block_size,
+                        overlap=self.overlap, timeout=self.timeout)
+                    if created:
+                        self._on_file_created(cycle)
+                else:
+                    st = open_store(path, cycle, writable=writable, chunk=self.block_size,
+                                    overlap=self.overlap, timeout=self.timeout)
+                    if st is None:
+                        return None
+                self._stores[cycle] = st
+            st.refs += 1
+            return st
+
+    def _release_store(self, st: CycleStore | None) -> None:
+        if st is None:
+            return
+        with self._lock:
+            st.refs -= 1
+            if st.refs <= 0 and self._stores.get(st.cycle) is st:
+                del self._stores[st.cycle]
+                st.close()
+
+    def _on_file_created(self, cycle: int) -> None:
+        if self.meta is not None:
+            self.meta.set_max("listing.highestCycle", cycle)
+            self.meta.set_min("listing.lowestCycle", cycle)
+            self.meta.add("listing.modCount", 1)
+        self._invalidate_listing()
+
+    def refresh_directory_listing(self) -> None:
+        """Rewrite ``listing.*`` in the metadata from the files present (as Java's
+        ``refreshDirectoryListing``)."""
+        self._invalidate_listing()
+        cs = self.cycles()
+        if self.meta is not None and not self.read_only and cs:
+            self.meta.set("listing.highestCycle", cs[-1])
+            self.meta.set("listing.lowestCycle", cs[0])
+            self.meta.add("listing.modCount", 1)
+
+    # -- queue-wide queries -----------------------------------------------
+    def _cycle_count(self, cycle: int) -> int:
+        st = self._acquire_store(cycle)
+        if st is None:
+            return 0
+        try:
+            return st.end()[1]
+        finally:
+            self._release_store(st)
+
+    @property
+    def first_index(self) -> int | None:
+        """The index of the first excerpt in the queue, or None if it has none."""
+        for c in self.cycles():
+            if self._cycle_count(c):
+                return self.roll_cycle.to_index(c, 0)
+        return None
+
+    @property
+    def last_index(self) -> int | None:
+        """The index of the last excerpt in the queue, or None if it has none."""
+        for c in reversed(self.cycles()):
+            n = self._cycle_count(c)
+            if n:
+                return self.roll_cycle.to_index(c, n - 1)
+        return None
+
+    def excerpts_in_cycle(self, cycle: int) -> int:
+        """How many excerpts ``cycle`` holds (0 if it has no file)."""
+        return self._cycle_count(cycle)
+
+    def count_excerpts(self, from_index: int, to_index: int) -> int:
+        """The number of excerpts with ``from_index <= index < to_index``."""
+        if to_index <= from_index:
+            return 0
+        rc = self.roll_cycle
+        fc, fs = rc.to_cycle(from_index), rc.to_sequence(from_index)
+        tc, ts = rc.to_cycle(to_index), rc.to_sequence(to_index)
+        total = 0
+        for c in self.cycles():
+            if c < fc or c > tc:
+                continue
+            n = self._cycle_count(c)
+            lo = fs if c == fc else 0
+            hi = min(n, ts) if c == tc else n
+            total += max(0, hi - lo)
+        return total
+
+    def entry_count(self) -> int:
+        """The number of excerpts in the whole queue."""
+        return sum(self._cycle_count(c) for c in self.cycles())
+
+    # -- metadata values ---------------------------------------------------
+    def table_store_get(self, key: str) -> int | None:
+        """A named 64-bit value from ``metadata.cq4t`` (keys are case-insensitive)."""
+        self._check_open()
+        return None if self.meta is None else self.meta.get(key)
+
+    def table_store_put(self, key: str, value: int) -> None:
+        """Store a named 64-bit value in ``metadata.cq4t``."""
+        self._check_open()
+        if self.meta is None or self.read_only:
+            raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
+        self.meta.set(key, value)
+
+
+_INITIAL_KEYS = (
+    ("listing.highestCycle", UNLOCKED),
+    ("listing.lowestCycle", INT_MAX),
+    ("listing.modCount", 0),
+    ("chronicle.write.lock", UNLOCKED),
+    ("chronicle.lastIndexReplicated", -1),
+    ("chronicle.lastAcknowledgedIndexReplicated", -1),
+)
+
+
+def _metadata_header(rc: RollCycle, epoch: int, source_id: int) -> bytes:
+    w = WireWriter(4)
+    w.event_name("header")
+    w.type_prefix("STStore")
+    outer = w.begin_length32()
+    w.field("wireType")
+    w.type_prefix("WireType")
+    w.text("BINARY_LIGHT")
+    w.field("metadata")
+    w.type_prefix("SCQMeta")
+    meta = w.begin_length32()
+    w.field("roll")
+    w.type_prefix("SCQSRoll")
+    roll = w.begin_length32()
+    w.field("length")
+    w.int_compact(rc.length_ms)
+    w.field("format")
+    w.text(rc.format)
+    w.field("epoch")
+    w.int_compact(epoch)
+    w.end_length32(roll)
+    w.field("deltaCheckpointInterval")
+    w.int_compact(64)
+    w.field("sourceId")
+    w.int_compact(source_id)
+    w.end_length32(meta)
+    w.align_to(4)  # inside the STStore body, as Java pads it
+    w.end_length32(outer)
+    return w.getvalue()
+
+
+class DocumentContext:
+    """An excerpt being written in place while the write lock is held.
+
+    Created by :meth:`Appender.writing_document`; commits on a clean exit and
+    rolls back (zeroes what was written) when the block raises.
+    """
+
+    __slots__ = ("_appender", "_done", "_len", "_rollback", "index", "metadata")
+
+    def __init__(self, appender: Appender, metadata: bool) -> None:
+        self._appender = appender
+        self._len = 0
+        self._done = False
+        self._rollback = False
+        self.metadata = metadata
+        self.index: int | None = None
+
+    def __len__(self) -> int:
+        return self._len
+
+    def write(self, data: bytes | bytearray | memoryview | str) -> None:
+        """Append bytes (``str`` as UTF-8) to the excerpt."""
+        if self._done:
+            raise ChronicleError("the document is already closed")
+        raw = data.encode() if isinstance(data, str) else data
+        n = len(raw)
+        a = self._appender
+        end = self._len + n
+        if end > MAX_PAYLOAD:
+            raise MessageTooLargeError(f"an excerpt holds at most {MAX_PAYLOAD} bytes")
+        a._doc_ensure(end)
+        c = a._c
+        ffi.memmove(c.store.base + c.doc_pos + 4 + self._len, raw, n)
+        self._len = end
+
+    def write_text(self, text: str) -> None:
+        """Append ``text`` as BinaryWire text (Java's ``writeText``)."""
+        self.write(text_bytes(text))
+
+    def rollback_on_close(self) -> None:
+        """Discard the excerpt instead of committing it when the block ends."""
+        self._rollback = True
+
+    def __enter__(self) -> DocumentContext:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close(rollback=et is not None)
+
+    def close(self, rollback: bool = False) -> None:
+        """Commit the excerpt (or roll it back)."""
+        if self._done:
+            return
+        self._done = True
+        a = self._appender
+        if rollback or self._rollback:
+            lib.cq_doc_rollback(a._c, self._len)
+            return
+        self.index = a._doc_commit(self._len, self.metadata)
+
+
+class Appender:
+    """Writes excerpts to the end of a queue; safe with other appenders in any
+    thread or process (they serialise on ``chronicle.write.lock`` as Java does).
+
+    Payloads are copied into the mapped file under the lock; anything that has
+    to be encoded is encoded before the lock is taken.
+    """
+
+    def __init__(self, queue: Queue) -> None:
+        assert queue.meta is not None
+        self.queue = queue
+        self._store: CycleStore | None = None
+        c = ffi.new("cq_appender *")
+        self._c: Any = c
+        self._keep: list[Any] = []
+        c.write_lock = queue.meta.ptr("chronicle.write.lock", UNLOCKED)
+        self._refresh_append_lock()
+        c.pid = os.getpid()
+        tp = queue.time_provider
+        self._py_clock: TimeProvider | None = None
+        if isinstance(tp, SetTimeProvider):
+            c.clock_cell = tp._cell
+            self._keep.append(tp._cell)
+        elif isinstance(tp, SystemTimeProvider):
+            c.clock_cell = ffi.NULL
+        else:
+            cell = ffi.new("int64_t *", tp.current_time_millis())
+            self._keep.append(cell)
+            c.clock_cell = cell
+            self._py_clock = tp
+        c.epoch = queue.epoch
+        c.length_ms = queue.roll_cycle.length_ms
+        c.queue_shift = queue.roll_cycle.cycle_shift
+        c.check_cycle = 1
+        c.lock_spin_ns = 100_000
+        c.populate_step = 1 << 20
+        c.last_index = -1
+        self._closed = False
+        if self._py_clock is not None:
+            self.append = self._append_py_clock  # type: ignore[method-assign]
+
+    def _refresh_append_lock(self) -> None:
+        meta = self.queue.meta
+        assert meta is not None
+        off = meta.offset("chronicle.append.lock")
+        self._c.append_lock = (ffi.NULL if off is None
+                               else ffi.cast("int64_t *", meta.file.ptr(off)))
+
+    def __repr__(self) -> str:
+        return f"<Appender {self.queue.path!r} cycle={self.cycle}>"
+
+    # -- lifecycle -------------------------------------------------------
+    def __enter__(self) -> Appender:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Appender:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release this appender's cycle file."""
+        if self._closed:
+            return
+        self._closed = True
+        self._detach()
+
+    def _detach(self) -> None:
+        c = self._c
+        if c.doc_open:
+            lib.cq_doc_rollback(c, 0)
+        st, self._store = self._store, None
+        c.store = ffi.NULL
+        c.write_lock = ffi.NULL
+        self._closed = True
+        if st is not None and not self.queue.closed:
+            self.queue._release_store(st)
+
+    # -- properties ------------------------------------------------------
+    @property
+    def cycle(self) -> int | None:
+        """The cycle this appender writes to, once it has written."""
+        return None if self._store is None else self._store.cycle
+
+    @property
+    def last_index_appended(self) -> int:
+        """The index of the last excerpt this appender wrote (-1 before any)."""
+        return int(self._c.last_index)
+
+    # -- appending -------------------------------------------------------
+    def append(self, data: bytes | bytearray | memoryview | str) -> int:
+        """Append one excerpt; returns its 64-bit index.
+
+        ``str`` is written as UTF-8 bytes (see :meth:`append_text` for
+        BinaryWire text as Java's ``writeText`` writes it).
+        """
+        c = self._c
+        if type(data) is not bytes:
+            data = self._coerce(data)
+        rc = _cq_append(c, data, len(data), 0)
+        if rc == 0:
+            return int(c.last_index)
+        return self._append_slow(rc, data, 0)
+
+    def _append_py_clock(self, data: bytes | bytearray | memoryview | str) -> int:
+        assert self._py_clock is not None
+        self._c.clock_cell[0] = self._py_clock.current_time_millis()
+        return Appender.append(self, data)
+
+    def append_text(self, text: str) -> int:
+        """Append ``text`` as BinaryWire text, byte-compatible with Java's ``writeText``."""
+        return self.append(text_bytes(text))
+
+    def append_metadata(self, data: bytes | bytearray | memoryview | str) -> None:
+        """Append a metadata excerpt (skipped by tailers unless asked for; no index)."""
+        if type(data) is not bytes:
+            data = self._coerce(data)
+        if self._py_clock is not None:
+            self._c.clock_cell[0] = self._py_clock.current_time_millis()
+        rc = _cq_append(self._c, data, len(data), 1)
+        if rc != 0:
+            self._append_slow(rc, data, 1)
+
+    @staticmethod
+    def _coerce(data: object) -> Any:
+        if isinstance(data, str):
+            return data.encode()
+        if isinstance(data, bytearray | memoryview):
+            return ffi.from_buffer(data)
+        raise TypeError(f"cannot append {type(data).__name__}; expected bytes or str")
+
+    def _append_slow(self, rc: int, data: Any, meta: int) -> int:
+        c = self._c
+        for _ in range(10_000):
+            self._handle(rc, len(data))
+            rc = _cq_append(c, data, len(data), meta)
+            if rc == 0:
+                return int(c.last_index) if not meta else -1
+        raise ChronicleError(f"append did not settle (last code {rc})")
+
+    def _handle(self, rc: int, size: int) -> None:
+        """Deal with a non-OK code of the native append; raise if it cannot be."""
+        c = self._c
+        if self._closed:
+            raise QueueClosedError("the appender is closed")
+        if rc == lib.CQ_BAD_STATE:
+            if c.doc_open:
+                raise ChronicleError("a writing_document() of this appender is still open")
+            self._roll(None)
+        elif rc == lib.CQ_ROLL:
+            self._roll(int(c.want_cycle))
+        elif rc == lib.CQ_EOF:
+            self._roll(None, after_eof=True)
+        elif rc == lib.CQ_NEED_MAP:
+            assert self._store is not None
+            self._store.file.ensure(int(c.need))
+        elif rc == lib.CQ_LOCKED:
+            self._wait_lock()
+        elif rc == lib.CQ_APPEND_LOCKED:
+            self._check_append_lock()
+        elif rc == lib.CQ_TOO_LARGE:
+            raise MessageTooLargeError(
+                f"an excerpt holds at most {MAX_PAYLOAD} bytes, got {size}")
+        elif rc == lib.CQ_INDEX_FULL:
+            raise IndexFullError(
+                f"cycle {self.cycle} holds as many excerpts as "
+                f"{self.queue.roll_cycle.name} can index")
+        elif rc == lib.CQ_CORRUPT:
+            path = self._store.path if self._store else self.queue.path
+            raise CorruptQueueError("found bytes where the next excerpt should go", path,
+                                    int(c.err_pos))
+        else:
+            raise ChronicleError(f"native append failed with code {rc}")
+
+    def _check_append_lock(self) -> None:
+        meta = self.queue.meta
+        assert meta is not None
+        value = meta.get("chronicle.append.lock")
+        if value is None or value == UNLOCKED:
+            return
+        holder = value & 0xFFFFFFFF
+        if not _pid_alive(holder):
+            meta.cas("chronicle.append.lock", value, UNLOCKED)
+            return
+        raise AppendLockedError(
+            f"queue {self.queue.path} is a replication sink: chronicle.append.lock is held "
+            f"by process {holder}")
+
+    def _wait_lock(self) -> None:
+        """Wait for the write lock to come free; recover it from a dead holder."""
+        lock = self._c.write_lock
+        deadline = time.monotonic() + self.queue.lock_timeout
+        delay = 20e-6
+        while True:
+            value = int(lock[0])
+            if value == UNLOCKED:
+                return
+            holder = value & 0xFFFFFFFF
+            if holder != os.getpid() and not _pid_alive(holder):
+                meta = self.queue.meta
+                assert meta is not None
+                meta.cas("chronicle.write.lock", value, UNLOCKED)
+                return
+            if time.monotonic() >= deadline:
+                raise WriteLockTimeoutError(
+                    f"chronicle.write.lock of {self.queue.path} is held by live process "
+                    f"{holder} for more than {self.queue.lock_timeout}s")
+            time.sleep(delay)
+            delay = min(delay * 2, 1e-3)
+
+    def _lock(self) -> None:
+        c = self._c
+        while lib.cq_lock(c.write_lock, c.pid, c.lock_spin_ns) != 0:
+            self._wait_lock()
+
+    def _unlock(self) -> None:
+        lib.cq_unlock(self._c.write_lock, self._c.pid)
+
+    def _roll(self, want: int | None, after_eof: bool = False) -> None:
+        """Move to the cycle the clock asks for, closing older cycles with EOF."""
+        q = self.queue
+        q._check_open()
+        self._lock()
+        try:
+            clock = q.current_cycle()
+            target = clock if want is None else want
+            q._invalidate_listing()
+            cycles = q.cycles()
+            if cycles and cycles[-1] > target:
+                target = cycles[-1]  # never write behind the newest cycle
+            cur = self._store
+            if cur is not None and after_eof and target <= cur.cycle:
+                target = cur.cycle + 1
+            while True:
+                # close every older cycle that lacks its EOF (newest first, until one has it)
+                for older in reversed([x for x in cycles if x < target]):
+                    st = q._acquire_store(older)
+                    if st is None:
+                        continue
+                    try:
+                        if st.end()[2]:
+                            break
+                        st.write_eof()
+                    finally:
+                        q._release_store(st)
+                st = q._acquire_store(target, create=True)
+                assert st is not None
+                if not st.end()[2]:
+                    break
+                q._release_store(st)
+                target += 1
+                cycles = q.cycles()
+            self._set_store(st)
+        finally:
+            self._unlock()
+
+    def _set_store(self, st: CycleStore) -> None:
+        old = self._store
+        self._store = st
+        c = self._c
+        c.store = st.file.c
+        c.pos = 0
+        c.seq = 0
+        c.populated = 0
+        self._refresh_append_lock()
+        if old is not None:
+            self.queue._release_store(old)
+
+    def append_many(self, messages: Iterable[bytes]) -> int:
+        """Append every message of ``messages`` (bytes) in order, holding the
+        lock once per native batch; returns the index of the last one."""
+        if not isinstance(messages, list | tuple):
+            messages = list(messages)
+        if not messages:
+            return int(self._c.last_index)
+        offsets = array("q", [0])
+        total = 0
+        for m in messages:
+            total += len(m)
+            offsets.append(total)
+        return self.append_packed(b"".join(messages), offsets)
+
+    def append_packed(self, data: bytes | bytearray | memoryview,
+                      offsets: Sequence[int] | array[int]) -> int:
+        """Append the messages ``data[offsets[i]:offsets[i+1]]`` (Arrow's binary
+        layout); returns the index of the last one."""
+        n = len(offsets) - 1
+        if n <= 0:
+            return int(self._c.last_index)
+        if not isinstance(offsets, array) or offsets.typecode != "q":
+            offsets = array("q", offsets)
+        if offsets[-1] > len(data):
+            raise ValueError("offsets run past the end of data")
+        c = self._c
+        buf = data if type(data) is bytes else ffi.from_buffer(data)
+        offs = ffi.from_buffer("int64_t[]", offsets)
+        done = ffi.new("uint64_t *")
+        start = 0
+        batch = 4096
+        guard = 0
+        while start < n:
+            k = min(batch, n - start)
+            if self._py_clock is not None:
+                c.clock_cell[0] = self._py_clock.current_time_millis()
+            rc = lib.cq_append_batch(c, buf, offs + start, k, done)
+            start += int(done[0])
+            if rc != 0:
+                guard += 1
+                if guard > 10_000:
+                    raise ChronicleError(f"append did not settle (last code {rc})")
+                self._handle(rc, int(offsets[start + 1] - offsets[start]) if start < n else 0)
+        return int(c.last_index)
+
+    def writing_document(self, metadata: bool = False) -> DocumentContext:
+        """Write one excerpt in place: holds the write lock until the block ends;
+        commits on a clean exit, rolls back when the block raises."""
+        c = self._c
+        for _ in range(10_000):
+            if self._py_clock is not None:
+                c.clock_cell[0] = self._py_clock.current_time_millis()
+            rc = lib.cq_doc_begin(c, 0, 1 if metadata else 0)
+            if rc == 0:
+                return DocumentContext(self, metadata)
+            self._handle(rc, 0)
+        raise ChronicleError("could not open a document")
+
+    def _doc_ensure(self, length: int) -> None:
+        c = self._c
+        while True:
+            rc = lib.cq_doc_ensure(c, length)
+            if rc == 0:
+                return
+            if rc == lib.CQ_NEED_MAP:
+                assert self._store is not None
+                self._store.file.ensure(int(c.need))
+                continue
+            self._handle(rc, length)
+
+    def _doc_commit(self, length: int, metadata: bool) -> int | None:
+        c = self._c
+        self._doc_ensure(length)
+        rc = lib.cq_doc_commit(c, length)
+        if rc != 0:
+            self._handle(rc, length)
+        return None if metadata else int(c.last_index)
+
+    def sync(self) -> None:
+        """msync this appender's cycle file up to its write position."""
+        if self._store is not None:
+            self._store.file.sync(0, int(self._c.pos) + 8)
+
+
+class Batch:
+    """Excerpts read in one native call: payloads packed back to back.
+
+    ``offsets`` has ``len(batch) + 1`` entries (Arrow's binary layout) and
+    ``indices`` one per excerpt.
+    """
+
+    __slots__ = ("data", "indices", "offsets")
+
+    def __init__(self, data: memoryview, offsets: array[int], indices: array[int]) -> None:
+        self.data = data
+        self.offsets = offsets
+        self.indices = indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> Excerpt:
+        o = self.offsets
+        return Excerpt(self.indices[i], bytes(self.data[o[i]:o[i + 1]]))
+
+    def __iter__(self) -> Iterator[Excerpt]:
+        for i in range(len(self.indices)):
+            yield self[i]
+
+    def payloads(self) -> list[bytes]:
+        """Every payload as bytes."""
+        o, d = self.offsets, self.data
+        return [bytes(d[o[i]:o[i + 1]]) for i in range(len(self.indices))]
+
+
+class Tailer:
+    """Reads excerpts in index order; never consumes them.
+
+    ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
+    nothing new yet.
+    """
+
+    def __init__(self, queue: Queue, name: str | None, direction: TailerDirection,
+                 include_metadata: bool) -> None:
+        self.queue = queue
+        self.name = name
+        self._store: CycleStore | None = None
+        c = ffi.new("cq_tailer *")
+        self._c: Any = c
+        c.queue_shift = queue.roll_cycle.cycle_shift
+        c.include_meta = 1 if include_metadata else 0
+        self._direction = TailerDirection(direction)
+        self._cycle: int | None = None  # cycle of the position when no store is held
+        self._closed = False
+        self._batch_buf: bytearray | None = None
+        self._named_off: int | None = None
+        self._last_mod = -2
+        self._before_start = False
+        if name is not None:
+            meta = queue.meta
+            if meta is None or queue.read_only:
+                raise ReadOnlyQueueError("a named tailer needs a writable metadata.cq4t")
+            self._named_off = meta.acquire(f"index.{name}", 0)
+            self.read_nowait = self._read_named  # type: ignore[method-assign]
+            stored = meta.file.load64(self._named_off)
+            if stored:
+                if not self.move_to_index(stored):
+                    self._position_at(queue.roll_cycle.to_cycle(stored),
+                                      queue.roll_cycle.to_sequence(stored))
+                return
+        if self._direction == TailerDirection.BACKWARD:
+            self.to_end()
+        else:
+            self.to_start()
+
+    def __repr__(self) -> str:
+        return f"<Tailer {self.queue.path!r} index={self.index:#x}>"
+
+    # -- lifecycle -------------------------------------------------------
+    def __enter__(self) -> Tailer:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Tailer:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release this tailer's cycle file."""
+        self._detach()
+
+    def _detach(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        st, self._store = self._store, None
+        self._c.store = ffi.NULL
+        if st is not None and not self.queue.closed:
+            self.queue._release_store(st)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise QueueClosedError("the tailer is closed")
+        self.queue._check_open()
+
+    # -- position --------------------------------------------------------
+    @property
+    def direction(self) -> TailerDirection:
+        """FORWARD, BACKWARD or NONE."""
+        return self._direction
+
+    @direction.setter
+    def direction(self, value: TailerDirection) -> None:
+        value = TailerDirection(value)
+        if value != self._direction and self._store is not None:
+            self._before_start = False
+            # re-seek so the cursor's byte position matches its sequence
+            self._position_at(self._store.cycle, int(self._c.seq))
+        self._direction = value
+
+    @property
+    def cycle(self) -> int | None:
+        """The cycle of the tailer's position (None before the queue has any)."""
+        return self._store.cycle if self._store is not None else self._cycle
+
+    @property
+    def index(self) -> int:
+        """The index the next read returns (or would return once written)."""
+        cyc = self.cycle
+        if cyc is None:
+            return 0
+        return self.queue.roll_cycle.to_index(cyc, int(self._c.seq))
+
+    def _use_store(self, st: CycleStore | None, cycle: int | None) -> None:
+        old = self._store
+        self._store = st
+        self._cycle = cycle
+        c = self._c
+        c.store = st.file.c if st is not None else ffi.NULL
+        c.dropped = 0
+        if old is not None and old is not st:
+            self.queue._release_store(old)
+
+    def _position_at(self, cycle: int, seq: int, pos: int = 0) -> None:
+        """Hold ``cycle``'s store (if it exists) with the cursor at (pos, seq)."""
+        self._before_start = False
+        if self._store is not None and self._store.cycle == cycle:
+            st: CycleStore | None = self._store
+        else:
+            st = self.queue._acquire_store(cycle)
+            self._use_store(st, cycle)
+        self._cycle = cycle
+        c = self._c
+        c.pos = pos
+        c.seq = seq
+        if st is not None and pos == 0 and seq:
+            code, p = st.seek(seq)
+            if code in (lib.CQ_OK, lib.CQ_NOT_REACHED):
+                c.pos = p
+
+    def _save(self) -> None:
+        if self._named_off is not None:
+            meta = self.queue.meta
+            assert meta is not None
+            meta.file.store64(self._named_off, self.index)
+
+    def to_start(self) -> Tailer:
+        """Move to the first excerpt of the queue."""
+        self._check()
+        first = self.queue.first_cycle
+        if first is None:
+            self._use_store(None, None)
+            self._c.pos = 0
+            self._c.seq = 0
+        else:
+            self._position_at(first, 0, 0)
+            if self._direction == TailerDirection.BACKWARD:
+                self._c.seq = 0
+        self._save()
+        return self
+
+    def to_end(self) -> Tailer:
+        """FORWARD: move past the last excerpt (the next read returns the next one
+        written).  BACKWARD: move to the last excerpt."""
+        self._check()
+        q = self.queue
+        cycles = q.cycles()
+        if not cycles:
+            self._use_store(None, None)
+            self._c.seq = 0
+            self._c.pos = 0
+            return self
+        if self._direction == TailerDirection.BACKWARD:
+            for cyc in reversed(cycles):
+                n = q._cycle_count(cyc)
+                if n:
+                    self._position_at(cyc, n - 1)
+                    break
+            else:
+                self._position_at(cycles[-1], 0)
+        else:
+            last = cycles[-1]
+            self._position_at(last, 0)
+            st = self._store
+            if st is not None:
+                pos, seq, _ = st.end()
+                self._c.pos = pos
+                self._c.seq = seq
+        self._save()
+        return self
+
+    def move_to_index(self, index: int) -> bool:
+        """Position at ``index``; True if an excerpt exists there.
+
+        When ``index`` is exactly the next one to be written the tailer is left
+        there and False is returned, so the next read returns it once written.
+        """
+        self._check()
+        rc = self.queue.roll_cycle
+        try:
+            cycle, seq = rc.to_cycle(index), rc.to_sequence(index)
+        except ValueError:
+            return False
+        st = self.queue._acquire_store(cycle)
+        if st is None:
+            return False
+        code, pos = st.seek(seq)
+        if code not in (lib.CQ_OK, lib.CQ_NOT_REACHED):
+            self.queue._release_store(st)
+            return False
+        if self._store is st:
+            self.queue._release_store(st)
+        else:
+            self._use_store(st, cycle)
+        self._c.pos = pos
+        self._c.seq = seq
+        self._save()
+        return code == lib.CQ_OK
+
+    def move_to_cycle(self, cycle: int) -> bool:
+        """Position at the first excerpt of ``cycle``; False if it has no file."""
+        self._check()
+        st = self.queue._acquire_store(cycle)
+        if st is None:
+            return False
+        if self._store is st:
+            self.queue._release_store(st)
+        else:
+            self._use_store(st, cycle)
+        self._c.pos = 0
+        self._c.seq = 0
+        self._save()
+        return True
+
+    # -- reading ---------------------------------------------------------
+    def read_nowait(self) -> Excerpt | None:
+        """The next excerpt, or None if none has been written yet."""
+        c = self._c
+        if self._direction == TailerDirection.FORWARD:
+            n = _cq_read(c)
+            if n >= 0:
+                return _tuple_new(Excerpt, (c.index, _unpack(c.data, n)))  # type: ignore[no-any-return]
+            return self._read_slow(n)
+        return self._read_other()
+
+    def _read_named(self) -> Excerpt | None:
+        ex = Tailer.read_nowait(self)
+        if ex is not None:
+            self._save()
+        return ex
+
+    def _read_slow(self, n: int) -> Excerpt | None:
+        c = self._c
+        for _ in range(1000):
+            if n >= 0:
+                return _tuple_new(Excerpt, (c.index, _unpack(c.data, n)))  # type: ignore[no-any-return]
+            if n == lib.CQ_NONE:
+                return None
+            if n == lib.CQ_BAD_STATE:
+                self._check()
+                if not self._find_first_store():
+                    return None
+            elif n == lib.CQ_EOF:
+                if not self._next_cycle():
+                    return None
+            elif n == lib.CQ_NEED_MAP:
+                st = self._store
+                assert st is not None
+                need = int(c.need)
+                if not st.file.ensure(need):
+                    if need == int(c.err_pos) + 4:
+                        return None
+                    raise CorruptQueueError("an excerpt runs past the end of the file",
+                                            st.path, int(c.err_pos))
+            elif n == lib.CQ_CORRUPT:
+                st = self._store
+                raise CorruptQueueError("corrupt excerpt header",
+                                        st.path if st else self.queue.path, int(c.err_pos))
+            else:
+                raise ChronicleError(f"native read failed with code {n}")
+            n = _cq_read(c)
+        return None
+
+    def _find_first_store(self) -> bool:
+        """With no store held (empty queue, or a cycle without a file): find one."""
+        q = self.queue
+        cyc = self._cycle
+        if cyc is None:
+            first = q.first_cycle
+            if first is None:
+                return False
+            self._position_at(first, 0)
+            return self._store is not None
+        st = q._acquire_store(cyc)
+        if st is not None:
+            seq = int(self._c.seq)
+            self._use_store(st, cyc)
+            self._position_at(cyc, seq)
+            return True
+        nxt = q._next_cycle(cyc, 1)
+        if nxt is None:
+            return False
+        self._position_at(nxt, 0)
+        return self._store is not None
+
+    def _next_cycle(self) -> bool:
+        """At an EOF: move to the next cycle that has a file."""
+        st = self._store
+        assert st is not None
+        q = self.queue
+        mod = q.meta.get("listing.modCount") if q.meta is not None else None
+        nxt = q._next_cycle(st.cycle, 1)
+        if nxt is None:
+            if mod is not None and mod == self._last_mod:
+                return False
+            self._last_mod = mod if mod is not None else -2
+            return False
+        self._position_at(nxt, 0)
+        self._save()
+        return self._store is not None
+
+    def _read_other(self) -> Excerpt | None:
+        if self._direction == TailerDirection.NONE:
+            return None
+        return self._read_backward()
+
+    def _read_backward(self) -> Excerpt | None:
+        self._check()
+        q = self.queue
+        c = self._c
+        while True:
+            st = self._store
+            if st is None or self._before_start:
+                return None
+            seq = int(c.seq)
+            code, pos = st.seek(seq) if seq >= 0 else (lib.CQ_NOT_FOUND, 0)
+            if code == lib.CQ_OK:
+                c.pos = pos
+                n = _cq_read(c)
+                while n == lib.CQ_NEED_MAP and st.file.ensure(int(c.need)):
+                    c.pos = pos
+                    c.seq = seq
+                    n = _cq_read(c)
+                if n < 0:
+                    raise CorruptQueueError("cannot read an indexed excerpt", st.path, pos)
+                ex = Excerpt(int(c.index), _unpack(c.data, n))
+                self._step_back(seq)
+                return ex
+            # before the start of this cycle: go to the end of the previous one
+            prev = q._next_cycle(st.cycle, -1)
+            while prev is not None and q._cycle_count(prev) == 0:
+                prev = q._next_cycle(prev, -1)
+            if prev is None:
+                return None
+            self._position_at(prev, q._cycle_count(prev) - 1)
+
+    def _step_back(self, seq: int) -> None:
+        c = self._c
+        if seq > 0:
+            c.seq = seq - 1
+            c.pos = 0
+            self._save()
+            return
+        # moving before sequence 0: remember it by pointing at the previous cycle
+        q = self.queue
+        st = self._store
+        assert st is not None
+        prev = q._next_cycle(st.cycle, -1)
+        while prev is not None and q._cycle_count(prev) == 0:
+            prev = q._next_cycle(prev, -1)
+        if prev is None:
+            self._before_start = True
+            return
+        self._position_at(prev, q._cycle_count(prev) - 1)
+        self._save()
+
+    def read_many(self, max_count: int = 65536, max_bytes: int = 1 << 20) -> Batch:
+        """Read up to ``max_count`` excerpts (and about ``max_bytes`` of payload)
+        in one native call.  An empty batch means nothing new yet."""
+        if self._direction != TailerDirection.FORWARD:
+            items = []
+            for _ in range(max_count):
+                ex = self.read_nowait()
+                if ex is None:
+                    break
+                items.append(ex)
+            return _batch_of(items)
+        c = self._c
+        buf = bytearray(max_bytes)
+        offsets = array("q", bytes(8 * (max_count + 1)))
+        indices = array("q", bytes(8 * max_count))
+        n_out = ffi.new("uint64_t *")
+        pbuf = ffi.from_buffer(buf)
+        poff = ffi.from_buffer("int64_t[]", offsets)
+        pidx = ffi.from_buffer("int64_t[]", indices)
+        rc = lib.cq_read_batch(c, pbuf, max_bytes, poff, pidx, max_count, n_out)
+        n = int(n_out[0])
+        if n:
+            del indices[n:]
+            del offsets[n + 1:]
+            if self._named_off is not None:
+                self._save()
+            return Batch(memoryview(buf)[:offsets[n]], offsets, indices)
+        if rc == lib.CQ_NONE:
+            return _batch_of([])
+        # too large for the buffer, a roll, a remap or an error: one single read
+        ex = self.read_nowait() if rc == lib.CQ_TOO_LARGE else self._read_slow(int(rc))
+        if ex is not None and self._named_off is not None:
+            self._save()
+        return _batch_of([ex] if ex is not None else [])
+
+    def __iter__(self) -> Iterator[Excerpt]:
+        """Iterate over the excerpts available now (stops at the current end)."""
+        while True:
+            ex = self.read_nowait()
+            if ex is None:
+                return
+            yield ex
+
+
+def _batch_of(items: list[Excerpt]) -> Batch:
+    offsets = array("q", [0])
+    total = 0
+    for ex in items:
+        total += len(ex.payload)
+        offsets.append(total)
+    data = memoryview(b"".join(ex.payload for ex in items))
+    return Batch(data, offsets, array("q", [ex.index for ex in items]))
+
+
+def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | None = None,
+               epoch: int | None = None, time_provider: TimeProvider | None = None,
+               read_only: bool = False, block_size: int = 64 << 20,
+               index_count: int | None = None, index_spacing: int | None = None,
+               timeout: float = 10.0, week_rule: str = "US", source_id: int = 0) -> Queue:
+    """Open (creating if needed) the Chronicle Queue directory at ``path``.
+
+    Args:
+        roll_cycle: how often a new cycle file starts (default FAST_DAILY).  An
+            existing queue keeps the roll cycle stored in its metadata; a
+            different one asked for here raises a RollCycleMismatchWarning.
+        epoch: milliseconds added to the start of every cycle (default the roll
+            cycle's own, 0 for all but WEEKLY).
+        time_provider: the clock appenders use to pick their cycle.
+        read_only: open without write access; tailers only.
+        block_size: the mapping chunk; cycle files grow by this much (Java's
+            ``blockSize``, default 64 MiB).
+        timeout: seconds to wait for a file another process is creating.
+        week_rule: "US" or "ISO" week numbering for WEEKLY file names.
+        source_id: the queue's ``sourceId`` (used by message history).
+    """
+    return Queue(path, roll_cycle=roll_cycle, epoch=epoch, time_provider=time_provider,
+                 read_only=read_only, block_size=block_size, index_count=index_count,
+                 index_spacing=index_spacing, timeout=timeout, week_rule=week_rule,
+                 source_id=source_id)

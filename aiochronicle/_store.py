@@ -1,0 +1,304 @@
+"""Cycle files (``.cq4``): creating them as Java does and reading their header."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from ._errors import CorruptQueueError
+from ._mapped import MappedFile
+from ._native import ffi, lib
+from ._rollcycles import cycle_shift_for
+from ._wire import Document, WireError, WireWriter, parse_document
+
+__all__ = ["CycleStore", "StoreLayout", "create_or_open_store", "open_store", "store_image"]
+
+HDR_META = 0x40000000
+HDR_NOT_COMPLETE = 0x80000000
+HDR_EOF = 0xC0000000
+LENGTH_MASK = 0x3FFFFFFF
+MAX_HEADER = 1 << 20
+
+
+def _align4(n: int) -> int:
+    return (n + 3) & ~3
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLayout:
+    """Where a cycle file keeps the fields the native core updates."""
+
+    index_count: int
+    index_spacing: int
+    align: int
+    wp_off: int
+    wp_seq_off: int
+    i2i_off: int
+    last_index_off: int
+    data_start: int
+    roll_length: int | None = None
+    roll_format: str | None = None
+    roll_epoch: int | None = None
+
+
+def _index_doc(name: str, base: int, capacity: int, values: tuple[int, ...]) -> tuple[bytes, int]:
+    w = WireWriter(base)
+    w.event_name(name)
+    w.int64_array(capacity, values)
+    return w.getvalue(), w.pos - base
+
+
+def store_image(index_count: int, index_spacing: int) -> tuple[bytes, StoreLayout]:
+    """The bytes of a new cycle file up to its first excerpt, as Java writes them:
+    the ``header: !SCQStore`` document, the ``index2index`` page and the first
+    secondary ``index`` page.  The first header word is left 0: the creator
+    publishes it last."""
+    w = WireWriter(4)
+    w.event_name("header")
+    w.type_prefix("SCQStore")
+    outer = w.begin_length32()
+    w.field("writePosition")
+    wp_off = w.int128_for_binding(0, 0)
+    w.field("indexing")
+    w.type_prefix("SCQSIndexing")
+    inner = w.begin_length32()
+    w.field("indexCount")
+    w.int_compact(index_count)
+    w.field("indexSpacing")
+    w.int_compact(index_spacing)
+    w.field("index2Index")
+    i2i_off = w.int64_for_binding(0)
+    w.field("lastIndex")
+    last_off = w.int64_for_binding(0)
+    w.end_length32(inner)
+    w.field("dataFormat")
+    w.int_compact(1)
+    w.end_length32(outer)
+    mod = w.pos & 63
+    if mod > 60:  # Java's padToCacheAlign
+        w.align_to(64)
+    header = w.getvalue()
+    image = bytearray((HDR_META | len(header)).to_bytes(4, "little")) + header
+    i2i_pos = _align4(len(image))
+    image += bytes(i2i_pos - len(image))
+    _, i2i_len = _index_doc("index2index", i2i_pos + 4, index_count, ())
+    page_pos = _align4(i2i_pos + 4 + i2i_len)
+    i2i_body, _ = _index_doc("index2index", i2i_pos + 4, index_count, (page_pos,))
+    image += (HDR_META | len(i2i_body)).to_bytes(4, "little") + i2i_body
+    image += bytes(page_pos - len(image))
+    page_body, _ = _index_doc("index", page_pos + 4, index_count, ())
+    image += (HDR_META | len(page_body)).to_bytes(4, "little") + page_body
+    data_start = _align4(len(image))
+    image[i2i_off:i2i_off + 8] = i2i_pos.to_bytes(8, "little")
+    layout = StoreLayout(index_count, index_spacing, 4, wp_off, wp_off + 8, i2i_off, last_off,
+                         data_start)
+    return bytes(image), layout
+
+
+def parse_layout(f: MappedFile) -> StoreLayout:
+    """Read a cycle file's header document (any Chronicle 4/5 variant)."""
+    word = f.load32(0)
+    length = word & LENGTH_MASK
+    if not word & HDR_META or word & HDR_NOT_COMPLETE or length == 0:
+        raise CorruptQueueError(f"first header word {word:#010x} is not a complete metadata "
+                                "document: not a Chronicle Queue cycle file", f.path, 0)
+    if length > MAX_HEADER or 4 + length > f.size:
+        raise CorruptQueueError(f"header length {length} is impossible", f.path, 0)
+    try:
+        doc = parse_document(f.view(0, 4 + length), 4, 4 + length)
+    except WireError as exc:
+        raise CorruptQueueError(f"header is not BinaryWire: {exc}", f.path, 4) from None
+    hv = doc.get("header")
+    if hv is None or not isinstance(hv.value, Document):
+        raise CorruptQueueError("first document is not `header`: not a Chronicle Queue "
+                                "cycle file", f.path, 4)
+    h = hv.value
+    try:
+        wp = h.get("writePosition")
+        wp_off = wp_seq_off = 0
+        if wp is not None:
+            if wp.kind == "int64_array":
+                arr = wp.as_array()
+                wp_off = arr.values_offset
+                wp_seq_off = wp_off + 8 if arr.capacity >= 2 else 0
+            elif wp.code == 0xA7:
+                wp_off = wp.offset
+        iv = h.get("indexing")
+        if iv is None:
+            raise CorruptQueueError("header has no `indexing`", f.path, 4)
+        idx = iv.as_document()
+        count = idx["indexCount"].as_int()
+        spacing = idx["indexSpacing"].as_int()
+        i2i = idx.get("index2Index")
+        last = idx.get("lastIndex")
+        i2i_off = i2i.offset if i2i is not None and i2i.code == 0xA7 else 0
+        last_off = last.offset if last is not None and last.code == 0xA7 else 0
+        df = h.get("dataFormat")
+        data_format = df.as_int() if df is not None else 0
+        roll = h.get("roll")
+        r_len = r_fmt = r_epoch = None
+        if roll is not None and isinstance(roll.value, Document):
+            r = roll.value
+            r_len = r["length"].as_int()
+            r_fmt = r["format"].as_str()
+            ev = r.get("epoch")
+            r_epoch = ev.as_int() if ev is not None else 0
+    except (WireError, KeyError) as exc:
+        raise CorruptQueueError(f"header field is malformed: {exc}", f.path, 4) from None
+    for n in (count, spacing):
+        if n <= 0 or n & (n - 1) or n > (1 << 24):
+            raise CorruptQueueError(f"index count/spacing {n} is not a power of two",
+                                    f.path, 4)
+    align = 4 if data_format == 1 else 1
+    data_start = _align4(4 + length) if align == 4 else 4 + length
+    return StoreLayout(count, spacing, align, wp_off, wp_seq_off, i2i_off, last_off, data_start,
+                       r_len, r_fmt, r_epoch)
+
+
+class CycleStore:
+    """One open cycle file: its mapping (shared by every appender and tailer of
+    this queue object) and its parsed header."""
+
+    __slots__ = ("cycle", "file", "layout", "path", "refs")
+
+    def __init__(self, path: str, cycle: int, file: MappedFile, layout: StoreLayout) -> None:
+        self.path = path
+        self.cycle = cycle
+        self.file = file
+        self.layout = layout
+        self.refs = 0
+        c = file.c
+        c.cycle = cycle
+        c.align = layout.align
+        c.file_shift = cycle_shift_for(layout.index_count, layout.index_spacing)
+        c.wp_off = layout.wp_off
+        c.wp_seq_off = layout.wp_seq_off
+        c.i2i_off = layout.i2i_off
+        c.last_index_off = layout.last_index_off
+        c.index_count = layout.index_count
+        c.index_spacing = layout.index_spacing
+        c.count_bits = layout.index_count.bit_length() - 1
+        c.spacing_bits = layout.index_spacing.bit_length() - 1
+        c.data_start = layout.data_start
+
+    @property
+    def c(self) -> object:
+        return self.file.c
+
+    def end(self) -> tuple[int, int, bool]:
+        """(position after the last document, excerpt count, EOF written)."""
+        pos = ffi.new("uint64_t *")
+        seq = ffi.new("uint64_t *")
+        eof = ffi.new("int *")
+        for _ in range(64):
+            rc = lib.cq_find_end(self.file.c, pos, seq, eof)
+            if rc == lib.CQ_OK:
+                return int(pos[0]), int(seq[0]), bool(eof[0])
+            if rc == lib.CQ_NEED_MAP:
+                if not self.file.refresh():
+                    return int(pos[0]), int(seq[0]), False
+                continue
+            raise CorruptQueueError("cannot find the end of the data", self.path, int(pos[0]))
+        raise CorruptQueueError("the file keeps growing while its end is sought", self.path)
+
+    def seek(self, seq: int) -> tuple[int, int]:
+        """(native result code, header position) of data excerpt ``seq``."""
+        pos = ffi.new("uint64_t *")
+        while True:
+            rc = lib.cq_seek(self.file.c, seq, pos)
+            if rc == lib.CQ_NEED_MAP:
+                if not self.file.refresh():
+                    need = int(pos[0])
+                    if need > self.file.file_size() + 4:
+                        raise CorruptQueueError("an excerpt runs past the end of the file",
+                                                self.path, need)
+                    return lib.CQ_NOT_FOUND, 0
+                continue
+            if rc == lib.CQ_CORRUPT:
+                raise CorruptQueueError("corrupt index or excerpt header", self.path, int(pos[0]))
+            return rc, int(pos[0])
+
+    def write_eof(self) -> None:
+        """Close the cycle with an EOF marker (the write lock must be held)."""
+        while True:
+            rc = lib.cq_write_eof(self.file.c, 0)
+            if rc == lib.CQ_OK:
+                return
+            if rc == lib.CQ_NEED_MAP:
+                end, _, _ = self.end()
+                self.file.ensure(end + 16)
+                continue
+            raise CorruptQueueError("cannot write the end-of-cycle marker", self.path)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _wait_header(f: MappedFile, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    delay = 1e-5
+    while True:
+        if f.size >= 4:
+            word = f.load32(0)
+            if word and not word & HDR_NOT_COMPLETE:
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
+        f.refresh()
+
+
+def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: int,
+               timeout: float) -> CycleStore | None:
+    """Open an existing cycle file; None if it does not exist or is being created
+    by a process that died (a tailer treats such a cycle as absent)."""
+    try:
+        fd = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    f = MappedFile(path, fd, writable, chunk, overlap)
+    try:
+        if not _wait_header(f, timeout):
+            f.close()
+            return None
+        return CycleStore(path, cycle, f, parse_layout(f))
+    except BaseException:
+        f.close()
+        raise
+
+
+def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spacing: int,
+                         chunk: int, overlap: int, timeout: float) -> tuple[CycleStore, bool]:
+    """Open the cycle file, creating it first if needed.  Returns (store, created).
+
+    The creator wins a CAS of the first header word from 0 to NOT_COMPLETE, as
+    in Java; a file whose creator died mid-way is renamed ``.discard`` after
+    ``timeout`` and created again.
+    """
+    for _ in range(8):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        image, layout = store_image(index_count, index_spacing)
+        try:
+            f = MappedFile(path, fd, True, chunk, overlap, min_size=len(image) + 64)
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            if f.cas32(0, 0, HDR_NOT_COMPLETE):
+                f.write(4, image[4:])
+                f.cas32(0, HDR_NOT_COMPLETE, int.from_bytes(image[:4], "little"))
+                return CycleStore(path, cycle, f, layout), True
+            if _wait_header(f, timeout):
+                return CycleStore(path, cycle, f, parse_layout(f)), False
+        except BaseException:
+            f.close()
+            raise
+        f.close()
+        discard = f"{path}-{int(time.time() * 1000)}.discard"
+        try:
+            os.rename(path, discard)
+        except FileNotFoundError:
+            pass
+    raise CorruptQueueError("could not create the cycle file", path, 0)

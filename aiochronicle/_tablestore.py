@@ -1,0 +1,294 @@
+"""``metadata.cq4t``: Chronicle's table store of named 64-bit values.
+
+Layout (as Java writes it): a metadata document ``header: !STStore {...}``
+at offset 0, then one data document per key, each ``EVENT_NAME key`` followed
+by an 8-aligned ``INT64`` value and padding to 4 bytes.  Values are mutated in
+place with atomics; new keys are appended under a POSIX record lock on the
+byte at offset 2**63 - 2, which is the lock Java takes.  Key lookup is
+case-insensitive.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ._errors import ChronicleError, CorruptQueueError, ReadOnlyQueueError
+from ._mapped import MappedFile
+from ._native import UNLOCKED, ffi
+from ._wire import Document, WireError, WireWriter, parse_document
+
+__all__ = ["TableStore"]
+
+TABLE_CHUNK = 64 << 10
+LOCK_OFFSET = (1 << 63) - 2
+HDR_META = 0x40000000
+HDR_NOT_COMPLETE = 0x80000000
+LENGTH_MASK = 0x3FFFFFFF
+
+
+def _align4(n: int) -> int:
+    return (n + 3) & ~3
+
+
+class _FileLock:
+    """The table store's exclusive lock: byte 2**63-2 of the file, as Java locks it."""
+
+    def __init__(self, fd: int, timeout: float) -> None:
+        self.fd = fd
+        self.timeout = timeout
+
+    def __enter__(self) -> _FileLock:
+        deadline = time.monotonic() + self.timeout
+        attempt = 0
+        while True:
+            try:
+                fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, LOCK_OFFSET, os.SEEK_SET)
+                return self
+            except OSError:
+                attempt += 1
+                if time.monotonic() >= deadline:
+                    raise ChronicleError(
+                        f"unable to claim the exclusive lock of the table store within "
+                        f"{self.timeout}s"
+                    ) from None
+                time.sleep(min(250, attempt * attempt) / 1000.0)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, LOCK_OFFSET, os.SEEK_SET)
+
+
+def record_bytes(key: str, value: int, base: int) -> tuple[bytes, int]:
+    """The body of a key record written at absolute ``base`` (after its header
+    word) and the absolute offset of its value."""
+    w = WireWriter(base)
+    w.event_name(key)
+    value_off = w.int64_for_binding(value)
+    w.align_to(4)
+    return w.getvalue(), value_off
+
+
+class TableStore:
+    """An open ``metadata.cq4t`` (or Chronicle 4's ``directory-listing.cq4t``)."""
+
+    def __init__(self, path: str, *, read_only: bool, timeout: float = 10.0,
+                 header: Callable[[], bytes] | None = None,
+                 initial_keys: tuple[tuple[str, int], ...] = ()) -> None:
+        """Open the table store at ``path``, creating it with ``header`` (the
+        body of the header document) and ``initial_keys`` when it does not exist
+        yet and the store is writable."""
+        self.path = path
+        self.read_only = read_only
+        self.timeout = timeout
+        self._keys: dict[str, int] = {}
+        self._end = 0
+        flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
+        fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
+        try:
+            if not read_only:
+                with _FileLock(fd, timeout):
+                    if os.fstat(fd).st_size == 0 or self._first_word(fd) == 0:
+                        if header is None:
+                            raise CorruptQueueError("table store is empty", path, 0)
+                        self._initialise(fd, header(), initial_keys)
+            else:
+                self._wait_ready(fd)
+            self.file = MappedFile(path, fd, not read_only, TABLE_CHUNK, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            self.header = self._parse_header()
+            self._scan()
+        except BaseException:
+            self.file.close()
+            raise
+
+    # -- creation ------------------------------------------------------
+    @staticmethod
+    def _first_word(fd: int) -> int:
+        data = os.pread(fd, 4, 0)
+        return int.from_bytes(data, "little") if len(data) == 4 else 0
+
+    def _wait_ready(self, fd: int) -> None:
+        deadline = time.monotonic() + min(self.timeout, 1.0)
+        while True:
+            word = self._first_word(fd)
+            if word and not word & HDR_NOT_COMPLETE:
+                return
+            if time.monotonic() >= deadline:
+                raise CorruptQueueError("table store has no complete header", self.path, 0)
+            time.sleep(0.005)
+
+    @staticmethod
+    def _initialise(fd: int, header: bytes, keys: tuple[tuple[str, int], ...]) -> None:
+        if os.fstat(fd).st_size < TABLE_CHUNK:
+            os.ftruncate(fd, TABLE_CHUNK)
+        image = bytearray(4) + header
+        image += bytes(_align4(len(image)) - len(image))
+        for key, value in keys:
+            pos = len(image)
+            body, _ = record_bytes(key, value, pos + 4)
+            image += len(body).to_bytes(4, "little") + body
+        if len(image) > TABLE_CHUNK:
+            raise ChronicleError("table store header does not fit its first chunk")
+        # the header word goes last: readers wait for it to be complete
+        os.pwrite(fd, bytes(image[4:]), 4)
+        os.pwrite(fd, (HDR_META | len(header)).to_bytes(4, "little"), 0)
+
+    # -- parsing -------------------------------------------------------
+    def _parse_header(self) -> Document:
+        f = self.file
+        if f.size < 8:
+            raise CorruptQueueError("table store is too short", self.path, 0)
+        word = f.load32(0)
+        if not word & HDR_META or word & HDR_NOT_COMPLETE:
+            raise CorruptQueueError(f"table store header word {word:#010x} is not a complete "
+                                    "metadata document", self.path, 0)
+        length = word & LENGTH_MASK
+        if 4 + length > f.size:
+            raise CorruptQueueError("table store header runs past the end of the file",
+                                    self.path, 0)
+        try:
+            doc = parse_document(f.view(0, 4 + length), 4, 4 + length)
+        except WireError as exc:
+            raise CorruptQueueError(f"table store header is not BinaryWire: {exc}",
+                                    self.path, 4) from None
+        header = doc.get("header")
+        if header is None or not isinstance(header.value, Document):
+            raise CorruptQueueError("table store has no `header` document", self.path, 4)
+        self._end = _align4(4 + length)
+        return header.value
+
+    def _scan(self) -> None:
+        """Index every complete key record from where the last scan stopped."""
+        f = self.file
+        pos = self._end
+        while pos + 4 <= f.size:
+            word = f.load32(pos)
+            if word == 0 or word & HDR_NOT_COMPLETE:
+                break
+            length = word & LENGTH_MASK
+            end = pos + 4 + length
+            if end > f.size:
+                if not f.ensure(end):
+                    raise CorruptQueueError("table store record runs past the end of the file",
+                                            self.path, pos)
+            if not word & HDR_META:
+                key, value_off = self._parse_record(pos, end)
+                self._keys.setdefault(key.lower(), value_off)
+            pos = _align4(end)
+            self._end = pos
+
+    def _parse_record(self, pos: int, end: int) -> tuple[str, int]:
+        buf = self.file.view(0, end)
+        try:
+            doc = parse_document(buf, pos + 4, end)
+        except WireError as exc:
+            raise CorruptQueueError(f"bad table store record: {exc}", self.path, pos) from None
+        items = doc.items
+        if not items:
+            raise CorruptQueueError("empty table store record", self.path, pos)
+        key, value = items[0]
+        if value.code != 0xA7 or not isinstance(key, str):
+            raise CorruptQueueError("table store record is not a 64-bit value", self.path, pos)
+        return key, value.offset
+
+    # -- values --------------------------------------------------------
+    def keys(self) -> Iterator[tuple[str, int]]:
+        """Every (key, value) pair, in file order."""
+        self._scan()
+        f = self.file
+        pos = _align4(4 + (f.load32(0) & LENGTH_MASK))
+        while pos + 4 <= f.size:
+            word = f.load32(pos)
+            if word == 0 or word & HDR_NOT_COMPLETE:
+                break
+            end = pos + 4 + (word & LENGTH_MASK)
+            if not word & HDR_META:
+                key, off = self._parse_record(pos, end)
+                yield key, f.load64(off)
+            pos = _align4(end)
+
+    def offset(self, key: str) -> int | None:
+        """The value offset of ``key``, or None when the key does not exist."""
+        off = self._keys.get(key.lower())
+        if off is None:
+            self._scan()
+            off = self._keys.get(key.lower())
+        return off
+
+    def get(self, key: str, default: int | None = None) -> int | None:
+        """The current value of ``key``, or ``default`` when it does not exist."""
+        off = self.offset(key)
+        return default if off is None else self.file.load64(off)
+
+    def acquire(self, key: str, default: int) -> int:
+        """The value offset of ``key``, creating it with ``default`` if absent."""
+        off = self.offset(key)
+        if off is not None:
+            return off
+        if self.read_only:
+            raise ReadOnlyQueueError(f"cannot create key {key!r} in a read-only table store")
+        with _FileLock(self.file.fd, self.timeout):
+            self._scan()
+            off = self._keys.get(key.lower())
+            if off is not None:
+                return off
+            pos = self._end
+            body, off = record_bytes(key, default, pos + 4)
+            if not self.file.ensure(pos + 4 + len(body) + 8):
+                raise ReadOnlyQueueError("table store cannot grow")
+            if self.file.load32(pos) != 0:
+                raise CorruptQueueError("table store end is not free", self.path, pos)
+            self.file.write(pos + 4, body)
+            if not self.file.cas32(pos, 0, len(body)):
+                raise CorruptQueueError("table store record was overwritten", self.path, pos)
+            self._scan()
+        return off
+
+    def ptr(self, key: str, default: int) -> Any:
+        """A native ``int64_t *`` to the value of ``key`` (created if absent)."""
+        return ffi.cast("int64_t *", self.file.ptr(self.acquire(key, default)))
+
+    def set(self, key: str, value: int) -> None:
+        """Store ``value`` under ``key``."""
+        self.file.store64(self.acquire(key, value), value)
+
+    def set_max(self, key: str, value: int) -> int:
+        """Raise ``key`` to ``value`` unless it is already larger; returns the result.
+
+        A key still holding Long.MIN_VALUE (never set) is simply set.
+        """
+        from ._native import lib
+
+        return int(lib.cq_max64(self.file.ptr(self.acquire(key, UNLOCKED)), value))
+
+    def set_min(self, key: str, value: int) -> int:
+        """Lower ``key`` to ``value`` unless it is already smaller; returns the result."""
+        from ._native import lib
+
+        off = self.acquire(key, value)
+        if self.file.load64(off) == UNLOCKED:
+            self.file.cas64(off, UNLOCKED, value)
+        return int(lib.cq_min64(self.file.ptr(off), value))
+
+    def add(self, key: str, delta: int) -> int:
+        """Atomically add ``delta`` to ``key``; returns the new value."""
+        from ._native import lib
+
+        off = self.acquire(key, 0)
+        if self.file.load64(off) == UNLOCKED:
+            self.file.cas64(off, UNLOCKED, 0)
+        return int(lib.cq_add64(self.file.ptr(off), delta))
+
+    def cas(self, key: str, expected: int, value: int) -> bool:
+        """Compare-and-set ``key``."""
+        return self.file.cas64(self.acquire(key, expected), expected, value)
+
+    def close(self) -> None:
+        """Unmap and close."""
+        self.file.close()

@@ -1,0 +1,65 @@
+"""cffi build script for the native core (API mode, out-of-line).
+
+``setup.py`` names ``native/build_ffi.py:ffibuilder`` in ``cffi_modules``; the
+compiled module is ``aiochronicle._cq`` and ``aiochronicle/_native.py`` is its
+only importer.
+
+Environment toggles:
+
+* ``AIOCHRONICLE_SANITIZE=1`` builds with AddressSanitizer and
+  UndefinedBehaviorSanitizer (run the tests with ``LD_PRELOAD`` of libasan).
+* ``AIOCHRONICLE_DEBUG=1`` builds without optimisation and with asserts.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+
+from cffi import FFI
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def _version() -> str:
+    text = (ROOT / "aiochronicle" / "_version.py").read_text()
+    match = re.search(r'__version__ = "([^"]+)"', text)
+    if match is None:
+        raise RuntimeError("aiochronicle/_version.py has no __version__")
+    return match.group(1)
+
+
+def _cdef() -> str:
+    header = (HERE / "cq.h").read_text()
+    start = header.index("/* CDEF-BEGIN */") + len("/* CDEF-BEGIN */")
+    end = header.index("/* CDEF-END */")
+    return header[start:end]
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(_cdef())
+
+_args = ["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+_link: list[str] = []
+if os.environ.get("AIOCHRONICLE_SANITIZE"):
+    _args += ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
+    _link += ["-fsanitize=address,undefined"]
+elif os.environ.get("AIOCHRONICLE_DEBUG"):
+    _args += ["-O0", "-g"]
+else:
+    _args += ["-O2"]
+
+ffibuilder.set_source(
+    "aiochronicle._cq",
+    '#include "cq.h"',
+    sources=[str((HERE / "cq.c").relative_to(ROOT))],
+    include_dirs=[str(HERE.relative_to(ROOT))],
+    define_macros=[("AIOCHRONICLE_VERSION", '"%s"' % _version())],
+    extra_compile_args=_args,
+    extra_link_args=_link,
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

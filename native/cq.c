@@ -1,0 +1,723 @@
+/*
+ * aiochronicle native core.  See cq.h for the contract and native/README.md
+ * for the memory model.  Byte layouts follow Chronicle Queue v5 (Java).
+ */
+#define _GNU_SOURCE
+#include "cq.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef AIOCHRONICLE_VERSION
+#define AIOCHRONICLE_VERSION "0+unknown"
+#endif
+
+#define LOCK_UNLOCKED ((int64_t)INT64_MIN)
+#define MAX_META_SKIPS 4096u
+#define INDEX_DOC_SLACK 64u
+
+const char *cq_version(void) { return AIOCHRONICLE_VERSION; }
+
+/* ------------------------------------------------------------------ */
+/* small helpers                                                       */
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static inline uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t align_up(const cq_store *s, uint64_t pos) {
+    return s->align == 4 ? (pos + 3) & ~(uint64_t)3 : pos;
+}
+
+static inline uint32_t hdr_load(const cq_store *s, uint64_t pos) {
+    const uint8_t *p = s->base + pos;
+    if ((pos & 3) == 0)
+        return __atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE);
+    uint32_t v;
+    memcpy(&v, p, 4);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return v;
+}
+
+static inline int hdr_cas(cq_store *s, uint64_t pos, uint32_t expected, uint32_t value) {
+    return __atomic_compare_exchange_n((uint32_t *)(s->base + pos), &expected, value, 0,
+                                       __ATOMIC_RELEASE, __ATOMIC_ACQUIRE);
+}
+
+static inline int64_t ld64(const cq_store *s, uint64_t off) {
+    return __atomic_load_n((const int64_t *)(s->base + off), __ATOMIC_ACQUIRE);
+}
+
+static inline void st64(cq_store *s, uint64_t off, int64_t v) {
+    __atomic_store_n((int64_t *)(s->base + off), v, __ATOMIC_RELEASE);
+}
+
+static int64_t max64(int64_t *p, int64_t v) {
+    int64_t cur = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    while (cur < v) {
+        if (__atomic_compare_exchange_n(p, &cur, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
+            return v;
+    }
+    return cur;
+}
+
+static inline int is_eof(uint32_t h) { return h == CQ_HDR_EOF; }
+static inline int not_ready(uint32_t h) { return h == 0 || (h & CQ_HDR_NOT_COMPLETE); }
+
+/* ------------------------------------------------------------------ */
+/* mapping                                                             */
+
+int cq_map(int fd, uint64_t len, int writable, uint8_t **out) {
+    int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+    void *p = mmap(NULL, (size_t)len, prot, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return CQ_ERRNO;
+    *out = (uint8_t *)p;
+    return CQ_OK;
+}
+
+int cq_unmap(uint8_t *base, uint64_t len) {
+    return munmap(base, (size_t)len) == 0 ? CQ_OK : CQ_ERRNO;
+}
+
+int cq_release_pages(uint8_t *base, uint64_t from, uint64_t to) {
+    long pg = sysconf(_SC_PAGESIZE);
+    uint64_t a = (from + (uint64_t)pg - 1) & ~((uint64_t)pg - 1);
+    uint64_t b = to & ~((uint64_t)pg - 1);
+    if (b <= a) return CQ_OK;
+    return madvise(base + a, (size_t)(b - a), MADV_DONTNEED) == 0 ? CQ_OK : CQ_ERRNO;
+}
+
+int cq_sync(uint8_t *base, uint64_t from, uint64_t to, int async_) {
+    long pg = sysconf(_SC_PAGESIZE);
+    uint64_t a = from & ~((uint64_t)pg - 1);
+    if (to <= a) return CQ_OK;
+    return msync(base + a, (size_t)(to - a), async_ ? MS_ASYNC : MS_SYNC) == 0 ? CQ_OK : CQ_ERRNO;
+}
+
+/* ------------------------------------------------------------------ */
+/* atomics for Python                                                  */
+
+int64_t cq_load64(const uint8_t *p) { return __atomic_load_n((const int64_t *)p, __ATOMIC_SEQ_CST); }
+void cq_store64(uint8_t *p, int64_t v) { __atomic_store_n((int64_t *)p, v, __ATOMIC_SEQ_CST); }
+int cq_cas64(uint8_t *p, int64_t expected, int64_t value) {
+    return __atomic_compare_exchange_n((int64_t *)p, &expected, value, 0, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+}
+int64_t cq_max64(uint8_t *p, int64_t v) { return max64((int64_t *)p, v); }
+int64_t cq_min64(uint8_t *p, int64_t v) {
+    int64_t *q = (int64_t *)p;
+    int64_t cur = __atomic_load_n(q, __ATOMIC_ACQUIRE);
+    while (cur > v) {
+        if (__atomic_compare_exchange_n(q, &cur, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
+            return v;
+    }
+    return cur;
+}
+int64_t cq_add64(uint8_t *p, int64_t delta) {
+    return __atomic_add_fetch((int64_t *)p, delta, __ATOMIC_SEQ_CST);
+}
+uint32_t cq_load32(const uint8_t *p) { return __atomic_load_n((const uint32_t *)p, __ATOMIC_SEQ_CST); }
+int cq_cas32(uint8_t *p, uint32_t expected, uint32_t value) {
+    return __atomic_compare_exchange_n((uint32_t *)p, &expected, value, 0, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+}
+
+/* ------------------------------------------------------------------ */
+/* write lock                                                          */
+
+int cq_lock(int64_t *lock, int64_t pid, uint64_t spin_ns) {
+    int64_t expected = LOCK_UNLOCKED;
+    if (__atomic_compare_exchange_n(lock, &expected, pid, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return CQ_OK;
+    uint64_t deadline = 0;
+    for (unsigned i = 1;; i++) {
+        cpu_relax();
+        expected = LOCK_UNLOCKED;
+        if (__atomic_load_n(lock, __ATOMIC_RELAXED) == LOCK_UNLOCKED &&
+            __atomic_compare_exchange_n(lock, &expected, pid, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return CQ_OK;
+        if ((i & 63) == 0) {
+            uint64_t now = mono_ns();
+            if (deadline == 0) deadline = now + spin_ns;
+            else if (now >= deadline) return CQ_LOCKED;
+        }
+    }
+}
+
+int cq_unlock(int64_t *lock, int64_t pid) {
+    int64_t expected = pid;
+    if (__atomic_compare_exchange_n(lock, &expected, LOCK_UNLOCKED, 0, __ATOMIC_RELEASE,
+                                    __ATOMIC_RELAXED))
+        return CQ_OK;
+    return CQ_BAD_STATE;
+}
+
+/* ------------------------------------------------------------------ */
+/* index arrays: "<event name>" + padding + 0x8D cap used values[cap]   */
+
+/* Locate the values of the I64 array in the metadata document at doc_pos.
+ * Returns CQ_OK and the offsets, or CQ_CORRUPT. */
+static int array_at(const cq_store *s, uint64_t doc_pos, uint64_t *vals, uint64_t *used_off,
+                    uint64_t *cap_out) {
+    if (doc_pos < 4 || doc_pos + 4 > s->map_len) return CQ_CORRUPT;
+    uint32_t h = hdr_load(s, doc_pos);
+    if (not_ready(h) || !(h & CQ_HDR_META)) return CQ_CORRUPT;
+    uint64_t end = doc_pos + 4 + (h & CQ_HDR_LENGTH_MASK);
+    if (end > s->map_len) return CQ_CORRUPT;
+    uint64_t p = doc_pos + 4;
+    const uint8_t *b = s->base;
+    if (p + 2 > end || b[p] != 0xB9) return CQ_CORRUPT;
+    uint8_t nlen = b[p + 1];
+    if (nlen & 0x80) return CQ_CORRUPT;
+    p += 2 + nlen;
+    for (int guard = 0; p < end && guard < 64; guard++) {
+        if (b[p] == 0x8F) { p++; continue; }
+        if (b[p] == 0x8E) {
+            if (p + 5 > end) return CQ_CORRUPT;
+            uint32_t n;
+            memcpy(&n, b + p + 1, 4);
+            p += 5 + (uint64_t)n;
+            continue;
+        }
+        break;
+    }
+    if (p + 17 > end || b[p] != 0x8D) return CQ_CORRUPT;
+    int64_t cap;
+    memcpy(&cap, b + p + 1, 8);
+    if (cap <= 0 || (uint64_t)cap > (end - p - 17) / 8) return CQ_CORRUPT;
+    *cap_out = (uint64_t)cap;
+    *used_off = p + 9;
+    *vals = p + 17;
+    return CQ_OK;
+}
+
+/* The greatest indexed (position, sequence) with sequence <= target.
+ * Falls back to (0, 0): a walk from the file start. */
+static void index_floor(const cq_store *s, uint64_t target, uint64_t *pos, uint64_t *seq) {
+    *pos = 0;
+    *seq = 0;
+    if (!s->i2i_off || s->index_count == 0) return;
+    if (s->i2i_off + 8 > s->map_len) return;
+    uint64_t i2i = (uint64_t)ld64(s, s->i2i_off);
+    uint64_t vals, used_off, cap;
+    if (!i2i || array_at(s, i2i, &vals, &used_off, &cap) != CQ_OK) return;
+    unsigned bits = (unsigned)(s->count_bits + s->spacing_bits);
+    uint64_t n2 = bits >= 64 ? 0 : target >> bits;
+    int64_t used = ld64(s, used_off);
+    if (used <= 0) return;
+    if ((uint64_t)used > cap) used = (int64_t)cap;
+    int whole = 0;
+    if (n2 >= (uint64_t)used) { n2 = (uint64_t)used - 1; whole = 1; }
+    for (int64_t i = (int64_t)n2; i >= 0; i--) {
+        uint64_t page = (uint64_t)ld64(s, vals + 8 * (uint64_t)i);
+        uint64_t pv, pu, pc;
+        if (!page || array_at(s, page, &pv, &pu, &pc) != CQ_OK) continue;
+        uint64_t k = (i == (int64_t)n2 && !whole)
+                         ? (target >> s->spacing_bits) & (s->index_count - 1)
+                         : pc - 1;
+        if (k >= pc) k = pc - 1;
+        for (int64_t j = (int64_t)k; j >= 0; j--) {
+            uint64_t p = (uint64_t)ld64(s, pv + 8 * (uint64_t)j);
+            if (!p || p + 4 > s->map_len) continue;
+            uint32_t h = hdr_load(s, p);
+            if (not_ready(h) || (h & CQ_HDR_META)) continue; /* hole or stale entry */
+            *pos = p;
+            *seq = ((uint64_t)i << bits) | ((uint64_t)j << s->spacing_bits);
+            return;
+        }
+    }
+}
+
+/* The (position, sequence) of the last excerpt recorded in writePosition,
+ * validated against its packed second long.  Returns 0 when unusable. */
+static int write_position(const cq_store *s, uint64_t *pos, uint64_t *seq) {
+    if (!s->wp_off || !s->wp_seq_off) return 0;
+    uint64_t wp = (uint64_t)ld64(s, s->wp_off);
+    uint64_t v = (uint64_t)ld64(s, s->wp_seq_off);
+    if (wp == 0 || wp + 4 > s->map_len) return 0;
+    unsigned sh = (unsigned)s->file_shift;
+    if (sh == 0 || sh >= 64) return 0;
+    uint64_t hi_mask = (1ull << (64 - sh)) - 1;
+    if ((v >> sh) != (wp & hi_mask)) return 0;
+    uint32_t h = hdr_load(s, wp);
+    if (not_ready(h) || (h & CQ_HDR_META)) return 0;
+    *pos = wp;
+    *seq = v & ((1ull << sh) - 1);
+    return 1;
+}
+
+/* Walk forward over complete documents from (pos, seq) until either
+ * `target` data excerpts have been passed (seq == target and the header at
+ * pos is data or not yet written) or the end of written data.
+ * Returns CQ_OK (data header at pos), CQ_NONE (unwritten header at pos),
+ * CQ_EOF, CQ_NEED_MAP or CQ_CORRUPT. */
+static int walk(const cq_store *s, uint64_t *pos_io, uint64_t *seq_io, uint64_t target,
+                uint64_t *need, uint64_t *err) {
+    uint64_t pos = *pos_io, seq = *seq_io;
+    int rc;
+    for (;;) {
+        if (pos + 4 > s->map_len) { *need = pos + 4; *err = pos; rc = CQ_NEED_MAP; break; }
+        uint32_t h = hdr_load(s, pos);
+        if (is_eof(h)) { rc = CQ_EOF; break; }
+        if (not_ready(h)) { rc = CQ_NONE; break; }
+        uint64_t len = h & CQ_HDR_LENGTH_MASK;
+        if (!(h & CQ_HDR_META)) {
+            if (seq == target) { rc = CQ_OK; break; }
+            seq++;
+        } else if (pos == 0 && len == 0) {
+            *err = pos; rc = CQ_CORRUPT; break;
+        }
+        uint64_t end = pos + 4 + len;
+        if (end > s->map_len) { *need = end; *err = pos; rc = CQ_NEED_MAP; break; }
+        pos = align_up(s, end);
+    }
+    *pos_io = pos;
+    *seq_io = seq;
+    return rc;
+}
+
+int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof) {
+    uint64_t p, q, need = 0, err = 0;
+    if (!write_position(s, &p, &q)) index_floor(s, UINT64_MAX, &p, &q);
+    int rc = walk(s, &p, &q, UINT64_MAX, &need, &err);
+    *pos = p;
+    *seq = q;
+    *eof = rc == CQ_EOF;
+    if (rc == CQ_NONE || rc == CQ_EOF) return CQ_OK;
+    return rc;
+}
+
+int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
+    uint64_t p, q, need = 0, err = 0;
+    uint64_t wp, wq;
+    if (write_position(s, &wp, &wq) && wq <= seq) { p = wp; q = wq; }
+    else index_floor(s, seq, &p, &q);
+    int rc = walk(s, &p, &q, seq, &need, &err);
+    *pos = p;
+    if (rc == CQ_OK) return CQ_OK;
+    if (rc == CQ_NONE) return q == seq ? CQ_NOT_REACHED : CQ_NOT_FOUND;
+    if (rc == CQ_EOF) return CQ_NOT_FOUND;
+    if (rc == CQ_NEED_MAP) *pos = need;
+    return rc;
+}
+
+int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out) {
+    if (pos + 4 > s->map_len) return CQ_NEED_MAP;
+    uint32_t h = hdr_load(s, pos);
+    *hdr_out = h;
+    *next_out = align_up(s, pos + 4 + (h & CQ_HDR_LENGTH_MASK));
+    return CQ_OK;
+}
+
+int cq_write_eof(cq_store *s, uint64_t hint) {
+    uint64_t p, q, need = 0, err = 0;
+    if (!write_position(s, &p, &q)) index_floor(s, UINT64_MAX, &p, &q);
+    if (hint > p && hint < s->map_len) {
+        /* the hint is a committed boundary known to the caller; walking
+         * from the furthest known point is shortest */
+        uint32_t h = hdr_load(s, hint);
+        if (h == 0 || is_eof(h) || !(h & CQ_HDR_NOT_COMPLETE)) { p = hint; q = 0; }
+    }
+    for (;;) {
+        int rc = walk(s, &p, &q, UINT64_MAX, &need, &err);
+        if (rc == CQ_EOF) return CQ_OK;
+        if (rc != CQ_NONE) return rc;
+        if (p + 8 > s->map_len) return CQ_NEED_MAP;
+        uint32_t h = hdr_load(s, p);
+        if (h != 0) {
+            /* an incomplete header of a writer that died mid-excerpt:
+             * the lock is held, so nobody is writing it any more */
+            if (!hdr_cas(s, p, h, 0)) continue;
+        }
+        static const uint8_t trailer[4] = {0xC3, 'E', 'O', 'F'};
+        memcpy(s->base + p + 4, trailer, 4);
+        if (hdr_cas(s, p, 0, CQ_HDR_EOF)) return CQ_OK;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* appending                                                           */
+
+static inline int64_t now_ms(const cq_appender *a) {
+    if (a->clock_cell) return __atomic_load_n(a->clock_cell, __ATOMIC_ACQUIRE);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int check_cycle(cq_appender *a) {
+    if (!a->check_cycle) return CQ_OK;
+    int64_t c = (now_ms(a) - a->epoch) / a->length_ms;
+    if (c != a->store->cycle) {
+        a->want_cycle = c;
+        return CQ_ROLL;
+    }
+    return CQ_OK;
+}
+
+static int check_append_lock(const cq_appender *a, int meta) {
+    if (meta || !a->append_lock) return CQ_OK;
+    int64_t v = __atomic_load_n(a->append_lock, __ATOMIC_ACQUIRE);
+    if (v != LOCK_UNLOCKED && (int32_t)v != (int32_t)a->pid) return CQ_APPEND_LOCKED;
+    return CQ_OK;
+}
+
+/* Find where the next document goes.  The write lock is held. */
+static int locate(cq_appender *a, uint64_t *pos_out, uint64_t *seq_out) {
+    cq_store *s = a->store;
+    uint64_t pos = a->pos, seq = a->seq;
+    uint64_t wp, wq;
+    if (write_position(s, &wp, &wq) && wp > pos) { pos = wp; seq = wq; }
+    if (pos < 4 && pos != 0) pos = 0;
+    for (unsigned skips = 0;; skips++) {
+        if (pos + 4 > s->map_len) { a->need = pos + 4; return CQ_NEED_MAP; }
+        uint32_t h = hdr_load(s, pos);
+        if (h == 0) break;
+        if (is_eof(h)) return CQ_EOF;
+        if (h & CQ_HDR_NOT_COMPLETE) {
+            /* a header marked in-progress by an old-protocol writer that
+             * died: we hold the lock, so take the slot over */
+            if (!hdr_cas(s, pos, h, 0)) { a->err_pos = pos; return CQ_CORRUPT; }
+            break;
+        }
+        uint64_t end = pos + 4 + (h & CQ_HDR_LENGTH_MASK);
+        if (end > s->map_len) { a->need = end; return CQ_NEED_MAP; }
+        if (!(h & CQ_HDR_META)) seq++;
+        pos = align_up(s, end);
+        (void)skips;
+    }
+    *pos_out = pos;
+    *seq_out = seq;
+    return CQ_OK;
+}
+
+/* Space a data excerpt at (pos, seq) of plen payload bytes needs, with
+ * room for a new index page if this sequence opens one. */
+static uint64_t space_needed(const cq_appender *a, uint64_t pos, uint64_t seq, uint64_t plen,
+                             int meta) {
+    const cq_store *s = a->store;
+    uint64_t need = pos + 4 + plen + 8;
+    if (!meta && s->i2i_off && s->index_count) {
+        uint64_t per_page = (uint64_t)1 << (s->count_bits + s->spacing_bits);
+        if ((seq & (per_page - 1)) == 0)
+            need = align_up(s, pos + 4 + plen) + 4 + 8 * s->index_count + INDEX_DOC_SLACK;
+    }
+    return need;
+}
+
+/* Append a new secondary index page at *next, store it in index2index. */
+static int new_index_page(cq_appender *a, uint64_t n2, uint64_t i2i_vals, uint64_t i2i_used,
+                          uint64_t *next) {
+    cq_store *s = a->store;
+    uint64_t p = *next;
+    uint8_t *b = s->base;
+    uint64_t body = p + 4;
+    uint64_t count = s->index_count;
+    uint64_t q = body + 7;
+    uint64_t pad = (8 - ((q + 1) & 7)) & 7;
+    uint64_t arr = q + pad;
+    uint64_t end = arr + 17 + 8 * count;
+    if (end + 8 > s->map_len) return CQ_NEED_MAP;
+    if (hdr_load(s, p) != 0) { a->err_pos = p; return CQ_CORRUPT; }
+    static const uint8_t name[7] = {0xB9, 5, 'i', 'n', 'd', 'e', 'x'};
+    memcpy(b + body, name, 7);
+    if (pad >= 5) {
+        uint32_t n = (uint32_t)(pad - 5);
+        b[q] = 0x8E;
+        memcpy(b + q + 1, &n, 4);
+        memset(b + q + 5, 0, n);
+    } else {
+        memset(b + q, 0x8F, pad);
+    }
+    int64_t cap = (int64_t)count, used = 0;
+    b[arr] = 0x8D;
+    memcpy(b + arr + 1, &cap, 8);
+    memcpy(b + arr + 9, &used, 8);
+    memset(b + arr + 17, 0, 8 * count);
+    memset(b + end, 0, 8);
+    if (!hdr_cas(s, p, 0, CQ_HDR_META | (uint32_t)(end - body))) { a->err_pos = p; return CQ_CORRUPT; }
+    st64(s, i2i_vals + 8 * n2, (int64_t)p);
+    max64((int64_t *)(b + i2i_used), (int64_t)(n2 + 1));
+    *next = align_up(s, end);
+    return CQ_OK;
+}
+
+static int index_entry(cq_appender *a, uint64_t seq, uint64_t pos, uint64_t *next) {
+    cq_store *s = a->store;
+    if (!s->i2i_off || !s->index_count) return CQ_OK;
+    if (seq & (s->index_spacing - 1)) return CQ_OK;
+    unsigned bits = (unsigned)(s->count_bits + s->spacing_bits);
+    uint64_t n2 = seq >> bits;
+    uint64_t n3 = (seq >> s->spacing_bits) & (s->index_count - 1);
+    if (n2 >= s->index_count) return CQ_INDEX_FULL;
+    uint64_t i2i = (uint64_t)ld64(s, s->i2i_off);
+    uint64_t vals, used_off, cap;
+    if (!i2i) return CQ_OK; /* a file created without an index */
+    if (array_at(s, i2i, &vals, &used_off, &cap) != CQ_OK || n2 >= cap) {
+        a->err_pos = i2i;
+        return CQ_CORRUPT;
+    }
+    uint64_t page = (uint64_t)ld64(s, vals + 8 * n2);
+    if (!page) {
+        int rc = new_index_page(a, n2, vals, used_off, next);
+        if (rc != CQ_OK) return rc;
+        page = (uint64_t)ld64(s, vals + 8 * n2);
+    }
+    uint64_t pv, pu, pc;
+    if (array_at(s, page, &pv, &pu, &pc) != CQ_OK || n3 >= pc) { a->err_pos = page; return CQ_CORRUPT; }
+    int64_t *slot = (int64_t *)(s->base + pv + 8 * n3);
+    int64_t empty = 0;
+    if (__atomic_compare_exchange_n(slot, &empty, (int64_t)pos, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+        max64((int64_t *)(s->base + pu), (int64_t)(n3 + 1));
+        if (s->last_index_off)
+            max64((int64_t *)(s->base + s->last_index_off), (int64_t)(seq + s->index_spacing));
+    }
+    return CQ_OK;
+}
+
+/* Publish a document whose payload is already in place.  Lock held. */
+static int commit(cq_appender *a, uint64_t pos, uint64_t seq, uint64_t plen, int meta) {
+    cq_store *s = a->store;
+    uint8_t *b = s->base;
+    if (plen == 0) { b[pos + 4] = 0x8F; plen = 1; }
+    memset(b + pos + 4 + plen, 0, 8);
+    uint32_t h = (uint32_t)plen | (meta ? CQ_HDR_META : 0);
+    if (!hdr_cas(s, pos, 0, h)) { a->err_pos = pos; return CQ_CORRUPT; }
+    uint64_t next = align_up(s, pos + 4 + plen);
+    if (!meta) {
+        if (s->wp_off) max64((int64_t *)(b + s->wp_off), (int64_t)pos);
+        if (s->wp_seq_off)
+            st64(s, s->wp_seq_off, (int64_t)((pos << s->file_shift) | seq));
+        int rc = index_entry(a, seq, pos, &next);
+        a->last_index = (int64_t)(((uint64_t)s->cycle << a->queue_shift) | seq);
+        a->seq = seq + 1;
+        a->pos = next;
+        if (rc != CQ_OK) return rc;
+    } else {
+        a->seq = seq;
+        a->pos = next;
+    }
+    return CQ_OK;
+}
+
+static void populate(cq_appender *a) {
+    cq_store *s = a->store;
+    if (!a->populate_step || a->pos + a->populate_step <= a->populated) return;
+    uint64_t from = a->populated > a->pos ? a->populated : a->pos;
+    uint64_t to = a->pos + 2 * a->populate_step;
+    if (to > s->map_len) to = s->map_len;
+    long pg = sysconf(_SC_PAGESIZE);
+    from &= ~((uint64_t)pg - 1);
+    if (to > from) {
+#ifdef MADV_POPULATE_WRITE
+        if (madvise(s->base + from, (size_t)(to - from), MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+            a->populate_step = 0; /* kernel without MADV_POPULATE_WRITE */
+#else
+        a->populate_step = 0;
+#endif
+    }
+    a->populated = to;
+}
+
+static int begin(cq_appender *a, uint64_t len, int meta, uint64_t *pos, uint64_t *seq) {
+    if (!a->store || !a->store->base || !a->write_lock) return CQ_BAD_STATE;
+    if (len > CQ_HDR_LENGTH_MASK) return CQ_TOO_LARGE;
+    int rc = check_append_lock(a, meta);
+    if (rc != CQ_OK) return rc;
+    rc = check_cycle(a);
+    if (rc != CQ_OK) return rc;
+    if (cq_lock(a->write_lock, a->pid, a->lock_spin_ns) != CQ_OK) return CQ_LOCKED;
+    rc = locate(a, pos, seq);
+    if (rc == CQ_OK) {
+        cq_store *s = a->store;
+        if (!meta && s->index_count && (*seq >> (s->count_bits + s->spacing_bits)) >= s->index_count)
+            rc = CQ_INDEX_FULL;
+        else {
+            uint64_t need = space_needed(a, *pos, *seq, len ? len : 1, meta);
+            if (need > s->map_len) { a->need = need; rc = CQ_NEED_MAP; }
+        }
+    }
+    if (rc != CQ_OK) cq_unlock(a->write_lock, a->pid);
+    return rc;
+}
+
+int cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta) {
+    if (a->doc_open) return CQ_BAD_STATE;
+    uint64_t pos, seq;
+    int rc = begin(a, len, meta, &pos, &seq);
+    if (rc != CQ_OK) return rc;
+    if (len) memcpy(a->store->base + pos + 4, data, len);
+    rc = commit(a, pos, seq, len, meta);
+    cq_unlock(a->write_lock, a->pid);
+    populate(a);
+    return rc;
+}
+
+int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets, uint64_t n,
+                    uint64_t *done) {
+    *done = 0;
+    if (a->doc_open) return CQ_BAD_STATE;
+    if (n == 0) return CQ_OK;
+    uint64_t pos, seq;
+    uint64_t len0 = (uint64_t)(offsets[1] - offsets[0]);
+    int rc = begin(a, len0, 0, &pos, &seq);
+    if (rc != CQ_OK) return rc;
+    cq_store *s = a->store;
+    uint64_t i = 0;
+    for (; i < n; i++) {
+        int64_t o0 = offsets[i], o1 = offsets[i + 1];
+        if (o1 < o0) { rc = CQ_BAD_STATE; break; }
+        uint64_t len = (uint64_t)(o1 - o0);
+        if (len > CQ_HDR_LENGTH_MASK) { rc = CQ_TOO_LARGE; break; }
+        if (i > 0) {
+            pos = a->pos;
+            seq = a->seq;
+            if (s->index_count && (seq >> (s->count_bits + s->spacing_bits)) >= s->index_count) {
+                rc = CQ_INDEX_FULL;
+                break;
+            }
+            uint64_t need = space_needed(a, pos, seq, len ? len : 1, 0);
+            if (need > s->map_len) { a->need = need; rc = CQ_NEED_MAP; break; }
+        }
+        if (len) memcpy(s->base + pos + 4, data + o0, len);
+        rc = commit(a, pos, seq, len, 0);
+        if (rc != CQ_OK) { i++; break; }
+    }
+    cq_unlock(a->write_lock, a->pid);
+    *done = i;
+    populate(a);
+    return rc;
+}
+
+int cq_doc_begin(cq_appender *a, uint64_t reserve, int meta) {
+    if (a->doc_open) return CQ_BAD_STATE;
+    uint64_t pos, seq;
+    int rc = begin(a, reserve, meta, &pos, &seq);
+    if (rc != CQ_OK) return rc;
+    a->doc_open = 1;
+    a->doc_meta = meta;
+    a->doc_pos = pos;
+    a->seq = seq;
+    return CQ_OK;
+}
+
+int cq_doc_ensure(cq_appender *a, uint64_t len) {
+    if (!a->doc_open) return CQ_BAD_STATE;
+    if (len > CQ_HDR_LENGTH_MASK) return CQ_TOO_LARGE;
+    uint64_t need = space_needed(a, a->doc_pos, a->seq, len ? len : 1, a->doc_meta);
+    if (need > a->store->map_len) { a->need = need; return CQ_NEED_MAP; }
+    return CQ_OK;
+}
+
+int cq_doc_commit(cq_appender *a, uint64_t len) {
+    if (!a->doc_open) return CQ_BAD_STATE;
+    int rc = cq_doc_ensure(a, len);
+    if (rc != CQ_OK) return rc;
+    a->doc_open = 0;
+    rc = commit(a, a->doc_pos, a->seq, len, a->doc_meta);
+    cq_unlock(a->write_lock, a->pid);
+    populate(a);
+    return rc;
+}
+
+int cq_doc_rollback(cq_appender *a, uint64_t len) {
+    if (!a->doc_open) return CQ_BAD_STATE;
+    cq_store *s = a->store;
+    uint64_t end = a->doc_pos + 4 + len + 8;
+    if (end > s->map_len) end = s->map_len;
+    memset(s->base + a->doc_pos + 4, 0, end - a->doc_pos - 4);
+    a->doc_open = 0;
+    a->pos = a->doc_pos;
+    cq_unlock(a->write_lock, a->pid);
+    return CQ_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* reading                                                             */
+
+static void drop_behind(cq_tailer *t) {
+    cq_store *s = t->store;
+    if (!s->chunk || t->pos < t->dropped + 2 * s->chunk) return;
+    uint64_t to = t->pos - s->chunk;
+    cq_release_pages(s->base, t->dropped, to);
+    t->dropped = to;
+}
+
+int64_t cq_read(cq_tailer *t) {
+    cq_store *s = t->store;
+    if (!s || !s->base) return CQ_BAD_STATE;
+    uint64_t pos = t->pos;
+    for (unsigned skips = 0; skips < MAX_META_SKIPS; skips++) {
+        if (pos + 4 > s->map_len) { t->need = pos + 4; t->err_pos = pos; t->pos = pos; return CQ_NEED_MAP; }
+        uint32_t h = hdr_load(s, pos);
+        if (is_eof(h)) { t->pos = pos; return CQ_EOF; }
+        if (not_ready(h)) { t->pos = pos; return CQ_NONE; }
+        uint64_t len = h & CQ_HDR_LENGTH_MASK;
+        uint64_t end = pos + 4 + len;
+        if (end > s->map_len) { t->need = end; t->err_pos = pos; t->pos = pos; return CQ_NEED_MAP; }
+        if (h & CQ_HDR_META) {
+            if (pos == 0 && len == 0) { t->err_pos = pos; return CQ_CORRUPT; }
+            if (t->include_meta) {
+                t->data = (const char *)(s->base + pos + 4);
+                t->len = len;
+                t->is_meta = 1;
+                t->index = (int64_t)(((uint64_t)s->cycle << t->queue_shift) | t->seq);
+                t->pos = align_up(s, end);
+                return (int64_t)len;
+            }
+            pos = align_up(s, end);
+            continue;
+        }
+        t->data = (const char *)(s->base + pos + 4);
+        t->len = len;
+        t->is_meta = 0;
+        t->index = (int64_t)(((uint64_t)s->cycle << t->queue_shift) | t->seq);
+        t->seq++;
+        t->pos = align_up(s, end);
+        drop_behind(t);
+        return (int64_t)len;
+    }
+    t->pos = pos;
+    return CQ_NONE; /* bounded: a long run of metadata continues on the next call */
+}
+
+int cq_read_batch(cq_tailer *t, uint8_t *out, uint64_t out_cap, int64_t *offsets,
+                  int64_t *indices, uint64_t max_n, uint64_t *n_out) {
+    uint64_t n = 0, used = 0;
+    int saved_meta = t->include_meta;
+    t->include_meta = 0;
+    int rc = CQ_OK;
+    offsets[0] = 0;
+    while (n < max_n) {
+        uint64_t pos0 = t->pos, seq0 = t->seq;
+        int64_t r = cq_read(t);
+        if (r < 0) { rc = (int)r; break; }
+        if ((uint64_t)r > out_cap - used) {
+            t->pos = pos0;
+            t->seq = seq0;
+            if (n == 0) { t->need = (uint64_t)r; rc = CQ_TOO_LARGE; }
+            break;
+        }
+        memcpy(out + used, t->data, (size_t)r);
+        used += (uint64_t)r;
+        indices[n] = t->index;
+        offsets[++n] = (int64_t)used;
+    }
+    t->include_meta = saved_meta;
+    *n_out = n;
+    return n ? CQ_OK : rc;
+}

@@ -1,0 +1,148 @@
+/*
+ * aiochronicle native core: the per-message hot path over memory-mapped
+ * Chronicle Queue v5 cycle files.
+ *
+ * Contract (see native/README.md):
+ *   - every call returns within a bounded time (spins have explicit budgets);
+ *   - no call blocks on I/O except the explicit map/grow helpers;
+ *   - nothing here calls back into Python or includes Python.h;
+ *   - corrupt input never crashes: every read is bounds-checked against the
+ *     mapped length and reported as CQ_CORRUPT with the offending offset.
+ *
+ * The region between CDEF-BEGIN and CDEF-END is fed verbatim to cffi's cdef(),
+ * so it must stay free of preprocessor logic other than integer #defines.
+ */
+#ifndef AIOCHRONICLE_CQ_H
+#define AIOCHRONICLE_CQ_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+/* CDEF-BEGIN */
+#define CQ_OK 0
+#define CQ_NONE -1
+#define CQ_EOF -2
+#define CQ_NEED_MAP -3
+#define CQ_LOCKED -4
+#define CQ_ROLL -5
+#define CQ_CORRUPT -6
+#define CQ_NOT_FOUND -7
+#define CQ_NOT_REACHED -8
+#define CQ_TOO_LARGE -9
+#define CQ_INDEX_FULL -10
+#define CQ_APPEND_LOCKED -11
+#define CQ_ERRNO -12
+#define CQ_NO_SPACE -13
+#define CQ_BAD_STATE -14
+
+#define CQ_HDR_LENGTH_MASK 0x3FFFFFFF
+#define CQ_HDR_META 0x40000000
+#define CQ_HDR_NOT_COMPLETE 0x80000000
+#define CQ_HDR_EOF 0xC0000000
+
+/* One mapped cycle file, shared by every appender and tailer of a process
+ * that uses the cycle.  Python owns the struct and the mappings. */
+typedef struct cq_store {
+    uint8_t *base;            /* mapping of file bytes [0, map_len) */
+    uint64_t map_len;
+    int64_t cycle;            /* the file's cycle number */
+    int32_t align;            /* 4 for dataFormat 1, else 1 */
+    int32_t file_shift;       /* cycle shift of the file's own arithmetic */
+    uint64_t wp_off;          /* offset of writePosition[0] (0: unknown) */
+    uint64_t wp_seq_off;      /* offset of writePosition[1] (0: single-long format) */
+    uint64_t i2i_off;         /* offset of the index2Index value in the header */
+    uint64_t last_index_off;  /* offset of lastIndex (nextEntryToBeIndexed) */
+    uint64_t index_count;
+    uint64_t index_spacing;
+    int32_t count_bits;
+    int32_t spacing_bits;
+    uint64_t data_start;      /* first byte after the file header document */
+    uint64_t chunk;           /* RSS window: pages behind a reader are dropped per chunk */
+} cq_store;
+
+typedef struct cq_appender {
+    cq_store *store;
+    int64_t *write_lock;      /* chronicle.write.lock in metadata.cq4t */
+    int64_t *append_lock;     /* chronicle.append.lock, or NULL */
+    int64_t pid;
+    int64_t *clock_cell;      /* settable clock in ms; NULL = CLOCK_REALTIME */
+    int64_t epoch;
+    int64_t length_ms;
+    int32_t queue_shift;      /* cycle shift of the queue's roll cycle */
+    int32_t check_cycle;      /* 0 disables the roll check (positioned writes) */
+    uint64_t lock_spin_ns;    /* bounded spin for the write lock */
+    uint64_t pos;             /* hint: next header position */
+    uint64_t seq;             /* hint: sequence of the next data excerpt */
+    uint64_t populated;       /* pages pre-faulted up to here */
+    uint64_t populate_step;   /* 0 disables pre-faulting */
+    /* outputs */
+    int64_t last_index;       /* index of the last data excerpt appended */
+    int64_t want_cycle;       /* on CQ_ROLL: the cycle the clock asks for */
+    uint64_t need;            /* on CQ_NEED_MAP: bytes the mapping must cover */
+    uint64_t err_pos;         /* on CQ_CORRUPT: offending offset */
+    /* writing-document context */
+    int32_t doc_open;
+    int32_t doc_meta;
+    uint64_t doc_pos;
+} cq_appender;
+
+typedef struct cq_tailer {
+    cq_store *store;
+    int32_t queue_shift;
+    int32_t include_meta;
+    uint64_t pos;             /* next header to read */
+    uint64_t seq;             /* sequence of the next data excerpt */
+    uint64_t dropped;         /* pages before this offset have been released */
+    /* outputs of the last read */
+    const char *data;
+    uint64_t len;
+    int64_t index;
+    int32_t is_meta;
+    uint64_t need;
+    uint64_t err_pos;
+} cq_tailer;
+
+/* mapping helpers */
+int cq_map(int fd, uint64_t len, int writable, uint8_t **out);
+int cq_unmap(uint8_t *base, uint64_t len);
+int cq_release_pages(uint8_t *base, uint64_t from, uint64_t to);
+int cq_sync(uint8_t *base, uint64_t from, uint64_t to, int async_);
+
+/* atomics on mapped memory (all sequentially consistent) */
+int64_t cq_load64(const uint8_t *p);
+void cq_store64(uint8_t *p, int64_t v);
+int cq_cas64(uint8_t *p, int64_t expected, int64_t value);
+int64_t cq_max64(uint8_t *p, int64_t v);
+int64_t cq_min64(uint8_t *p, int64_t v);
+int64_t cq_add64(uint8_t *p, int64_t delta);
+uint32_t cq_load32(const uint8_t *p);
+int cq_cas32(uint8_t *p, uint32_t expected, uint32_t value);
+
+/* write lock (value = holder's pid, Long.MIN_VALUE = unlocked) */
+int cq_lock(int64_t *lock, int64_t pid, uint64_t spin_ns);
+int cq_unlock(int64_t *lock, int64_t pid);
+
+/* store inspection */
+int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof);
+int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos);
+int cq_write_eof(cq_store *s, uint64_t hint);
+int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out);
+
+/* appending (each takes and releases the write lock unless a document is open) */
+int cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta);
+int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets,
+                    uint64_t n, uint64_t *done);
+int cq_doc_begin(cq_appender *a, uint64_t reserve, int meta);
+int cq_doc_commit(cq_appender *a, uint64_t len);
+int cq_doc_rollback(cq_appender *a, uint64_t len);
+int cq_doc_ensure(cq_appender *a, uint64_t len);
+
+/* reading */
+int64_t cq_read(cq_tailer *t);
+int cq_read_batch(cq_tailer *t, uint8_t *out, uint64_t out_cap, int64_t *offsets,
+                  int64_t *indices, uint64_t max_n, uint64_t *n_out);
+
+const char *cq_version(void);
+/* CDEF-END */
+
+#endif
