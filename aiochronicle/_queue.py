@@ -50,6 +50,8 @@ INT_MAX = (1 << 31) - 1
 
 _cq_append = lib.cq_append
 _cq_read = lib.cq_read
+SCRATCH = 4096
+_OUT_INDEX = ffi.offsetof("cq_tailer", "index") // 8
 _unpack = ffi.unpack
 _tuple_new = tuple.__new__
 
@@ -676,10 +678,10 @@ class Appender:
         c = self._c
         if type(data) is not bytes:
             data = self._coerce(data)
-        rc = _cq_append(c, data, len(data), 0)
-        if rc == 0:
-            return int(c.last_index)
-        return self._append_slow(rc, data, 0)
+        index: int = _cq_append(c, data, len(data), 0)
+        if index >= 0:
+            return index
+        return self._append_slow(index, data, 0)
 
     def _append_py_clock(self, data: bytes | bytearray | memoryview | str) -> int:
         assert self._py_clock is not None
@@ -697,7 +699,7 @@ class Appender:
         if self._py_clock is not None:
             self._c.clock_cell[0] = self._py_clock.current_time_millis()
         rc = _cq_append(self._c, data, len(data), 1)
-        if rc != 0:
+        if rc < 0:
             self._append_slow(rc, data, 1)
 
     @staticmethod
@@ -713,8 +715,8 @@ class Appender:
         for _ in range(10_000):
             self._handle(rc, len(data))
             rc = _cq_append(c, data, len(data), meta)
-            if rc == 0:
-                return int(c.last_index) if not meta else -1
+            if rc >= 0:
+                return int(rc) if not meta else -1
         raise ChronicleError(f"append did not settle (last code {rc})")
 
     def _handle(self, rc: int, size: int) -> None:
@@ -974,6 +976,12 @@ class Tailer:
         self._store: CycleStore | None = None
         c = ffi.new("cq_tailer *")
         self._c: Any = c
+        self._scratch: Any = ffi.new("char[]", SCRATCH)
+        c.scratch = self._scratch
+        c.scratch_cap = SCRATCH
+        # struct fields read on the hot path go through a memoryview: far
+        # cheaper than cffi attribute access
+        self._out = memoryview(ffi.buffer(c)).cast("q")  # type: ignore[arg-type]
         c.queue_shift = queue.roll_cycle.cycle_shift
         c.include_meta = 1 if include_metadata else 0
         self._direction = TailerDirection(direction)
@@ -1188,11 +1196,11 @@ class Tailer:
     # -- reading ---------------------------------------------------------
     def read_nowait(self) -> Excerpt | None:
         """The next excerpt, or None if none has been written yet."""
-        c = self._c
-        if self._direction == TailerDirection.FORWARD:
-            n = _cq_read(c)
-            if n >= 0:
-                return _tuple_new(Excerpt, (c.index, _unpack(c.data, n)))  # type: ignore[no-any-return]
+        if self._direction == 1:
+            n = _cq_read(self._c)
+            if 0 <= n <= SCRATCH:
+                return _tuple_new(  # type: ignore[no-any-return]
+                    Excerpt, (self._out[_OUT_INDEX], _unpack(self._scratch, n)))
             return self._read_slow(n)
         return self._read_other()
 
@@ -1206,7 +1214,8 @@ class Tailer:
         c = self._c
         for _ in range(1000):
             if n >= 0:
-                return _tuple_new(Excerpt, (c.index, _unpack(c.data, n)))  # type: ignore[no-any-return]
+                return _tuple_new(  # type: ignore[no-any-return]
+                    Excerpt, (int(c.index), _unpack(c.data, n)))
             if n == lib.CQ_NONE:
                 return None
             if n == lib.CQ_BAD_STATE:
@@ -1348,6 +1357,8 @@ class Tailer:
         pidx = ffi.from_buffer("int64_t[]", indices)
         rc = lib.cq_read_batch(c, pbuf, max_bytes, poff, pidx, max_count, n_out)
         n = int(n_out[0])
+        for p in (pbuf, poff, pidx):
+            ffi.release(p)
         if n:
             del indices[n:]
             del offsets[n + 1:]

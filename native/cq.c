@@ -555,7 +555,8 @@ static int begin(cq_appender *a, uint64_t len, int meta, uint64_t *pos, uint64_t
     return rc;
 }
 
-int cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta) {
+/* Returns the index of the excerpt (>= 0; 0 for metadata) or a CQ_ code. */
+int64_t cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta) {
     if (a->doc_open) return CQ_BAD_STATE;
     uint64_t pos, seq;
     int rc = begin(a, len, meta, &pos, &seq);
@@ -564,7 +565,8 @@ int cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta) {
     rc = commit(a, pos, seq, len, meta);
     cq_unlock(a->write_lock, a->pid);
     populate(a);
-    return rc;
+    if (rc != CQ_OK) return rc;
+    return meta ? 0 : a->last_index;
 }
 
 int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets, uint64_t n,
@@ -675,6 +677,7 @@ int64_t cq_read(cq_tailer *t) {
                 t->data = (const char *)(s->base + pos + 4);
                 t->len = len;
                 t->is_meta = 1;
+                if (len <= t->scratch_cap) memcpy(t->scratch, t->data, (size_t)len);
                 t->index = (int64_t)(((uint64_t)s->cycle << t->queue_shift) | t->seq);
                 t->pos = align_up(s, end);
                 return (int64_t)len;
@@ -685,6 +688,7 @@ int64_t cq_read(cq_tailer *t) {
         t->data = (const char *)(s->base + pos + 4);
         t->len = len;
         t->is_meta = 0;
+        if (len <= t->scratch_cap) memcpy(t->scratch, t->data, (size_t)len);
         t->index = (int64_t)(((uint64_t)s->cycle << t->queue_shift) | t->seq);
         t->seq++;
         t->pos = align_up(s, end);

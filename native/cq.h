@@ -93,6 +93,8 @@ typedef struct cq_tailer {
     uint64_t pos;             /* next header to read */
     uint64_t seq;             /* sequence of the next data excerpt */
     uint64_t dropped;         /* pages before this offset have been released */
+    char *scratch;            /* payloads up to scratch_cap are also copied here */
+    uint64_t scratch_cap;
     /* outputs of the last read */
     const char *data;
     uint64_t len;
@@ -129,7 +131,7 @@ int cq_write_eof(cq_store *s, uint64_t hint);
 int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out);
 
 /* appending (each takes and releases the write lock unless a document is open) */
-int cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta);
+int64_t cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta);
 int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets,
                     uint64_t n, uint64_t *done);
 int cq_doc_begin(cq_appender *a, uint64_t reserve, int meta);

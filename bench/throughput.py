@@ -1,0 +1,184 @@
+"""Single-process append/read throughput of aiochronicle, beside two references.
+
+Run:  .venv/bin/python bench/throughput.py [--quick] [--dir DIR]
+
+For each payload size it measures, in one run:
+
+* aiochronicle per-message ``Appender.append`` and ``Tailer.read_nowait``;
+* aiochronicle batch ``Appender.append_packed`` and ``Tailer.read_many``;
+* reference "python-copy": a Python loop that only copies the same bytes into a
+  preallocated buffer (what the interpreter itself costs per message);
+* reference "memcpy": one bulk copy of all the payload bytes (the machine's
+  memory bandwidth limit).
+
+Ratios are printed against the references measured in the same run, because
+this machine is noisy; compare ratios, not absolute figures, across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import shutil
+import sys
+import tempfile
+import time
+from array import array
+from collections.abc import Callable
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import aiochronicle as ac  # noqa: E402
+
+
+def timed(fn: Callable[[], int]) -> tuple[int, float]:
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        n = fn()
+        return n, time.perf_counter() - t0
+    finally:
+        gc.enable()
+
+
+def best_of(repeats: int, fn: Callable[[], int]) -> float:
+    """Best rate (items/s) over ``repeats`` runs."""
+    best = 0.0
+    for _ in range(repeats):
+        n, dt = timed(fn)
+        best = max(best, n / dt)
+    return best
+
+
+def run_size(root: str, size: int, count: int, repeats: int) -> dict[str, float]:
+    msg = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert len(msg) == size
+    rates: dict[str, float] = {}
+
+    # reference: the interpreter copying the bytes into a preallocated buffer
+    buf = bytearray(size * count)
+
+    def py_copy() -> int:
+        pos = 0
+        b = buf
+        m = msg
+        n = size
+        for _ in range(count):
+            b[pos:pos + n] = m
+            pos += n
+        return count
+
+    rates["python-copy"] = best_of(repeats, py_copy)
+
+    # reference: one bulk copy of the same bytes
+    src = msg * count
+
+    def bulk() -> int:
+        buf[:] = src
+        return count
+
+    rates["memcpy"] = best_of(repeats, bulk)
+
+    def fresh(tag: str) -> ac.Queue:
+        path = os.path.join(root, f"{tag}-{size}")
+        shutil.rmtree(path, ignore_errors=True)
+        return ac.open_queue(path, roll_cycle=ac.RollCycles.HUGE_DAILY)
+
+    # per-message append, then per-message read of what was written
+    best_append = best_read = 0.0
+    for r in range(repeats):
+        with fresh(f"single{r}") as q:
+            app = q.appender()
+            app.append(msg)  # create the cycle file outside the timing
+            append = app.append
+
+            def do_append() -> int:
+                for _ in range(count):
+                    append(msg)
+                return count
+
+            n, dt = timed(do_append)
+            best_append = max(best_append, n / dt)
+            tailer = q.tailer()
+            tailer.read_nowait()
+            read = tailer.read_nowait
+
+            def do_read() -> int:
+                got = 0
+                while read() is not None:
+                    got += 1
+                return got
+
+            n, dt = timed(do_read)
+            assert n == count, (n, count)
+            best_read = max(best_read, n / dt)
+    rates["append"] = best_append
+    rates["read_nowait"] = best_read
+
+    # batch append (Arrow layout) and batch read
+    packed = msg * count
+    offsets = array("q", range(0, size * (count + 1), size))
+    best_bappend = best_bread = 0.0
+    for r in range(repeats):
+        with fresh(f"batch{r}") as q:
+            app = q.appender()
+            app.append(msg)
+
+            def do_bappend() -> int:
+                app.append_packed(packed, offsets)
+                return count
+
+            n, dt = timed(do_bappend)
+            best_bappend = max(best_bappend, n / dt)
+            tailer = q.tailer()
+            tailer.read_nowait()
+
+            def do_bread() -> int:
+                got = 0
+                while True:
+                    batch = tailer.read_many(65536, 4 << 20)
+                    if not len(batch):
+                        return got
+                    got += len(batch)
+
+            n, dt = timed(do_bread)
+            assert n == count, (n, count)
+            best_bread = max(best_bread, n / dt)
+    rates["append_packed"] = best_bappend
+    rates["read_many"] = best_bread
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small counts (smoke run)")
+    parser.add_argument("--dir", default=None, help="where to put the queues (default: a temp dir)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    sizes = [(40, 1_000_000), (256, 500_000), (4096, 100_000)]
+    if args.quick:
+        sizes = [(s, max(1000, n // 100)) for s, n in sizes]
+    root = args.dir or tempfile.mkdtemp(prefix="aiochronicle-bench-")
+    print(f"aiochronicle {ac.__version__} throughput, one process, best of {args.repeats}; "
+          f"queues in {root}")
+    header = f"{'size':>6} {'what':<14} {'msgs/s':>14} {'MB/s':>10} {'vs python-copy':>15} {'vs memcpy':>10}"
+    print(header)
+    print("-" * len(header))
+    try:
+        for size, count in sizes:
+            rates = run_size(root, size, count, args.repeats)
+            for what in ("python-copy", "memcpy", "append", "read_nowait", "append_packed",
+                         "read_many"):
+                r = rates[what]
+                print(f"{size:>6} {what:<14} {r:>14,.0f} {r * size / 1e6:>10,.1f} "
+                      f"{r / rates['python-copy']:>14.2f}x {r / rates['memcpy']:>9.3f}x")
+            print()
+    finally:
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

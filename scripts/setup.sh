@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install aiochronicle with its native core and dev tools.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel cffi
+.venv/bin/python -m pip install --quiet --no-build-isolation -e ".[dev]"
