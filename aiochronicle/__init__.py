@@ -32,8 +32,8 @@ from ._rollcycles import RollCycles as RollCycles
 from ._version import __version__ as __version__
 
 __all__ = [
-    "Appender",
     "AppendLockedError",
+    "Appender",
     "Batch",
     "ChronicleError",
     "CorruptQueueError",

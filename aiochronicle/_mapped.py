@@ -75,7 +75,8 @@ class MappedFile:
                     os.ftruncate(self.fd, target)
                 except OSError as exc:
                     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-                        raise DiskFullError(exc.errno, f"cannot grow {self.path}: {exc.strerror}") from exc
+                        raise DiskFullError(
+                            exc.errno, f"cannot grow {self.path}: {exc.strerror}") from exc
                     raise
         finally:
             fcntl.lockf(self.fd, fcntl.LOCK_UN)
@@ -111,7 +112,7 @@ class MappedFile:
         """A memoryview of mapped bytes (valid until close)."""
         if offset < 0 or offset + length > self.c.map_len:
             raise ValueError(f"range {offset}+{length} outside mapping of {self.c.map_len}")
-        return memoryview(ffi.buffer(self.c.base + offset, length))  # type: ignore[arg-type]
+        return memoryview(ffi.buffer(self.c.base + offset, length))
 
     def read(self, offset: int, length: int) -> bytes:
         """Copy mapped bytes."""

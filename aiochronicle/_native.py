@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._version import __version__
 
 try:
@@ -13,9 +11,6 @@ except ImportError as exc:  # pragma: no cover - depends on the build
         "aiochronicle's native core (aiochronicle._cq) is not built; "
         "install the package with `pip install .`"
     ) from exc
-
-ffi: Any
-lib: Any
 
 _native_version = ffi.string(lib.cq_version()).decode()
 if _native_version != __version__:  # pragma: no cover - depends on the build

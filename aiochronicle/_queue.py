@@ -79,7 +79,7 @@ class TailerDirection(enum.IntEnum):
 class Excerpt(NamedTuple):
     """One message read from a queue: its 64-bit index and a copy of its payload."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose
     payload: bytes
 
 
@@ -981,7 +981,7 @@ class Tailer:
         c.scratch_cap = SCRATCH
         # struct fields read on the hot path go through a memoryview: far
         # cheaper than cffi attribute access
-        self._out = memoryview(ffi.buffer(c)).cast("q")  # type: ignore[arg-type]
+        self._out = memoryview(ffi.buffer(c)).cast("q")
         c.queue_shift = queue.roll_cycle.cycle_shift
         c.include_meta = 1 if include_metadata else 0
         self._direction = TailerDirection(direction)
@@ -1176,7 +1176,7 @@ class Tailer:
         self._c.pos = pos
         self._c.seq = seq
         self._save()
-        return code == lib.CQ_OK
+        return bool(code == lib.CQ_OK)
 
     def move_to_cycle(self, cycle: int) -> bool:
         """Position at the first excerpt of ``cycle``; False if it has no file."""
@@ -1199,8 +1199,7 @@ class Tailer:
         if self._direction == 1:
             n = _cq_read(self._c)
             if 0 <= n <= SCRATCH:
-                return _tuple_new(  # type: ignore[no-any-return]
-                    Excerpt, (self._out[_OUT_INDEX], _unpack(self._scratch, n)))
+                return _tuple_new(Excerpt, (self._out[_OUT_INDEX], _unpack(self._scratch, n)))
             return self._read_slow(n)
         return self._read_other()
 
@@ -1214,8 +1213,7 @@ class Tailer:
         c = self._c
         for _ in range(1000):
             if n >= 0:
-                return _tuple_new(  # type: ignore[no-any-return]
-                    Excerpt, (int(c.index), _unpack(c.data, n)))
+                return _tuple_new(Excerpt, (int(c.index), _unpack(c.data, n)))
             if n == lib.CQ_NONE:
                 return None
             if n == lib.CQ_BAD_STATE:

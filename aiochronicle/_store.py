@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -297,8 +298,6 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
             raise
         f.close()
         discard = f"{path}-{int(time.time() * 1000)}.discard"
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.rename(path, discard)
-        except FileNotFoundError:
-            pass
     raise CorruptQueueError("could not create the cycle file", path, 0)

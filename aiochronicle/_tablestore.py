@@ -173,10 +173,9 @@ class TableStore:
                 break
             length = word & LENGTH_MASK
             end = pos + 4 + length
-            if end > f.size:
-                if not f.ensure(end):
-                    raise CorruptQueueError("table store record runs past the end of the file",
-                                            self.path, pos)
+            if end > f.size and not f.ensure(end):
+                raise CorruptQueueError("table store record runs past the end of the file",
+                                        self.path, pos)
             if not word & HDR_META:
                 key, value_off = self._parse_record(pos, end)
                 self._keys.setdefault(key.lower(), value_off)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import aiochronicle as ac  # noqa: E402
+import aiochronicle as ac
 
 
 def timed(fn: Callable[[], int]) -> tuple[int, float]:
@@ -94,7 +94,7 @@ def run_size(root: str, size: int, count: int, repeats: int) -> dict[str, float]
             app.append(msg)  # create the cycle file outside the timing
             append = app.append
 
-            def do_append() -> int:
+            def do_append(append: Callable[[bytes], int] = append) -> int:
                 for _ in range(count):
                     append(msg)
                 return count
@@ -105,7 +105,7 @@ def run_size(root: str, size: int, count: int, repeats: int) -> dict[str, float]
             tailer.read_nowait()
             read = tailer.read_nowait
 
-            def do_read() -> int:
+            def do_read(read: Callable[[], ac.Excerpt | None] = read) -> int:
                 got = 0
                 while read() is not None:
                     got += 1
@@ -126,7 +126,7 @@ def run_size(root: str, size: int, count: int, repeats: int) -> dict[str, float]
             app = q.appender()
             app.append(msg)
 
-            def do_bappend() -> int:
+            def do_bappend(app: ac.Appender = app) -> int:
                 app.append_packed(packed, offsets)
                 return count
 
@@ -135,7 +135,7 @@ def run_size(root: str, size: int, count: int, repeats: int) -> dict[str, float]
             tailer = q.tailer()
             tailer.read_nowait()
 
-            def do_bread() -> int:
+            def do_bread(tailer: ac.Tailer = tailer) -> int:
                 got = 0
                 while True:
                     batch = tailer.read_many(65536, 4 << 20)
@@ -163,7 +163,8 @@ def main() -> None:
     root = args.dir or tempfile.mkdtemp(prefix="aiochronicle-bench-")
     print(f"aiochronicle {ac.__version__} throughput, one process, best of {args.repeats}; "
           f"queues in {root}")
-    header = f"{'size':>6} {'what':<14} {'msgs/s':>14} {'MB/s':>10} {'vs python-copy':>15} {'vs memcpy':>10}"
+    header = (f"{'size':>6} {'what':<14} {'msgs/s':>14} {'MB/s':>10} {'vs python-copy':>15} "
+              f"{'vs memcpy':>10}")
     print(header)
     print("-" * len(header))
     try:

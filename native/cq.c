@@ -362,7 +362,9 @@ static inline int64_t now_ms(const cq_appender *a) {
 static int check_cycle(cq_appender *a) {
     if (!a->check_cycle) return CQ_OK;
     int64_t c = (now_ms(a) - a->epoch) / a->length_ms;
-    if (c != a->store->cycle) {
+    /* a clock behind the current cycle never rolls back: the newest cycle
+     * keeps taking writes (older cycles may already be closed by EOF) */
+    if (c > a->store->cycle) {
         a->want_cycle = c;
         return CQ_ROLL;
     }

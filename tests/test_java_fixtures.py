@@ -24,7 +24,10 @@ import aiochronicle as ac
 
 DAY_MS = 86_400_000
 LONG_MIN = -(1 << 63)  # Long.MIN_VALUE: "unlocked" / "unset" in metadata.cq4t
-EOF_MARKER = b"\xc0\x00\x00\x00\xc3EOF"  # END_OF_DATA header word + field name "EOF"
+# END_OF_DATA header word 0xC0000000 (the README's "C0 00 00 00" is the word, stored
+# little-endian as 00 00 00 C0, cf. 0x1BA of 20170320.cq4) + field name "EOF" (C3 45 4F 46)
+END_OF_DATA = struct.pack("<I", 0xC0000000)
+EOF_MARKER = END_OF_DATA + b"\xc3EOF"
 
 LONG_TEXT = "a much longer item that will need encoding as variable length text"
 
@@ -409,7 +412,7 @@ def test_header_then_eof_has_no_excerpts(java_fixtures: Path, tmp_path: Path) ->
     src = java_fixtures / "cq4-header-then-eof" / "20170320.cq4"
     shutil.copyfile(src, d / "20170320.cq4")
     raw = (d / "20170320.cq4").read_bytes()
-    assert len(raw) == 327_680 and raw[0x1BA:0x1BE] == b"\xc0\x00\x00\x00"
+    assert len(raw) == 327_680 and raw[0x1BA:0x1BE] == END_OF_DATA
     before = snapshot(d)
     cycle = 1_489_968_000_000 // DAY_MS  # 2017-03-20T00:00Z
     with ac.open_queue(d, read_only=True) as q:
