@@ -463,11 +463,17 @@ class Queue:
         return None if self.meta is None else self.meta.get(key)
 
     def table_store_put(self, key: str, value: int) -> None:
-        """Store a named 64-bit value in ``metadata.cq4t``."""
+        """Store a named 64-bit value in ``metadata.cq4t`` as Java's
+        ``tableStorePut`` does: a new key takes ``value``; an existing one is
+        only ever raised to it (``Long.MIN_VALUE`` resets it)."""
         self._check_open()
         if self.meta is None or self.read_only:
             raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
-        self.meta.set(key, value)
+        off = self.meta.acquire(key, value)
+        if value == UNLOCKED:
+            self.meta.file.store64(off, value)
+        else:
+            lib.cq_max64(self.meta.file.ptr(off), value)
 
 
 _INITIAL_KEYS = (

@@ -24,20 +24,38 @@ def java_fixtures() -> Path:
     return JAVA_FIXTURES
 
 
+@pytest.fixture(scope="session")
+def _extracted_fixtures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Archive name -> a pristine extraction of it, made once per session."""
+    return {}
+
+
 @pytest.fixture
-def extract_fixture(java_fixtures: Path, tmp_path: Path) -> Callable[..., Path]:
+def extract_fixture(java_fixtures: Path, tmp_path: Path, _extracted_fixtures: dict[str, Path],
+                    tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """``extract_fixture("cqv5-sample-input.tar.bz2")`` unpacks a fixture tarball into
-    ``tmp_path`` (or ``tmp_path / subdir``), keeping the sparse ``.cq4`` files sparse,
-    and returns the directory it was unpacked into."""
+    ``tmp_path`` (or ``tmp_path / subdir``) and returns the directory it was unpacked into.
+
+    The archive is extracted with ``tar --sparse -xjf`` once per session (its members are
+    stored dense, so that writes the 80 MiB of zeros); each test then gets a private
+    ``cp --sparse=always`` copy, which is fast and leaves the zeros as holes.
+    """
 
     def extract(name: str, subdir: str | None = None) -> Path:
         archive = java_fixtures / name
         if not archive.is_file():
             pytest.skip(f"Java fixture {archive} not found")
+        pristine = _extracted_fixtures.get(name)
+        if pristine is None:
+            pristine = tmp_path_factory.mktemp("java-fixture")
+            subprocess.run(["tar", "--sparse", "--no-same-owner", "-xjf", str(archive),
+                            "-C", str(pristine)], check=True, capture_output=True)
+            _extracted_fixtures[name] = pristine
         dest = tmp_path / subdir if subdir else tmp_path
         dest.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["tar", "--sparse", "-xjf", str(archive), "-C", str(dest)],
-                       check=True, capture_output=True)
+        for entry in pristine.iterdir():
+            subprocess.run(["cp", "-a", "--sparse=always", str(entry), str(dest)],
+                           check=True, capture_output=True)
         return dest
 
     return extract
