@@ -60,10 +60,15 @@ class MappedFile:
         if lib.cq_map(self.fd, size, 1 if self.writable else 0, out) != 0:
             err = ffi.errno
             raise OSError(err, f"mmap of {self.path} failed: {os.strerror(err)}")
-        if self.c.base != ffi.NULL:
-            self._retired.append((self.c.base, int(self.c.map_len)))
+        old_base, old_len = self.c.base, int(self.c.map_len)
         self.c.base = out[0]
         self.c.map_len = size
+        if old_base != ffi.NULL:
+            # another thread may still be inside a native call with the old
+            # address, so the mapping stays until close; its pages are dropped
+            # (the data lives on in the page cache and the new mapping)
+            lib.cq_release_pages(old_base, 0, old_len)
+            self._retired.append((old_base, old_len))
 
     def _grow(self, need: int) -> None:
         """Extend the file to hold ``need`` bytes, the way Java sizes chunks."""

@@ -849,6 +849,7 @@ class Appender:
         c.pos = 0
         c.seq = 0
         c.populated = 0
+        c.dropped = 0
         self._refresh_append_lock()
         if old is not None:
             self.queue._release_store(old)

@@ -518,6 +518,13 @@ static int commit(cq_appender *a, uint64_t pos, uint64_t seq, uint64_t plen, int
 
 static void populate(cq_appender *a) {
     cq_store *s = a->store;
+    if (s->chunk && a->pos >= a->dropped + 2 * s->chunk) {
+        /* keep resident memory flat: what is written stays in the page
+         * cache, only this process's mapping of it is dropped */
+        uint64_t to = a->pos - s->chunk;
+        cq_release_pages(s->base, a->dropped, to);
+        a->dropped = to;
+    }
     if (!a->populate_step || a->pos + a->populate_step <= a->populated) return;
     uint64_t from = a->populated > a->pos ? a->populated : a->pos;
     uint64_t to = a->pos + 2 * a->populate_step;

@@ -75,6 +75,7 @@ typedef struct cq_appender {
     uint64_t seq;             /* hint: sequence of the next data excerpt */
     uint64_t populated;       /* pages pre-faulted up to here */
     uint64_t populate_step;   /* 0 disables pre-faulting */
+    uint64_t dropped;         /* pages before this offset have been released */
     /* outputs */
     int64_t last_index;       /* index of the last data excerpt appended */
     int64_t want_cycle;       /* on CQ_ROLL: the cycle the clock asks for */
