@@ -15,7 +15,7 @@ import fcntl
 import os
 from typing import Any
 
-from ._errors import DiskFullError
+from ._errors import DiskFullError, QueueClosedError
 from ._native import ffi, lib
 
 __all__ = ["MappedFile"]
@@ -131,24 +131,28 @@ class MappedFile:
             raise ValueError(f"range {offset}+{len(data)} outside mapping of {self.c.map_len}")
         ffi.memmove(self.c.base + offset, data, len(data))
 
-    def ptr(self, offset: int) -> Any:
-        """A native pointer to ``offset`` (for atomics)."""
+    def ptr(self, offset: int, width: int = 8) -> Any:
+        """A native pointer to ``offset`` (for atomics); checked against the mapping."""
+        if self.closed:
+            raise QueueClosedError(f"{self.path} is closed")
+        if offset < 0 or offset + width > self.c.map_len or offset % width:
+            raise ValueError(f"offset {offset} is outside the mapping or misaligned")
         return self.c.base + offset
 
     def load64(self, offset: int) -> int:
-        return int(lib.cq_load64(self.c.base + offset))
+        return int(lib.cq_load64(self.ptr(offset)))
 
     def store64(self, offset: int, value: int) -> None:
-        lib.cq_store64(self.c.base + offset, value)
+        lib.cq_store64(self.ptr(offset), value)
 
     def cas64(self, offset: int, expected: int, value: int) -> bool:
-        return bool(lib.cq_cas64(self.c.base + offset, expected, value))
+        return bool(lib.cq_cas64(self.ptr(offset), expected, value))
 
     def load32(self, offset: int) -> int:
-        return int(lib.cq_load32(self.c.base + offset))
+        return int(lib.cq_load32(self.ptr(offset, 4)))
 
     def cas32(self, offset: int, expected: int, value: int) -> bool:
-        return bool(lib.cq_cas32(self.c.base + offset, expected, value))
+        return bool(lib.cq_cas32(self.ptr(offset, 4), expected, value))
 
     def sync(self, start: int, end: int, wait: bool = True) -> None:
         """msync ``[start, end)``."""

@@ -308,6 +308,7 @@ class Queue:
 
     def cycles(self) -> list[int]:
         """Every cycle with a file in the directory, in order."""
+        self._check_open()
         mod = self.meta.get("listing.modCount") if self.meta is not None else None
         cached = self._listing_cache
         now = time.monotonic()
@@ -436,8 +437,12 @@ class Queue:
         return self._cycle_count(cycle)
 
     def count_excerpts(self, from_index: int, to_index: int) -> int:
-        """The number of excerpts with ``from_index <= index < to_index``."""
-        if to_index <= from_index:
+        """The number of excerpts between two indices, ``from_index`` inclusive and
+        ``to_index`` exclusive (swapped first if given the other way round, as
+        Java does)."""
+        if to_index < from_index:
+            from_index, to_index = to_index, from_index
+        if to_index == from_index:
             return 0
         rc = self.roll_cycle
         fc, fs = rc.to_cycle(from_index), rc.to_sequence(from_index)
@@ -1182,6 +1187,7 @@ class Tailer:
             self._use_store(st, cycle)
         self._c.pos = pos
         self._c.seq = seq
+        self._before_start = False
         self._save()
         return bool(code == lib.CQ_OK)
 
@@ -1197,6 +1203,7 @@ class Tailer:
             self._use_store(st, cycle)
         self._c.pos = 0
         self._c.seq = 0
+        self._before_start = False
         self._save()
         return True
 
@@ -1288,8 +1295,37 @@ class Tailer:
 
     def _read_other(self) -> Excerpt | None:
         if self._direction == TailerDirection.NONE:
-            return None
+            return self._peek()
         return self._read_backward()
+
+    def _read_at(self, st: CycleStore, seq: int, pos: int) -> Excerpt:
+        """Read the data excerpt whose header is at ``pos``."""
+        c = self._c
+        c.pos = pos
+        c.seq = seq
+        n = _cq_read(c)
+        while n == lib.CQ_NEED_MAP and st.file.ensure(int(c.need)):
+            c.pos = pos
+            c.seq = seq
+            n = _cq_read(c)
+        if n < 0:
+            raise CorruptQueueError("cannot read an indexed excerpt", st.path, pos)
+        return Excerpt(int(c.index), _unpack(c.data, n))
+
+    def _peek(self) -> Excerpt | None:
+        """Direction NONE: the excerpt at the current index, without moving."""
+        self._check()
+        st = self._store
+        if st is None:
+            return None
+        seq = int(self._c.seq)
+        code, pos = st.seek(seq)
+        if code != lib.CQ_OK:
+            return None
+        ex = self._read_at(st, seq, pos)
+        self._c.pos = pos
+        self._c.seq = seq
+        return ex
 
     def _read_backward(self) -> Excerpt | None:
         self._check()
@@ -1300,19 +1336,16 @@ class Tailer:
             if st is None or self._before_start:
                 return None
             seq = int(c.seq)
-            code, pos = st.seek(seq) if seq >= 0 else (lib.CQ_NOT_FOUND, 0)
+            code, pos = st.seek(seq)
             if code == lib.CQ_OK:
-                c.pos = pos
-                n = _cq_read(c)
-                while n == lib.CQ_NEED_MAP and st.file.ensure(int(c.need)):
-                    c.pos = pos
-                    c.seq = seq
-                    n = _cq_read(c)
-                if n < 0:
-                    raise CorruptQueueError("cannot read an indexed excerpt", st.path, pos)
-                ex = Excerpt(int(c.index), _unpack(c.data, n))
+                ex = self._read_at(st, seq, pos)
                 self._step_back(seq)
                 return ex
+            count = st.end()[1]
+            if 0 < count <= seq:
+                # past the end (e.g. after to_end()): start from the last excerpt
+                c.seq = count - 1
+                continue
             # before the start of this cycle: go to the end of the previous one
             prev = q._next_cycle(st.cycle, -1)
             while prev is not None and q._cycle_count(prev) == 0:
@@ -1344,7 +1377,7 @@ class Tailer:
     def read_many(self, max_count: int = 65536, max_bytes: int = 1 << 20) -> Batch:
         """Read up to ``max_count`` excerpts (and about ``max_bytes`` of payload)
         in one native call.  An empty batch means nothing new yet."""
-        if self._direction != TailerDirection.FORWARD:
+        if self._direction != TailerDirection.FORWARD or self._c.include_meta:
             items = []
             for _ in range(max_count):
                 ex = self.read_nowait()
