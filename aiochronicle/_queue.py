@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, NamedTuple
 
+from ._aio import AsyncTailerMixin
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
 from ._errors import (
     AppendLockedError,
@@ -974,7 +975,7 @@ class Batch:
         return [bytes(d[o[i]:o[i + 1]]) for i in range(len(self.indices))]
 
 
-class Tailer:
+class Tailer(AsyncTailerMixin):
     """Reads excerpts in index order; never consumes them.
 
     ``read_nowait()`` returns the next :class:`Excerpt` or None when there is

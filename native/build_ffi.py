@@ -31,11 +31,21 @@ def _version() -> str:
     return match.group(1)
 
 
+HEADERS = ["cq.h", "pause.h"]
+SOURCES = ["cq.c", "pause.c"]
+
+
 def _cdef() -> str:
-    header = (HERE / "cq.h").read_text()
-    start = header.index("/* CDEF-BEGIN */") + len("/* CDEF-BEGIN */")
-    end = header.index("/* CDEF-END */")
-    return header[start:end]
+    parts = []
+    for name in HEADERS:
+        path = HERE / name
+        if not path.exists():
+            continue
+        header = path.read_text()
+        start = header.index("/* CDEF-BEGIN */") + len("/* CDEF-BEGIN */")
+        end = header.index("/* CDEF-END */")
+        parts.append(header[start:end])
+    return "\n".join(parts)
 
 
 ffibuilder = FFI()
@@ -53,8 +63,8 @@ else:
 
 ffibuilder.set_source(
     "aiochronicle._cq",
-    '#include "cq.h"',
-    sources=[str((HERE / "cq.c").relative_to(ROOT))],
+    "\n".join(f'#include "{h}"' for h in HEADERS if (HERE / h).exists()),
+    sources=[str((HERE / c).relative_to(ROOT)) for c in SOURCES if (HERE / c).exists()],
     include_dirs=[str(HERE.relative_to(ROOT))],
     define_macros=[("AIOCHRONICLE_VERSION", '"%s"' % _version())],
     extra_compile_args=_args,
