@@ -26,6 +26,9 @@ from ._queue import Excerpt as Excerpt
 from ._queue import Queue as Queue
 from ._queue import Tailer as Tailer
 from ._queue import TailerDirection as TailerDirection
+from ._queue import Pretoucher as Pretoucher
+from ._queue import SyncMode as SyncMode
+from ._queue import UnlockMode as UnlockMode
 from ._queue import open_queue as open_queue
 from ._rollcycles import RollCycle as RollCycle
 from ._rollcycles import RollCycles as RollCycles
@@ -43,16 +46,19 @@ __all__ = [
     "IndexFullError",
     "MessageTooLargeError",
     "Queue",
+    "Pretoucher",
     "QueueClosedError",
     "ReadOnlyQueueError",
     "RollCycle",
     "RollCycleMismatchWarning",
     "RollCycles",
     "SetTimeProvider",
+    "SyncMode",
     "SystemTimeProvider",
     "Tailer",
     "TailerDirection",
     "TimeProvider",
+    "UnlockMode",
     "WriteLockTimeoutError",
     "__version__",
     "open_queue",

@@ -86,6 +86,21 @@ class MappedFile:
         finally:
             fcntl.lockf(self.fd, fcntl.LOCK_UN)
 
+    def reserve(self, start: int, end: int) -> bool:
+        """Reserve disk blocks for ``[start, end)`` so writing them through the
+        mapping cannot hit a full disk (which would be a SIGBUS).  Raises
+        DiskFullError; returns False where the file system cannot reserve."""
+        if end <= start:
+            return True
+        rc = lib.cq_reserve(self.fd, start, end - start)
+        if rc == lib.CQ_OK:
+            return True
+        if rc == lib.CQ_NO_SPACE:
+            raise DiskFullError(errno.ENOSPC,
+                                f"no space left on the device for {self.path}; nothing was "
+                                "written")
+        return False
+
     def ensure(self, need: int) -> bool:
         """Make the mapping cover ``need`` bytes; grow the file if writable.
 

@@ -38,8 +38,10 @@ __all__ = [
     "DocumentContext",
     "Excerpt",
     "Queue",
+    "SyncMode",
     "Tailer",
     "TailerDirection",
+    "UnlockMode",
     "open_queue",
 ]
 
@@ -52,6 +54,7 @@ INT_MAX = (1 << 31) - 1
 _cq_append = lib.cq_append
 _cq_read = lib.cq_read
 SCRATCH = 4096
+RESERVE_STEP = 1 << 20
 _OUT_INDEX = ffi.offsetof("cq_tailer", "index") // 8
 _unpack = ffi.unpack
 _tuple_new = tuple.__new__
@@ -67,6 +70,29 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+class UnlockMode(enum.Enum):
+    """What an appender does when the write lock stays held past its timeout
+    (Java's ``queue.force.unlock.mode``)."""
+
+    #: take the lock over only if its holder's PID is dead, else raise (default)
+    LOCKING_PROCESS_DEAD = "locking-process-dead"
+    #: take the lock over regardless (a stuck live holder loses it)
+    ALWAYS = "always"
+    #: never take it over: raise WriteLockTimeoutError
+    NEVER = "never"
+
+
+class SyncMode(enum.Enum):
+    """When appenders msync what they wrote (the OS writes back eventually anyway)."""
+
+    #: leave write-back to the OS (default)
+    NONE = "none"
+    #: msync(MS_SYNC): wait until the pages reach the device
+    SYNC = "sync"
+    #: msync(MS_ASYNC): schedule the write-back and return
+    ASYNC = "async"
 
 
 class TailerDirection(enum.IntEnum):
@@ -100,11 +126,21 @@ class Queue:
                  epoch: int | None = None, time_provider: TimeProvider | None = None,
                  read_only: bool = False, block_size: int = 64 << 20,
                  index_count: int | None = None, index_spacing: int | None = None,
-                 timeout: float = 10.0, week_rule: str = "US", source_id: int = 0) -> None:
+                 timeout: float = 10.0, week_rule: str = "US", source_id: int = 0,
+                 lock_timeout: float | None = None,
+                 unlock_mode: UnlockMode = UnlockMode.LOCKING_PROCESS_DEAD,
+                 sync: SyncMode = SyncMode.NONE, sync_every: int = 1,
+                 sync_interval_ms: float | None = None) -> None:
         self.path = os.fspath(path)
+        self.unlock_mode = UnlockMode(unlock_mode)
+        self.sync_mode = SyncMode(sync)
+        if sync_every < 1:
+            raise ValueError("sync_every must be at least 1")
+        self.sync_every = sync_every
+        self.sync_interval_ms = sync_interval_ms
         self.time_provider: TimeProvider = time_provider or SystemTimeProvider.INSTANCE
         self.timeout = timeout
-        self.lock_timeout = timeout * 1.5
+        self.lock_timeout = timeout * 1.5 if lock_timeout is None else lock_timeout
         if block_size < 64 << 10 or block_size & 4095:
             raise ValueError("block_size must be a multiple of 4096 and at least 64 KiB")
         self.block_size = block_size
@@ -125,6 +161,12 @@ class Queue:
         if legacy and not read_only:
             warnings.warn(f"{self.path} is a Chronicle Queue 4 directory: opened read-only",
                           RollCycleMismatchWarning, stacklevel=3)
+            read_only = True
+        if not read_only and os.path.isdir(self.path) and (
+                not os.access(self.path, os.W_OK)
+                or (os.path.exists(meta_path) and not os.access(meta_path, os.W_OK))):
+            warnings.warn(f"no write permission on {self.path}: opened read-only",
+                          RuntimeWarning, stacklevel=3)
             read_only = True
         self.read_only = read_only
         if not read_only:
@@ -406,6 +448,13 @@ class Queue:
             self.meta.set("listing.lowestCycle", cs[0])
             self.meta.add("listing.modCount", 1)
 
+    def pretoucher(self, headroom: int = 4 << 20, preroll_ms: int = 2000) -> Pretoucher:
+        """A pretoucher for this queue (see :class:`Pretoucher`)."""
+        self._check_open()
+        if self.read_only:
+            raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
+        return Pretoucher(self, headroom, preroll_ms)
+
     # -- queue-wide queries -----------------------------------------------
     def _cycle_count(self, cycle: int) -> int:
         st = self._acquire_store(cycle)
@@ -523,6 +572,82 @@ def _metadata_header(rc: RollCycle, epoch: int, source_id: int) -> bytes:
     return w.getvalue()
 
 
+class Pretoucher:
+    """Faults in (and reserves disk for) the pages just ahead of the writers, and
+    creates the next cycle's file shortly before the roll, so appenders meet
+    neither page faults nor file creation on their hot path.
+
+    Call :meth:`execute` periodically from a thread of your own, or
+    :meth:`start` a background thread that does it every ``interval`` seconds.
+    """
+
+    def __init__(self, queue: Queue, headroom: int, preroll_ms: int) -> None:
+        self.queue = queue
+        self.headroom = headroom
+        self.preroll_ms = preroll_ms
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._touched: tuple[int, int] = (-1, 0)
+        self.errors = 0
+
+    def execute(self) -> None:
+        """One pass: touch ahead of the write position; pre-create the next cycle."""
+        q = self.queue
+        cycle = q.current_cycle()
+        st = q._acquire_store(cycle, create=True)
+        if st is None:
+            return
+        try:
+            end = st.end()[0]
+            start = self._touched[1] if self._touched[0] == cycle else end
+            start = max(start, end)
+            stop = end + self.headroom
+            if stop > start:
+                st.file.ensure(stop)
+                st.file.reserve(start, stop)
+                lib.cq_populate(st.file.c.base, start, stop)
+                self._touched = (cycle, stop)
+        finally:
+            q._release_store(st)
+        now = q.time_provider.current_time_millis()
+        rc = q.roll_cycle
+        next_start = (cycle + 1) * rc.length_ms + q.epoch
+        if next_start - now <= self.preroll_ms:
+            nxt = q._acquire_store(cycle + 1, create=True)
+            q._release_store(nxt)
+
+    def start(self, interval: float = 0.05) -> Pretoucher:
+        """Run :meth:`execute` every ``interval`` seconds on a daemon thread."""
+        if self._thread is not None:
+            return self
+
+        def run() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    self.execute()
+                except QueueClosedError:
+                    return
+                except Exception:
+                    self.errors += 1
+
+        self._thread = threading.Thread(target=run, name="aiochronicle-pretoucher", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the background thread (if started) and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> Pretoucher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 class DocumentContext:
     """An excerpt being written in place while the write lock is held.
 
@@ -623,7 +748,13 @@ class Appender:
         c.populate_step = 1 << 20
         c.last_index = -1
         self._closed = False
-        if self._py_clock is not None:
+        self._synced_pos = 0
+        self._synced_store: CycleStore | None = None
+        self._since_sync = 0
+        self._last_sync = time.monotonic()
+        if queue.sync_mode is not SyncMode.NONE:
+            self.append = self._append_synced  # type: ignore[method-assign]
+        elif self._py_clock is not None:
             self.append = self._append_py_clock  # type: ignore[method-assign]
 
     def _refresh_append_lock(self) -> None:
@@ -747,6 +878,8 @@ class Appender:
         elif rc == lib.CQ_NEED_MAP:
             assert self._store is not None
             self._store.file.ensure(int(c.need))
+        elif rc == lib.CQ_NO_SPACE:
+            self._reserve(int(c.need))
         elif rc == lib.CQ_LOCKED:
             self._wait_lock()
         elif rc == lib.CQ_APPEND_LOCKED:
@@ -764,6 +897,17 @@ class Appender:
                                     int(c.err_pos))
         else:
             raise ChronicleError(f"native append failed with code {rc}")
+
+    def _reserve(self, need: int) -> None:
+        """Reserve disk blocks up to ``need`` (and a step beyond) before writing."""
+        st = self._store
+        assert st is not None
+        c = self._c
+        start = int(c.allocated)
+        end = max(need, min(start + RESERVE_STEP, st.file.size))
+        if not st.file.reserve(start, end):
+            end = 1 << 62  # the file system cannot reserve: stop asking
+        c.allocated = end
 
     def _check_append_lock(self) -> None:
         meta = self.queue.meta
@@ -789,14 +933,23 @@ class Appender:
             if value == UNLOCKED:
                 return
             holder = value & 0xFFFFFFFF
-            if holder != os.getpid() and not _pid_alive(holder):
-                meta = self.queue.meta
-                assert meta is not None
+            mode = self.queue.unlock_mode
+            meta = self.queue.meta
+            assert meta is not None
+            if (mode is not UnlockMode.NEVER and holder != os.getpid()
+                    and not _pid_alive(holder)):
                 meta.cas("chronicle.write.lock", value, UNLOCKED)
                 return
             if time.monotonic() >= deadline:
+                if mode is UnlockMode.ALWAYS:
+                    warnings.warn(f"forcing chronicle.write.lock of {self.queue.path} away from "
+                                  f"live process {holder} after {self.queue.lock_timeout}s",
+                                  RuntimeWarning, stacklevel=4)
+                    meta.cas("chronicle.write.lock", value, UNLOCKED)
+                    return
                 raise WriteLockTimeoutError(
-                    f"chronicle.write.lock of {self.queue.path} is held by live process "
+                    f"chronicle.write.lock of {self.queue.path} is held by "
+                    f"{'live ' if _pid_alive(holder) else ''}process "
                     f"{holder} for more than {self.queue.lock_timeout}s")
             time.sleep(delay)
             delay = min(delay * 2, 1e-3)
@@ -816,11 +969,15 @@ class Appender:
         self._lock()
         try:
             clock = q.current_cycle()
-            target = clock if want is None else want
+            target = clock if want is None else max(want, clock)
             q._invalidate_listing()
             cycles = q.cycles()
-            if cycles and cycles[-1] > target:
-                target = cycles[-1]  # never write behind the newest cycle
+            # never write behind a newer cycle that already holds data (another
+            # writer's clock is ahead); an empty pre-created file does not count
+            for newer in reversed([x for x in cycles if x > target]):
+                if self._cycle_has_content(newer):
+                    target = newer
+                    break
             cur = self._store
             if cur is not None and after_eof and target <= cur.cycle:
                 target = cur.cycle + 1
@@ -847,6 +1004,16 @@ class Appender:
         finally:
             self._unlock()
 
+    def _cycle_has_content(self, cycle: int) -> bool:
+        st = self.queue._acquire_store(cycle)
+        if st is None:
+            return False
+        try:
+            _, count, eof = st.end()
+            return count > 0 or eof
+        finally:
+            self.queue._release_store(st)
+
     def _set_store(self, st: CycleStore) -> None:
         old = self._store
         self._store = st
@@ -856,6 +1023,7 @@ class Appender:
         c.seq = 0
         c.populated = 0
         c.dropped = 0
+        c.allocated = 0
         self._refresh_append_lock()
         if old is not None:
             self.queue._release_store(old)
@@ -938,10 +1106,35 @@ class Appender:
             self._handle(rc, length)
         return None if metadata else int(c.last_index)
 
-    def sync(self) -> None:
-        """msync this appender's cycle file up to its write position."""
-        if self._store is not None:
-            self._store.file.sync(0, int(self._c.pos) + 8)
+    def sync(self, wait: bool = True) -> None:
+        """msync what this appender's cycle file holds up to its write position
+        and record the last synced index in ``chronicle.lastIndexMSynced``
+        (as Java's ``appender.sync()``)."""
+        st = self._store
+        if st is None:
+            return
+        end = int(self._c.pos) + 8
+        st.file.sync(self._synced_pos if self._synced_store is st else 0, end, wait=wait)
+        self._synced_pos = max(0, (end - 8) & ~4095)
+        self._synced_store = st
+        self._since_sync = 0
+        self._last_sync = time.monotonic()
+        last = int(self._c.last_index)
+        meta = self.queue.meta
+        if last >= 0 and meta is not None:
+            lib.cq_max64(meta.file.ptr(meta.acquire("chronicle.lastIndexMSynced", -1)), last)
+
+    def _append_synced(self, data: bytes | bytearray | memoryview | str) -> int:
+        if self._py_clock is not None:
+            self._c.clock_cell[0] = self._py_clock.current_time_millis()
+        index = Appender.append(self, data)
+        self._since_sync += 1
+        q = self.queue
+        if (self._since_sync >= q.sync_every
+                or (q.sync_interval_ms is not None
+                    and (time.monotonic() - self._last_sync) * 1000 >= q.sync_interval_ms)):
+            self.sync(wait=q.sync_mode is SyncMode.SYNC)
+        return index
 
 
 class Batch:
@@ -1435,7 +1628,11 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | None = N
                epoch: int | None = None, time_provider: TimeProvider | None = None,
                read_only: bool = False, block_size: int = 64 << 20,
                index_count: int | None = None, index_spacing: int | None = None,
-               timeout: float = 10.0, week_rule: str = "US", source_id: int = 0) -> Queue:
+               timeout: float = 10.0, week_rule: str = "US", source_id: int = 0,
+               lock_timeout: float | None = None,
+               unlock_mode: UnlockMode = UnlockMode.LOCKING_PROCESS_DEAD,
+               sync: SyncMode = SyncMode.NONE, sync_every: int = 1,
+               sync_interval_ms: float | None = None) -> Queue:
     """Open (creating if needed) the Chronicle Queue directory at ``path``.
 
     Args:
@@ -1451,8 +1648,15 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | None = N
         timeout: seconds to wait for a file another process is creating.
         week_rule: "US" or "ISO" week numbering for WEEKLY file names.
         source_id: the queue's ``sourceId`` (used by message history).
+        lock_timeout: seconds an appender waits for the write lock (default
+            1.5 × ``timeout``, as Java) before ``unlock_mode`` applies.
+        unlock_mode: what to do with a lock still held after ``lock_timeout``.
+        sync: msync mode of appenders: NONE (the OS decides), SYNC or ASYNC.
+        sync_every: with a sync mode, msync every this many excerpts ...
+        sync_interval_ms: ... or when this many milliseconds have passed.
     """
     return Queue(path, roll_cycle=roll_cycle, epoch=epoch, time_provider=time_provider,
                  read_only=read_only, block_size=block_size, index_count=index_count,
                  index_spacing=index_spacing, timeout=timeout, week_rule=week_rule,
-                 source_id=source_id)
+                 source_id=source_id, lock_timeout=lock_timeout, unlock_mode=unlock_mode,
+                 sync=sync, sync_every=sync_every, sync_interval_ms=sync_interval_ms)

@@ -222,6 +222,10 @@ class CycleStore:
 
     def write_eof(self) -> None:
         """Close the cycle with an EOF marker (the write lock must be held)."""
+        if self.file.writable:
+            end = self.end()[0]
+            self.file.ensure(end + 16)
+            self.file.reserve(end, end + 16)
         while True:
             rc = lib.cq_write_eof(self.file.c, 0)
             if rc == lib.CQ_OK:
@@ -287,6 +291,8 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
             os.close(fd)
             raise
         try:
+            # blocks for the header first: a full disk must not SIGBUS us
+            f.reserve(0, len(image) + 4096)
             if f.cas32(0, 0, HDR_NOT_COMPLETE):
                 f.write(4, image[4:])
                 f.cas32(0, HDR_NOT_COMPLETE, int.from_bytes(image[:4], "little"))

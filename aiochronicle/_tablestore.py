@@ -97,6 +97,9 @@ class TableStore:
             else:
                 self._wait_ready(fd)
             self.file = MappedFile(path, fd, not read_only, TABLE_CHUNK, 0)
+            if not read_only:
+                # every page of the table store is written through the mapping
+                self.file.reserve(0, self.file.size)
         except BaseException:
             os.close(fd)
             raise
@@ -241,6 +244,7 @@ class TableStore:
             body, off = record_bytes(key, default, pos + 4)
             if not self.file.ensure(pos + 4 + len(body) + 8):
                 raise ReadOnlyQueueError("table store cannot grow")
+            self.file.reserve(pos, self.file.size)
             if self.file.load32(pos) != 0:
                 raise CorruptQueueError("table store end is not free", self.path, pos)
             self.file.write(pos + 4, body)

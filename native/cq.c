@@ -6,6 +6,7 @@
 #include "cq.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -98,6 +99,29 @@ int cq_release_pages(uint8_t *base, uint64_t from, uint64_t to) {
     uint64_t b = to & ~((uint64_t)pg - 1);
     if (b <= a) return CQ_OK;
     return madvise(base + a, (size_t)(b - a), MADV_DONTNEED) == 0 ? CQ_OK : CQ_ERRNO;
+}
+
+int cq_reserve(int fd, uint64_t off, uint64_t len) {
+    if (len == 0) return CQ_OK;
+    int r;
+    do {
+        r = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+    } while (r != 0 && errno == EINTR);
+    if (r == 0) return CQ_OK;
+    if (errno == ENOSPC || errno == EDQUOT) return CQ_NO_SPACE;
+    return CQ_ERRNO;
+}
+
+/* Fault in (writably) the pages of [from, to): pretouching ahead of a writer. */
+int cq_populate(uint8_t *base, uint64_t from, uint64_t to) {
+    long pg = sysconf(_SC_PAGESIZE);
+    uint64_t a = from & ~((uint64_t)pg - 1);
+    if (to <= a) return CQ_OK;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(base + a, (size_t)(to - a), MADV_POPULATE_WRITE) == 0) return CQ_OK;
+    if (errno == EFAULT) return CQ_NO_SPACE; /* a SIGBUS would have been raised */
+#endif
+    return CQ_ERRNO;
 }
 
 int cq_sync(uint8_t *base, uint64_t from, uint64_t to, int async_) {
@@ -529,6 +553,7 @@ static void populate(cq_appender *a) {
     uint64_t from = a->populated > a->pos ? a->populated : a->pos;
     uint64_t to = a->pos + 2 * a->populate_step;
     if (to > s->map_len) to = s->map_len;
+    if (to > a->allocated) to = a->allocated; /* never fault unreserved blocks */
     long pg = sysconf(_SC_PAGESIZE);
     from &= ~((uint64_t)pg - 1);
     if (to > from) {
@@ -558,6 +583,7 @@ static int begin(cq_appender *a, uint64_t len, int meta, uint64_t *pos, uint64_t
         else {
             uint64_t need = space_needed(a, *pos, *seq, len ? len : 1, meta);
             if (need > s->map_len) { a->need = need; rc = CQ_NEED_MAP; }
+            else if (need > a->allocated) { a->need = need; rc = CQ_NO_SPACE; }
         }
     }
     if (rc != CQ_OK) cq_unlock(a->write_lock, a->pid);
@@ -603,6 +629,7 @@ int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets,
             }
             uint64_t need = space_needed(a, pos, seq, len ? len : 1, 0);
             if (need > s->map_len) { a->need = need; rc = CQ_NEED_MAP; break; }
+            if (need > a->allocated) { a->need = need; rc = CQ_NO_SPACE; break; }
         }
         if (len) memcpy(s->base + pos + 4, data + o0, len);
         rc = commit(a, pos, seq, len, 0);
@@ -631,6 +658,7 @@ int cq_doc_ensure(cq_appender *a, uint64_t len) {
     if (len > CQ_HDR_LENGTH_MASK) return CQ_TOO_LARGE;
     uint64_t need = space_needed(a, a->doc_pos, a->seq, len ? len : 1, a->doc_meta);
     if (need > a->store->map_len) { a->need = need; return CQ_NEED_MAP; }
+    if (need > a->allocated) { a->need = need; return CQ_NO_SPACE; }
     return CQ_OK;
 }
 

@@ -76,6 +76,7 @@ typedef struct cq_appender {
     uint64_t populated;       /* pages pre-faulted up to here */
     uint64_t populate_step;   /* 0 disables pre-faulting */
     uint64_t dropped;         /* pages before this offset have been released */
+    uint64_t allocated;       /* disk blocks are reserved below this offset */
     /* outputs */
     int64_t last_index;       /* index of the last data excerpt appended */
     int64_t want_cycle;       /* on CQ_ROLL: the cycle the clock asks for */
@@ -110,6 +111,7 @@ int cq_map(int fd, uint64_t len, int writable, uint8_t **out);
 int cq_unmap(uint8_t *base, uint64_t len);
 int cq_release_pages(uint8_t *base, uint64_t from, uint64_t to);
 int cq_sync(uint8_t *base, uint64_t from, uint64_t to, int async_);
+int cq_populate(uint8_t *base, uint64_t from, uint64_t to);
 
 /* atomics on mapped memory (all sequentially consistent) */
 int64_t cq_load64(const uint8_t *p);
@@ -124,6 +126,10 @@ int cq_cas32(uint8_t *p, uint32_t expected, uint32_t value);
 /* write lock (value = holder's pid, Long.MIN_VALUE = unlocked) */
 int cq_lock(int64_t *lock, int64_t pid, uint64_t spin_ns);
 int cq_unlock(int64_t *lock, int64_t pid);
+
+/* reserve disk blocks for [off, off+len) without changing the file size:
+ * CQ_OK, CQ_NO_SPACE (ENOSPC/EDQUOT) or CQ_ERRNO (e.g. not supported) */
+int cq_reserve(int fd, uint64_t off, uint64_t len);
 
 /* store inspection */
 int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof);
