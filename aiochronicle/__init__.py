@@ -23,11 +23,11 @@ from ._queue import Appender as Appender
 from ._queue import Batch as Batch
 from ._queue import DocumentContext as DocumentContext
 from ._queue import Excerpt as Excerpt
+from ._queue import Pretoucher as Pretoucher
 from ._queue import Queue as Queue
+from ._queue import SyncMode as SyncMode
 from ._queue import Tailer as Tailer
 from ._queue import TailerDirection as TailerDirection
-from ._queue import Pretoucher as Pretoucher
-from ._queue import SyncMode as SyncMode
 from ._queue import UnlockMode as UnlockMode
 from ._queue import open_queue as open_queue
 from ._rollcycles import RollCycle as RollCycle
@@ -45,8 +45,8 @@ __all__ = [
     "Excerpt",
     "IndexFullError",
     "MessageTooLargeError",
-    "Queue",
     "Pretoucher",
+    "Queue",
     "QueueClosedError",
     "ReadOnlyQueueError",
     "RollCycle",

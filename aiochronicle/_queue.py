@@ -1649,7 +1649,7 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | None = N
         week_rule: "US" or "ISO" week numbering for WEEKLY file names.
         source_id: the queue's ``sourceId`` (used by message history).
         lock_timeout: seconds an appender waits for the write lock (default
-            1.5 × ``timeout``, as Java) before ``unlock_mode`` applies.
+            1.5 * ``timeout``, as Java) before ``unlock_mode`` applies.
         unlock_mode: what to do with a lock still held after ``lock_timeout``.
         sync: msync mode of appenders: NONE (the OS decides), SYNC or ASYNC.
         sync_every: with a sync mode, msync every this many excerpts ...
