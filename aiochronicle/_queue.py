@@ -448,6 +448,51 @@ class Queue:
             self.meta.set("listing.lowestCycle", cs[0])
             self.meta.add("listing.modCount", 1)
 
+    # -- the write lock (chronicle.write.lock) ----------------------------
+    def _write_lock_ptr(self) -> Any:
+        assert self.meta is not None
+        return self.meta.ptr("chronicle.write.lock", UNLOCKED)
+
+    def _wait_write_lock(self) -> None:
+        """Wait for the write lock to come free; take it over from a dead holder
+        (or after ``lock_timeout`` with UnlockMode.ALWAYS)."""
+        meta = self.meta
+        assert meta is not None
+        lock = self._write_lock_ptr()
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 20e-6
+        mode = self.unlock_mode
+        while True:
+            value = int(lock[0])
+            if value == UNLOCKED:
+                return
+            holder = value & 0xFFFFFFFF
+            if (mode is not UnlockMode.NEVER and holder != os.getpid()
+                    and not _pid_alive(holder)):
+                meta.cas("chronicle.write.lock", value, UNLOCKED)
+                return
+            if time.monotonic() >= deadline:
+                if mode is UnlockMode.ALWAYS:
+                    warnings.warn(f"forcing chronicle.write.lock of {self.path} away from "
+                                  f"process {holder} after {self.lock_timeout}s",
+                                  RuntimeWarning, stacklevel=4)
+                    meta.cas("chronicle.write.lock", value, UNLOCKED)
+                    return
+                raise WriteLockTimeoutError(
+                    f"chronicle.write.lock of {self.path} is held by "
+                    f"{'live ' if _pid_alive(holder) else ''}process "
+                    f"{holder} for more than {self.lock_timeout}s")
+            time.sleep(delay)
+            delay = min(delay * 2, 1e-3)
+
+    def _lock_write(self) -> None:
+        lock = self._write_lock_ptr()
+        while lib.cq_lock(lock, os.getpid(), 100_000) != 0:
+            self._wait_write_lock()
+
+    def _unlock_write(self) -> None:
+        lib.cq_unlock(self._write_lock_ptr(), os.getpid())
+
     def pretoucher(self, headroom: int = 4 << 20, preroll_ms: int = 2000) -> Pretoucher:
         """A pretoucher for this queue (see :class:`Pretoucher`)."""
         self._check_open()
@@ -594,9 +639,16 @@ class Pretoucher:
         """One pass: touch ahead of the write position; pre-create the next cycle."""
         q = self.queue
         cycle = q.current_cycle()
-        st = q._acquire_store(cycle, create=True)
+        st = q._acquire_store(cycle)
         if st is None:
-            return
+            # files are only ever created under the write lock (see _discard)
+            q._lock_write()
+            try:
+                st = q._acquire_store(cycle, create=True)
+            finally:
+                q._unlock_write()
+            if st is None:
+                return
         try:
             end = st.end()[0]
             start = self._touched[1] if self._touched[0] == cycle else end
@@ -612,8 +664,12 @@ class Pretoucher:
         now = q.time_provider.current_time_millis()
         rc = q.roll_cycle
         next_start = (cycle + 1) * rc.length_ms + q.epoch
-        if next_start - now <= self.preroll_ms:
-            nxt = q._acquire_store(cycle + 1, create=True)
+        if next_start - now <= self.preroll_ms and cycle + 1 not in q.cycles():
+            q._lock_write()
+            try:
+                nxt = q._acquire_store(cycle + 1, create=True)
+            finally:
+                q._unlock_write()
             q._release_store(nxt)
 
     def start(self, interval: float = 0.05) -> Pretoucher:
@@ -924,43 +980,13 @@ class Appender:
             f"by process {holder}")
 
     def _wait_lock(self) -> None:
-        """Wait for the write lock to come free; recover it from a dead holder."""
-        lock = self._c.write_lock
-        deadline = time.monotonic() + self.queue.lock_timeout
-        delay = 20e-6
-        while True:
-            value = int(lock[0])
-            if value == UNLOCKED:
-                return
-            holder = value & 0xFFFFFFFF
-            mode = self.queue.unlock_mode
-            meta = self.queue.meta
-            assert meta is not None
-            if (mode is not UnlockMode.NEVER and holder != os.getpid()
-                    and not _pid_alive(holder)):
-                meta.cas("chronicle.write.lock", value, UNLOCKED)
-                return
-            if time.monotonic() >= deadline:
-                if mode is UnlockMode.ALWAYS:
-                    warnings.warn(f"forcing chronicle.write.lock of {self.queue.path} away from "
-                                  f"live process {holder} after {self.queue.lock_timeout}s",
-                                  RuntimeWarning, stacklevel=4)
-                    meta.cas("chronicle.write.lock", value, UNLOCKED)
-                    return
-                raise WriteLockTimeoutError(
-                    f"chronicle.write.lock of {self.queue.path} is held by "
-                    f"{'live ' if _pid_alive(holder) else ''}process "
-                    f"{holder} for more than {self.queue.lock_timeout}s")
-            time.sleep(delay)
-            delay = min(delay * 2, 1e-3)
+        self.queue._wait_write_lock()
 
     def _lock(self) -> None:
-        c = self._c
-        while lib.cq_lock(c.write_lock, c.pid, c.lock_spin_ns) != 0:
-            self._wait_lock()
+        self.queue._lock_write()
 
     def _unlock(self) -> None:
-        lib.cq_unlock(self._c.write_lock, self._c.pid)
+        self.queue._unlock_write()
 
     def _roll(self, want: int | None, after_eof: bool = False) -> None:
         """Move to the cycle the clock asks for, closing older cycles with EOF."""

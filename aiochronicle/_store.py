@@ -302,8 +302,13 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
         except BaseException:
             f.close()
             raise
+        # the creator died mid-way: move its file aside (only if the name still
+        # points at the file we waited on), then create the cycle again
+        stuck = os.fstat(f.fd)
         f.close()
         discard = f"{path}-{int(time.time() * 1000)}.discard"
         with contextlib.suppress(FileNotFoundError):
-            os.rename(path, discard)
+            now = os.stat(path)
+            if (now.st_dev, now.st_ino) == (stuck.st_dev, stuck.st_ino):
+                os.rename(path, discard)
     raise CorruptQueueError("could not create the cycle file", path, 0)
