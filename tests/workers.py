@@ -1,0 +1,131 @@
+"""Processes used by the multi-process tests (run as ``python tests/workers.py ROLE ...``).
+
+Every message written here is self-checking: writer id, incarnation, sequence
+number and a CRC32 of the body, so a reader can tell a torn or foreign payload
+from a real one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import struct
+import sys
+import time
+import zlib
+
+import aiochronicle as ac
+
+HEAD = struct.Struct("<IIQI")  # writer, incarnation, n, crc32(body)
+ACK = struct.Struct("<IIQq")  # writer, incarnation, n, index
+
+
+def make_message(writer: int, incarnation: int, n: int, body_len: int) -> bytes:
+    rnd = random.Random((writer << 40) ^ (incarnation << 20) ^ n)
+    body = rnd.randbytes(body_len)
+    return HEAD.pack(writer, incarnation, n, zlib.crc32(body)) + body
+
+
+def parse_message(payload: bytes) -> tuple[int, int, int]:
+    """(writer, incarnation, n); raises ValueError for anything not written by make_message."""
+    if len(payload) < HEAD.size:
+        raise ValueError(f"short payload {payload[:32]!r}")
+    writer, inc, n, crc = HEAD.unpack_from(payload)
+    if zlib.crc32(payload[HEAD.size:]) != crc:
+        raise ValueError(f"torn payload writer={writer} inc={inc} n={n}")
+    return writer, inc, n
+
+
+def open_q(path: str, **kw: object) -> ac.Queue:
+    opts: dict[str, object] = {"block_size": 256 << 10, "timeout": 0.5}
+    if os.environ.get("ROLL"):
+        opts["roll_cycle"] = ac.RollCycles.by_name(os.environ["ROLL"])
+    opts.update(kw)
+    return ac.open_queue(path, **opts)  # type: ignore[arg-type]
+
+
+def writer(path: str, wid: int, count: int) -> None:
+    """Append ``count`` small messages, one excerpt per append."""
+    with open_q(path) as q:
+        app = q.appender()
+        for n in range(count):
+            app.append(make_message(wid, 0, n, 8))
+
+
+def tailer(path: str, expected: int, timeout: float) -> None:
+    """Read live until ``expected`` excerpts; print a digest of the order seen."""
+    digest = hashlib.sha256()
+    last: dict[int, int] = {}
+    prev_index = None
+    dense = True
+    count = 0
+    deadline = time.monotonic() + timeout
+    with open_q(path, read_only=True) as q:
+        rc = q.roll_cycle
+        t = q.tailer()
+        while count < expected:
+            ex = t.read_nowait()
+            if ex is None:
+                if time.monotonic() > deadline:
+                    break
+                continue
+            w, _inc, n = parse_message(ex.payload)
+            if last.get(w, -1) + 1 != n:
+                raise SystemExit(f"writer {w}: got {n} after {last.get(w, -1)}")
+            last[w] = n
+            if prev_index is not None:
+                same = rc.to_cycle(ex.index) == rc.to_cycle(prev_index)
+                if (same and ex.index != prev_index + 1) or (
+                        not same and rc.to_sequence(ex.index) != 0):
+                    dense = False
+            prev_index = ex.index
+            digest.update(struct.pack("<q", ex.index) + ex.payload[:HEAD.size])
+            count += 1
+    print(json.dumps({"count": count, "digest": digest.hexdigest(), "dense": dense,
+                      "last": {str(k): v for k, v in last.items()}}))
+
+
+def crash_writer(path: str, wid: int, incarnation: int, ack_path: str, seed: int) -> None:
+    """Append forever (until killed), logging every index an append returned."""
+    rnd = random.Random(seed)
+    sizes = [0, 8, 100, 1000, 20_000, 200_000, 600_000]
+    ack = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    with open_q(path) as q:
+        app = q.appender()
+        n = 0
+        while True:
+            msg = make_message(wid, incarnation, n, rnd.choice(sizes))
+            how = rnd.random()
+            if how < 0.1:
+                with app.writing_document() as doc:
+                    half = len(msg) // 2
+                    doc.write(msg[:half])
+                    doc.write(msg[half:])
+                index = doc.index
+                assert index is not None
+            elif how < 0.15:
+                app.append_metadata(b"meta")
+                continue
+            else:
+                index = app.append(msg)
+            os.write(ack, ACK.pack(wid, incarnation, n, index))
+            n += 1
+
+
+def main() -> None:
+    role = sys.argv[1]
+    if role == "writer":
+        writer(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif role == "tailer":
+        tailer(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    elif role == "crash-writer":
+        crash_writer(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5],
+                     int(sys.argv[6]))
+    else:
+        raise SystemExit(f"unknown role {role}")
+
+
+if __name__ == "__main__":
+    main()
