@@ -87,6 +87,30 @@ def tailer(path: str, expected: int, timeout: float) -> None:
                       "last": {str(k): v for k, v in last.items()}}))
 
 
+def live_tailer(path: str, stop_file: str) -> None:
+    """Read live until ``stop_file`` exists and the queue is drained; print the
+    count and a digest of (index, message head) in the order read."""
+    digest = hashlib.sha256()
+    count = 0
+    with open_q(path, read_only=True) as q:
+        t = q.tailer()
+        while True:
+            ex = t.read_nowait()
+            if ex is None:
+                if os.path.exists(stop_file):
+                    ex = t.read_nowait()
+                    if ex is None:
+                        break
+                else:
+                    time.sleep(0.0005)
+                    continue
+            if ex.payload != b"final":
+                parse_message(ex.payload)
+            digest.update(struct.pack("<q", ex.index) + ex.payload[:HEAD.size])
+            count += 1
+    print(json.dumps({"count": count, "digest": digest.hexdigest()}))
+
+
 def crash_writer(path: str, wid: int, incarnation: int, ack_path: str, seed: int) -> None:
     """Append forever (until killed), logging every index an append returned."""
     rnd = random.Random(seed)
@@ -120,6 +144,8 @@ def main() -> None:
         writer(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif role == "tailer":
         tailer(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    elif role == "live-tailer":
+        live_tailer(sys.argv[2], sys.argv[3])
     elif role == "crash-writer":
         crash_writer(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5],
                      int(sys.argv[6]))
