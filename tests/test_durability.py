@@ -1,0 +1,243 @@
+"""The disk: a full file system, msync modes, read-only users, the pretoucher."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+import aiochronicle as ac
+
+T0 = 1_637_251_500_000
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 3 MiB tmpfs of our own (this needs root, which CI and dev machines have)."""
+    mnt = tmp_path / "smallfs"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+FULL_DISK = textwrap.dedent(
+    """
+    import sys, aiochronicle as ac
+    path = sys.argv[1]
+    clock = ac.SetTimeProvider(%d)
+    written = []
+    with ac.open_queue(path, time_provider=clock, block_size=256 << 10) as q:
+        app = q.appender()
+        n = 0
+        try:
+            while True:
+                msg = (b"%%08d" %% n) * 4096        # 32 KiB each
+                written.append((app.append(msg), msg))
+                n += 1
+        except ac.DiskFullError as exc:
+            print("full after", n, "messages:", exc, file=sys.stderr)
+        # everything committed before stays readable
+        got = [(ex.index, ex.payload) for ex in q.tailer()]
+        assert got == written, (len(got), len(written))
+        try:
+            app.append(b"x" * 100_000)
+        except ac.DiskFullError:
+            pass
+        else:
+            raise AssertionError("append on a full disk did not fail")
+    print(len(written))
+    """
+) % T0
+
+
+def test_full_disk_raises_and_keeps_committed_data(small_fs):
+    path = str(small_fs / "q")
+    r = subprocess.run([sys.executable, "-c", FULL_DISK, path], capture_output=True,
+                       text=True, timeout=120)
+    # a SIGBUS would show as returncode -7
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    count = int(r.stdout.strip())
+    assert count > 10
+    assert "no space left" in r.stderr
+    # a new process sees exactly what was committed
+    with ac.open_queue(path, read_only=True) as q:
+        assert q.entry_count() == count
+
+
+def test_full_disk_when_creating_a_cycle_file(small_fs):
+    path = str(small_fs / "q")
+    # fill the file system almost completely first
+    with open(small_fs / "filler", "wb") as f:
+        f.write(b"\0" * (3 * 1024 * 1024 - 64 * 1024))
+    code = textwrap.dedent(
+        f"""
+        import aiochronicle as ac
+        try:
+            with ac.open_queue({path!r}, time_provider=ac.SetTimeProvider({T0}),
+                               block_size=256 << 10) as q:
+                q.appender().append(b"x" * 200_000)
+        except ac.DiskFullError as exc:
+            print("DiskFullError", exc)
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    assert "DiskFullError" in r.stdout
+    os.unlink(small_fs / "filler")
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0),
+                       block_size=256 << 10) as q:
+        i = q.appender().append(b"after")
+        assert [ex.payload for ex in q.tailer()] == [b"after"]
+        assert q.roll_cycle.to_sequence(i) == 0
+
+
+def test_sync_modes_record_last_index_msynced(tmp_path):
+    path = str(tmp_path / "q")
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0), sync=ac.SyncMode.SYNC,
+                       sync_every=3) as q:
+        app = q.appender()
+        idx = [app.append(b"m%d" % i) for i in range(7)]
+        # synced after the 3rd and the 6th
+        assert q.table_store_get("chronicle.lastIndexMSynced") == idx[5]
+        app.sync()
+        assert q.table_store_get("chronicle.lastIndexMSynced") == idx[6]
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        app = q.appender()
+        app.append(b"no sync mode")
+        assert q.table_store_get("chronicle.lastIndexMSynced") == idx[6]
+        app.sync()
+        assert q.table_store_get("chronicle.lastIndexMSynced") == idx[6] + 1
+
+
+def test_sync_interval(tmp_path):
+    path = str(tmp_path / "q")
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0), sync=ac.SyncMode.ASYNC,
+                       sync_every=1_000_000, sync_interval_ms=0) as q:
+        app = q.appender()
+        i = app.append(b"a")
+        assert q.table_store_get("chronicle.lastIndexMSynced") == i
+
+
+@pytest.fixture
+def read_only_view(tmp_path):
+    """A read-only bind mount of tmp_path/src: not writable even by root."""
+    src = tmp_path / "src"
+    view = tmp_path / "view"
+    src.mkdir()
+    view.mkdir()
+    r = subprocess.run(["mount", "--bind", str(src), str(view)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {r.stderr.strip()}")
+    try:
+        r = subprocess.run(["mount", "-o", "remount,ro,bind", str(view)], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot remount read-only here: {r.stderr.strip()}")
+        yield src, view
+    finally:
+        subprocess.run(["umount", "-l", str(view)], check=False)
+
+
+def test_reader_without_write_permission(read_only_view):
+    src, view = read_only_view
+    with ac.open_queue(src / "q", time_provider=ac.SetTimeProvider(T0)) as q:
+        for i in range(5):
+            q.appender().append(b"m%d" % i)
+    before = {n: (src / "q" / n).read_bytes() for n in os.listdir(src / "q")}
+    with ac.open_queue(view / "q", read_only=True) as q:
+        assert [ex.payload for ex in q.tailer()] == [b"m%d" % i for i in range(5)]
+        assert q.last_index is not None
+    with pytest.warns(RuntimeWarning, match="no write permission"):
+        q = ac.open_queue(view / "q")
+    with q:
+        assert q.read_only
+        with pytest.raises(ac.ReadOnlyQueueError):
+            q.appender()
+        assert len(list(q.tailer())) == 5
+    # live: a writer appends through the writable path, the read-only reader follows
+    with ac.open_queue(view / "q", read_only=True) as ro, \
+            ac.open_queue(src / "q", time_provider=ac.SetTimeProvider(T0)) as rw:
+        t = ro.tailer()
+        t.to_end()
+        rw.appender().append(b"live")
+        ex = t.read_nowait()
+        assert ex is not None and ex.payload == b"live"
+    after = {n: (src / "q" / n).read_bytes() for n in os.listdir(src / "q")}
+    assert set(after) == set(before)
+
+
+def test_tailers_never_write_to_cycle_files(tmp_path):
+    path = str(tmp_path / "q")
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        for i in range(100):
+            q.appender().append(b"m%d" % i)
+    files = sorted(n for n in os.listdir(path) if n.endswith(".cq4"))
+    before = {n: open(os.path.join(path, n), "rb").read() for n in files}
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        t = q.tailer("reader")
+        assert len(list(t)) == 100
+        t.to_start()
+        t.to_end()
+        t.direction = ac.TailerDirection.BACKWARD
+        assert len(list(t)) == 100
+        t.move_to_index(q.first_index or 0)
+    after = {n: open(os.path.join(path, n), "rb").read() for n in files}
+    assert after == before
+
+
+def test_pretoucher_creates_the_next_cycle_early_without_confusing_appenders(tmp_path):
+    path = str(tmp_path / "q")
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(path, time_provider=clock, roll_cycle=ac.RollCycles.FAST_HOURLY,
+                       block_size=256 << 10) as q:
+        app = q.appender()
+        app.append(b"hour0")
+        pre = q.pretoucher(headroom=1 << 20, preroll_ms=60_000)
+        pre.execute()
+        assert len(q.cycles()) == 1
+        clock.advance_millis(3_600_000 - 30_000 - (T0 % 3_600_000))  # 30 s before the roll
+        pre.execute()
+        cycles = q.cycles()
+        assert len(cycles) == 2  # the next hour's file exists already
+        # appenders still write to the current hour until the clock gets there
+        i1 = app.append(b"still hour0")
+        assert q.roll_cycle.to_cycle(i1) == cycles[0]
+        fresh = q.appender().append(b"fresh appender, hour0")
+        assert q.roll_cycle.to_cycle(fresh) == cycles[0]
+        clock.advance_millis(60_000)
+        i2 = app.append(b"hour1")
+        assert q.roll_cycle.to_cycle(i2) == cycles[1]
+        assert [ex.payload for ex in q.tailer()] == [
+            b"hour0", b"still hour0", b"fresh appender, hour0", b"hour1"]
+
+
+def test_pretoucher_background_thread(tmp_path):
+    path = str(tmp_path / "q")
+    with ac.open_queue(path, block_size=256 << 10) as q:
+        with q.pretoucher(headroom=1 << 20).start(interval=0.01) as pre:
+            app = q.appender()
+            for i in range(2000):
+                app.append(b"x" * 100)
+        assert pre.errors == 0
+        assert q.entry_count() == 2000
+
+
+def test_foreign_cycle_name_does_not_break_listing(tmp_path):
+    path = str(tmp_path / "q")
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        q.appender().append(b"a")
+    shutil.copy(os.path.join(path, "metadata.cq4t"), os.path.join(path, f"{uuid.uuid4()}.cq4"))
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        assert [ex.payload for ex in q.tailer()] == [b"a"]
