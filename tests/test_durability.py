@@ -228,7 +228,7 @@ def test_pretoucher_background_thread(tmp_path):
     with ac.open_queue(path, block_size=256 << 10) as q:
         with q.pretoucher(headroom=1 << 20).start(interval=0.01) as pre:
             app = q.appender()
-            for i in range(2000):
+            for _ in range(2000):
                 app.append(b"x" * 100)
         assert pre.errors == 0
         assert q.entry_count() == 2000

@@ -8,9 +8,9 @@ import subprocess
 import sys
 import threading
 
-import aiochronicle as ac
-
 from workers import make_message, open_q, parse_message
+
+import aiochronicle as ac
 
 WORKERS = os.path.join(os.path.dirname(__file__), "workers.py")
 
