@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -184,7 +185,7 @@ def test_tailers_never_write_to_cycle_files(tmp_path):
         for i in range(100):
             q.appender().append(b"m%d" % i)
     files = sorted(n for n in os.listdir(path) if n.endswith(".cq4"))
-    before = {n: open(os.path.join(path, n), "rb").read() for n in files}
+    before = {n: pathlib.Path(path, n).read_bytes() for n in files}
     with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
         t = q.tailer("reader")
         assert len(list(t)) == 100
@@ -193,7 +194,7 @@ def test_tailers_never_write_to_cycle_files(tmp_path):
         t.direction = ac.TailerDirection.BACKWARD
         assert len(list(t)) == 100
         t.move_to_index(q.first_index or 0)
-    after = {n: open(os.path.join(path, n), "rb").read() for n in files}
+    after = {n: pathlib.Path(path, n).read_bytes() for n in files}
     assert after == before
 
 
