@@ -1,0 +1,1091 @@
+"""The ``aiochronicle`` command line (also ``python -m aiochronicle``).
+
+Commands: dump, tail, write, stats, check, repair, unlock, retention, ping-pong.
+Every error is one line on stderr and a non-zero exit status (2 for a bad
+command line); long operations draw a progress bar on stderr when it is a
+terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, NoReturn, TextIO
+
+from ._dump import DecodedPayload, decoder_names, dump_path, get_decoder
+from ._errors import ChronicleError
+from ._ops import (
+    CheckFinding,
+    NoSuchIndexError,
+    NotAQueueError,
+    QueueStats,
+    Retention,
+    check_queue,
+    files_to_repair,
+    lock_states,
+    open_existing_queue,
+    parse_index,
+    queue_stats,
+    repair_queue,
+    start_of_last,
+    unlock_queue,
+)
+from ._queue import Queue, Tailer, TailerDirection, open_queue
+from ._rollcycles import RollCycles
+from ._version import __version__
+from ._wire import WireWriter
+
+__all__ = ["build_parser", "main"]
+
+PROG = "aiochronicle"
+
+
+class UsageError(Exception):
+    """A bad command line noticed after parsing (exit status 2)."""
+
+
+class InputError(Exception):
+    """Bad input data (exit status 1)."""
+
+
+# --------------------------------------------------------------------------
+# progress bar
+# --------------------------------------------------------------------------
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, label: str, stream: TextIO | None = None,
+                 enabled: bool | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        if enabled is None:
+            try:
+                enabled = self.stream.isatty()
+            except (AttributeError, ValueError):
+                enabled = False
+        self.enabled = enabled
+        self.label = label
+        self._last = 0.0
+        self._drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1 and done < total:
+            return
+        self._last = now
+        frac = 0.0 if total <= 0 else min(1.0, max(0.0, done / total))
+        width = max(10, min(40, shutil.get_terminal_size((80, 20)).columns - 30))
+        fill = int(frac * width)
+        bar = "#" * fill + "-" * (width - fill)
+        self.stream.write(f"\r{self.label} [{bar}] {frac * 100:5.1f}%")
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._drawn = False
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------
+# argument types
+# --------------------------------------------------------------------------
+
+
+def _index_arg(text: str) -> int:
+    try:
+        return parse_index(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}")
+    return n
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return v
+
+
+def _duration(text: str) -> str:
+    if not re.fullmatch(r"\d+(\.\d+)?[smhdw]?", text.strip().lower()):
+        raise argparse.ArgumentTypeError(
+            f"bad age {text!r}: a number of seconds, or with a unit s/m/h/d/w (e.g. 7d)")
+    return text
+
+
+def _size(text: str) -> str:
+    if not re.fullmatch(r"\d+(\.\d+)?([kmgt]i?b?|b)?", text.strip().lower()):
+        raise argparse.ArgumentTypeError(
+            f"bad size {text!r}: bytes, or with a unit K/M/G/T (e.g. 10G)")
+    return text
+
+
+def _regex(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"bad regex {text!r}: {exc}") from None
+
+
+def _roll_cycle(text: str) -> str:
+    try:
+        RollCycles.by_name(text.upper())
+    except ValueError:
+        names = ", ".join(rc.name for rc in RollCycles.all())
+        raise argparse.ArgumentTypeError(f"unknown roll cycle {text!r} (one of {names})") \
+            from None
+    return text.upper()
+
+
+# --------------------------------------------------------------------------
+# output helpers
+# --------------------------------------------------------------------------
+
+
+def _human(n: int) -> str:
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= k:
+            return f"{n / k:.1f} {unit}"
+    return f"{n} B"
+
+
+def _hex(i: int | None) -> str:
+    return "-" if i is None else f"{i:#x}"
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+
+
+# --------------------------------------------------------------------------
+# dump
+# --------------------------------------------------------------------------
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    decoder = get_decoder(args.decode)
+    out: TextIO
+    with contextlib.ExitStack() as stack:
+        if args.output:
+            out = stack.enter_context(open(args.output, "w", encoding="utf-8"))
+        else:
+            out = sys.stdout
+        bar = stack.enter_context(ProgressBar("dump"))
+        dump_path(out, args.path, decoder=decoder, from_index=args.from_index,
+                  to_index=args.to_index, skip_table_store=args.skip_table_store,
+                  progress=bar)
+        out.flush()
+    return 0
+
+
+# --------------------------------------------------------------------------
+# tail
+# --------------------------------------------------------------------------
+
+
+def _interface_methods(spec: str) -> set[str] | None:
+    """Method names of ``module:Class`` (None for ``any``)."""
+    if spec.lower() in ("any", "null", "*"):
+        return None
+    mod_name, _, cls_name = spec.partition(":")
+    if not cls_name:
+        mod_name, _, cls_name = spec.rpartition(".")
+    if not mod_name or not cls_name:
+        raise UsageError(f"bad interface {spec!r}: expected module:Class (or 'any')")
+    try:
+        obj: Any = importlib.import_module(mod_name)
+        for part in cls_name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"cannot import interface {spec!r}: {exc}") from None
+    names = {n for n in dir(obj) if not n.startswith("_") and callable(getattr(obj, n, None))}
+    if not names:
+        raise UsageError(f"interface {spec!r} has no public methods")
+    return names
+
+
+def _position_tailer(q: Queue, t: Tailer, args: argparse.Namespace) -> None:
+    backward = t.direction == TailerDirection.BACKWARD
+    if args.start is not None:
+        idx = args.start
+        if not t.move_to_index(idx):
+            last = q.last_index
+            first = q.first_index
+            at_end = (last is not None and idx == last + 1) or (last is None and args.follow)
+            if at_end and not backward and args.follow:
+                return
+            held = "the queue is empty" if last is None else \
+                f"the queue holds {first:#x}..{last:#x}"
+            raise NoSuchIndexError(f"no excerpt at index {idx:#x}: {held}")
+        return
+    if args.last is not None and not backward:
+        start = start_of_last(q, args.last)
+        if start is None:
+            t.to_end()
+        else:
+            t.move_to_index(start)
+
+
+def _render(ex_index: int, dec: DecodedPayload, args: argparse.Namespace, rc_shift: int) -> str:
+    if args.json:
+        rec: dict[str, object] = {"index": ex_index, "index_hex": f"{ex_index:#x}",
+                                  "cycle": ex_index >> rc_shift,
+                                  "sequence": ex_index & ((1 << rc_shift) - 1),
+                                  "kind": dec.kind, "payload": dec.value}
+        if args.suppress_index:
+            for k in ("index", "index_hex", "cycle", "sequence"):
+                rec.pop(k)
+        return json.dumps(rec, ensure_ascii=False, default=str) + "\n"
+    body = dec.line if args.single_line else dec.text
+    if args.suppress_index:
+        return body + "\n"
+    if "\n" in body:
+        return f"{ex_index:#x}:\n{body}\n"
+    return f"{ex_index:#x}: {body}\n"
+
+
+def _idle_waits() -> Iterator[float]:
+    delay = 0.0005
+    while True:
+        yield delay
+        delay = min(delay * 1.5, 0.02)
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    if args.backward and args.follow:
+        raise UsageError("--follow and --backward cannot be combined")
+    decoder = get_decoder(args.decode)
+    methods = _interface_methods(args.interface) if args.interface else None
+    path = args.path
+    if os.path.isfile(path):
+        raise NotAQueueError(f"{path} is a file: tail reads a queue directory "
+                             "(use `aiochronicle dump` for a single file)")
+    q = open_existing_queue(path, writable=args.named is not None)
+    out = sys.stdout
+    try:
+        direction = TailerDirection.BACKWARD if args.backward else TailerDirection.FORWARD
+        t = q.tailer(args.named, direction=direction)
+        _position_tailer(q, t, args)
+        shift = q.roll_cycle.cycle_shift
+        shown = 0
+        limit = args.max_results
+        if args.backward and args.last is not None:
+            limit = args.last if limit is None else min(limit, args.last)
+        waits: Iterator[float] | None = None
+        while True:
+            ex = t.read_nowait()
+            if ex is None:
+                out.flush()
+                if not args.follow:
+                    break
+                if waits is None:
+                    waits = _idle_waits()
+                time.sleep(next(waits))
+                continue
+            waits = None
+            dec = decoder(ex.payload)
+            if args.interface:
+                if dec.kind != "wire" or not isinstance(dec.value, dict):
+                    continue
+                if methods is not None and not methods.intersection(dec.value):
+                    continue
+            if args.include or args.exclude:
+                hay = dec.line
+                if args.include and not all(p.search(hay) for p in args.include):
+                    continue
+                if any(p.search(hay) for p in args.exclude):
+                    continue
+            out.write(_render(ex.index, dec, args, shift))
+            shown += 1
+            if limit is not None and shown >= limit:
+                break
+        out.flush()
+    finally:
+        q.close()
+    return 0
+
+
+# --------------------------------------------------------------------------
+# write
+# --------------------------------------------------------------------------
+
+
+def _wire_value(w: WireWriter, v: object, where: str) -> None:
+    if v is None:
+        w.null()
+    elif isinstance(v, bool):
+        w.bool(v)
+    elif isinstance(v, int):
+        if not -(1 << 63) <= v < 1 << 63:
+            raise InputError(f"{where}: {v} does not fit in 64 bits")
+        w.int_compact(v)
+    elif isinstance(v, float):
+        w.float64(v)
+    elif isinstance(v, str):
+        w.text(v)
+    elif isinstance(v, dict):
+        token = w.begin_length32()
+        for k, x in v.items():
+            w.field(str(k))
+            _wire_value(w, x, where)
+        w.end_length32(token)
+    elif isinstance(v, list | tuple):
+        token = w.begin_length32()
+        for x in v:
+            _wire_value(w, x, where)
+        w.end_length32(token)
+    else:
+        w.text(str(v))
+
+
+def encode_calls(obj: object, method: str | None = None, where: str = "input") -> bytes:
+    """BinaryWire bytes of method calls, as a Java method writer writes them.
+
+    ``obj`` is ``{"method": args}`` (several keys: several calls in one excerpt),
+    or just the args when ``method`` is given.  A list of args is the argument
+    list (``[]``: no arguments, ``[x]`` one, ``[x, y]`` two); anything else is
+    the single argument.
+    """
+    if method is not None:
+        calls: Iterable[tuple[object, object]] = [(method, obj)]
+    elif isinstance(obj, dict) and obj:
+        calls = obj.items()
+    else:
+        raise InputError(f"{where}: expected a method call like {{\"method\": args}}")
+    w = WireWriter()
+    for name, call_args in calls:
+        w.event_name(str(name))
+        if isinstance(call_args, list):
+            if not call_args:
+                w.text("")
+            elif len(call_args) == 1:
+                _wire_value(w, call_args[0], where)
+            else:
+                token = w.begin_length32()
+                for a in call_args:
+                    _wire_value(w, a, where)
+                w.end_length32(token)
+        else:
+            _wire_value(w, call_args, where)
+    return w.getvalue()
+
+
+def _sources(files: list[str]) -> Iterator[tuple[str, TextIO]]:
+    if not files:
+        yield "stdin", sys.stdin
+        return
+    for f in files:
+        if f == "-":
+            yield "stdin", sys.stdin
+            continue
+        try:
+            fh = open(f, encoding="utf-8")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise InputError(f"cannot read {f}: {exc.strerror}") from None
+        with fh:
+            yield f, fh
+
+
+def _yaml_documents(name: str, fh: TextIO) -> Iterator[tuple[str, str]]:
+    buf: list[str] = []
+    start = 1
+    for n, line in enumerate(fh, 1):
+        if line.startswith("---") or line.rstrip() == "...":
+            if any(x.strip() and not x.lstrip().startswith("#") for x in buf):
+                yield f"{name} line {start}", "".join(buf)
+            buf = []
+            start = n + 1
+            rest = line[3:].strip() if line.startswith("---") else ""
+            if rest:
+                buf.append(rest + "\n")
+            continue
+        buf.append(line)
+    if any(x.strip() and not x.lstrip().startswith("#") for x in buf):
+        yield f"{name} line {start}", "".join(buf)
+
+
+def _messages(args: argparse.Namespace) -> Iterator[bytes]:
+    fmt = args.format
+    for name, fh in _sources(args.files):
+        if fmt == "yaml":
+            import msgspec.yaml
+
+            for where, doc in _yaml_documents(name, fh):
+                try:
+                    obj = msgspec.yaml.decode(doc.encode())
+                except (msgspec.DecodeError, ImportError) as exc:
+                    raise InputError(f"{where}: invalid YAML: {exc}") from None
+                for item in obj if isinstance(obj, list) and args.method is None else [obj]:
+                    yield encode_calls(item, args.method, where)
+            continue
+        for n, raw in enumerate(fh, 1):
+            line = raw.rstrip("\n").rstrip("\r") if raw.endswith("\n") else raw
+            where = f"{name} line {n}"
+            if fmt == "text":
+                yield WireWriter().text(line).getvalue()
+            elif fmt == "raw":
+                yield line.encode()
+            elif fmt == "hex":
+                if not line.strip():
+                    continue
+                try:
+                    yield bytes.fromhex(line)
+                except ValueError:
+                    raise InputError(f"{where}: not hex") from None
+            else:  # json
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError as exc:
+                    raise InputError(f"{where}: invalid JSON: {exc}") from None
+                for item in obj if isinstance(obj, list) and args.method is None else [obj]:
+                    yield encode_calls(item, args.method, where)
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    path = args.path
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise NotAQueueError(f"{path} is not a directory")
+    rc = RollCycles.by_name(args.roll_cycle) if args.roll_cycle else None
+    q = open_queue(path, roll_cycle=rc)
+    first = last = None
+    n = 0
+    try:
+        app = q.appender()
+        for payload in _messages(args):
+            if not payload:
+                continue
+            idx = app.append(payload)
+            if first is None:
+                first = idx
+            last = idx
+            n += 1
+            if args.print_index:
+                sys.stdout.write(f"{idx:#x}\n")
+        sys.stdout.flush()
+    finally:
+        q.close()
+    if not args.quiet:
+        span = f" ({_hex(first)}..{_hex(last)})" if n else ""
+        sys.stderr.write(f"wrote {n} excerpt{'s' if n != 1 else ''} to {path}{span}\n")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# stats
+# --------------------------------------------------------------------------
+
+
+def _print_stats(s: QueueStats, out: TextIO) -> None:
+    nc = len(s.cycles)
+    out.write(f"queue:       {s.path}\n")
+    out.write(f"roll cycle:  {s.roll_cycle} (epoch {s.epoch})\n")
+    out.write(f"excerpts:    {s.total_excerpts} in {nc} cycle{'s' if nc != 1 else ''}, "
+              f"first {_hex(s.first_index)}, last {_hex(s.last_index)}\n")
+    out.write(f"bytes:       {s.total_bytes} written, {_human(s.disk_bytes)} on disk\n")
+    for lk in s.locks:
+        state = "free" if not lk.locked else \
+            f"held by process {lk.holder} ({'alive' if lk.alive else 'dead'})"
+        out.write(f"{lk.key + ':':<12} {state}\n" if len(lk.key) < 12 else
+                  f"{lk.key}: {state}\n")
+    if s.cycles:
+        out.write("\n")
+        rows = [["cycle", "file", "excerpts", "bytes", "first index", "last index", "eof"]]
+        rows += [[str(c.cycle), os.path.basename(c.path), str(c.excerpts), str(c.bytes_used),
+                  _hex(c.first_index), _hex(c.last_index), "yes" if c.eof else "no"]
+                 for c in s.cycles]
+        _table(rows, out)
+    if s.tailers:
+        out.write("\n")
+        rows = [["named tailer", "next index", "lag (messages)", "lag (bytes)"]]
+        rows += [[t.name, _hex(t.index) if t.index else "start", str(t.lag_messages),
+                  str(t.lag_bytes)] for t in s.tailers]
+        _table(rows, out)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    if args.watch is None:
+        s = queue_stats(args.path)
+        if args.json:
+            out.write(json.dumps(s.to_dict()) + "\n")
+        else:
+            _print_stats(s, out)
+        return 0
+    tty = out.isatty()
+    prev: tuple[float, int] | None = None
+    n = 0
+    while True:
+        s = queue_stats(args.path)
+        now = time.monotonic()
+        if args.json:
+            d = s.to_dict()
+            d["time"] = time.time()
+            out.write(json.dumps(d) + "\n")
+        else:
+            if tty:
+                out.write("\x1b[H\x1b[2J")
+            elif n:
+                out.write("\n")
+            out.write(time.strftime("%Y-%m-%d %H:%M:%S") + f"  (every {args.watch:g}s)\n")
+            if prev is not None:
+                dt = max(now - prev[0], 1e-9)
+                added = s.total_excerpts - prev[1]
+                out.write(f"rate:        {added} excerpts in {dt:.1f}s ({added / dt:,.0f}/s)\n")
+            _print_stats(s, out)
+        out.flush()
+        prev = (now, s.total_excerpts)
+        n += 1
+        if args.count is not None and n >= args.count:
+            return 0
+        time.sleep(args.watch)
+
+
+# --------------------------------------------------------------------------
+# check / repair
+# --------------------------------------------------------------------------
+
+
+def _summarise(findings: list[CheckFinding]) -> tuple[int, int]:
+    errors = sum(1 for f in findings if f.severity == "error")
+    warnings = sum(1 for f in findings if f.severity == "warning")
+    return errors, warnings
+
+
+def _print_findings(findings: list[CheckFinding], out: TextIO, *, show_fix: bool) -> None:
+    for f in findings:
+        line = str(f)
+        if f.repaired:
+            line += f"  [repaired: {f.fix}]"
+        elif show_fix and f.fix:
+            line += f"  [repair: {f.fix}]"
+        out.write(line + "\n")
+
+
+def _ask(prompt: str) -> str:
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    if not line:
+        return "q"
+    return line.strip().lower()
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    with ProgressBar("check") as bar:
+        findings = check_queue(args.path, progress=bar)
+    if args.json and not args.repair:
+        out.write(json.dumps([{"severity": f.severity, "kind": f.kind, "path": f.path,
+                               "offset": f.offset, "message": f.message, "fix": f.fix}
+                              for f in findings]) + "\n")
+        return 1 if any(_summarise(findings)) else 0
+    _print_findings(findings, out, show_fix=True)
+    errors, warnings = _summarise(findings)
+    todo = [f for f in findings if f.repairable]
+    if not args.repair:
+        if not errors and not warnings:
+            out.write(f"{args.path}: no problems found\n")
+            return 0
+        out.write(f"{errors} error{'s' if errors != 1 else ''}, {warnings} "
+                  f"warning{'s' if warnings != 1 else ''}; {len(todo)} repairable")
+        out.write(f" (run: {PROG} repair {args.path})\n" if todo else "\n")
+        return 1
+    if not todo:
+        out.write("nothing to repair\n")
+        return 1 if errors or warnings else 0
+    files = files_to_repair(todo)
+    backup = args.backup or f"{os.path.abspath(args.path).rstrip(os.sep)}.backup-" \
+                           f"{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.no_backup:
+        backup_dir: str | None = None
+    elif args.yes:
+        backup_dir = backup
+    else:
+        if not sys.stdin.isatty():
+            raise UsageError("refusing to repair without confirmation: run it on a terminal "
+                             "or pass --yes")
+        names = ", ".join(os.path.basename(p) for p in files)
+        answer = _ask(f"Repair changes {len(files)} file(s): {names}.\n"
+                      f"Back them up to {backup} first? [Y/n/q] ")
+        if answer in ("q", "quit"):
+            out.write("nothing changed\n")
+            return 1
+        if answer in ("", "y", "yes"):
+            backup_dir = backup
+        else:
+            if _ask("Repair without a backup? [y/N] ") not in ("y", "yes"):
+                out.write("nothing changed\n")
+                return 1
+            backup_dir = None
+    with ProgressBar("repair") as bar:
+        done = repair_queue(args.path, backup_dir=backup_dir, progress=bar)
+    if backup_dir is not None:
+        out.write(f"backed up {len(files)} file(s) to {backup_dir}\n")
+    fixed = [f for f in done if f.repaired]
+    for f in fixed:
+        out.write(f"repaired: {f.kind}: {os.path.basename(f.path)}: {f.fix}\n")
+    remaining = check_queue(args.path)
+    errors, warnings = _summarise(remaining)
+    if errors or warnings:
+        out.write("still wrong after the repair:\n")
+        _print_findings(remaining, out, show_fix=False)
+        return 1
+    out.write(f"repaired {len(fixed)} problem{'s' if len(fixed) != 1 else ''}; "
+              f"{args.path} is consistent now\n")
+    return 0
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    args.repair = True
+    args.json = False
+    return cmd_check(args)
+
+
+# --------------------------------------------------------------------------
+# unlock
+# --------------------------------------------------------------------------
+
+
+def cmd_unlock(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    if args.dry_run:
+        for s in lock_states(args.path):
+            state = "free" if not s.locked else \
+                f"held by process {s.holder} ({'alive' if s.alive else 'dead'})"
+            out.write(f"{s.key}: {state}\n")
+        return 0
+    results = unlock_queue(args.path, force=args.force)
+    for s, released in results:
+        if not s.locked:
+            out.write(f"{s.key}: free\n")
+        elif released:
+            how = "alive, released by force" if s.alive else "dead"
+            out.write(f"{s.key}: held by process {s.holder} ({how}) -> released\n")
+        else:
+            out.write(f"{s.key}: changed while unlocking; left alone\n")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# retention
+# --------------------------------------------------------------------------
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    if args.max_age is None and args.max_size is None:
+        raise UsageError("give --max-age and/or --max-size")
+    out = sys.stdout
+    policy = Retention(args.path, max_age=args.max_age, max_size=args.max_size,
+                       move_to=args.move_to)
+    # check the path first so a typo is a clear error
+    open_existing_queue(args.path).close()
+    with ProgressBar("retention") as bar:
+        decisions = policy.apply(dry_run=args.dry_run, progress=bar)
+    gone = [d for d in decisions if d.action != "keep"]
+    for d in decisions:
+        name = os.path.basename(d.path)
+        if d.action == "keep":
+            out.write(f"keep    {name} ({_human(d.disk_bytes)}): {d.reason}\n")
+            continue
+        verb = d.action if args.dry_run else ("moved" if d.action == "move" else "deleted")
+        dest = f" -> {d.destination}" if d.destination else ""
+        prefix = "would " if args.dry_run else ""
+        out.write(f"{prefix}{verb:<7} {name} ({_human(d.disk_bytes)}){dest}: {d.reason}\n")
+    freed = sum(d.disk_bytes for d in gone)
+    what = "would free" if args.dry_run else "freed"
+    out.write(f"{len(gone)} of {len(decisions)} cycle files; {what} {_human(freed)}\n")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# ping-pong
+# --------------------------------------------------------------------------
+
+_STOP = b"stop"
+_READY = b"ready"
+
+
+def _echo(path: str, timeout: float) -> int:
+    """The child of ping-pong: copy every excerpt of ping/ to pong/."""
+    with open_queue(os.path.join(path, "ping")) as ping, \
+            open_queue(os.path.join(path, "pong")) as pong:
+        t = ping.tailer()
+        app = pong.appender()
+        app.append(_READY)
+        read = t.read_nowait
+        append = app.append
+        last = time.monotonic()
+        spins = 0
+        while True:
+            ex = read()
+            if ex is None:
+                spins += 1
+                if spins & 0xFFF == 0:
+                    now = time.monotonic()
+                    if now - last > timeout:
+                        return 1
+                    time.sleep(0)
+                continue
+            spins = 0
+            last = time.monotonic()
+            if ex.payload == _STOP:
+                return 0
+            append(ex.payload)
+
+
+def _percentile(sorted_ns: list[int], p: float) -> float:
+    k = min(len(sorted_ns) - 1, max(0, round(p / 100 * (len(sorted_ns) - 1))))
+    return sorted_ns[k] / 1000.0
+
+
+def cmd_ping_pong(args: argparse.Namespace) -> int:
+    if args.role == "echo":
+        return _echo(args.path, args.timeout)
+    if args.size < 8:
+        raise UsageError("--size must be at least 8 bytes")
+    out = sys.stdout
+    tmp = None
+    path = args.path
+    if path is None:
+        tmp = tempfile.mkdtemp(prefix="aiochronicle-pingpong-")
+        path = tmp
+    elif os.path.exists(os.path.join(path, "ping")) or os.path.exists(os.path.join(path, "pong")):
+        raise UsageError(f"{path} already holds ping/ or pong/ queues: use an empty directory")
+    child = None
+    try:
+        os.makedirs(path, exist_ok=True)
+        with open_queue(os.path.join(path, "ping")) as ping, \
+                open_queue(os.path.join(path, "pong")) as pong:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "aiochronicle", "ping-pong", "--role", "echo",
+                 "--path", path, "--timeout", str(args.timeout)],
+                stdin=subprocess.DEVNULL)
+            t = pong.tailer()
+            app = ping.appender()
+            deadline = time.monotonic() + args.timeout
+            while True:
+                ex = t.read_nowait()
+                if ex is not None and ex.payload == _READY:
+                    break
+                if child.poll() is not None:
+                    raise ChronicleError(f"the echo process exited with status {child.returncode}")
+                if time.monotonic() > deadline:
+                    raise ChronicleError("the echo process did not start in time")
+                time.sleep(0.001)
+            pad = bytes(args.size - 8)
+            total = args.warmup + args.count
+            samples: list[int] = []
+            read = t.read_nowait
+            append = app.append
+            clock = time.perf_counter_ns
+            started = time.perf_counter()
+            with ProgressBar("ping-pong") as bar:
+                for i in range(total):
+                    msg = struct.pack("<q", i) + pad
+                    t0 = clock()
+                    append(msg)
+                    spins = 0
+                    while True:
+                        ex = read()
+                        if ex is not None:
+                            break
+                        spins += 1
+                        if spins & 0xFFFF == 0:
+                            if child.poll() is not None:
+                                raise ChronicleError("the echo process died")
+                            if time.perf_counter() - started > args.timeout + total * 0.01:
+                                raise ChronicleError("no echo in time")
+                    t1 = clock()
+                    if ex.payload != msg:
+                        raise ChronicleError(f"round trip {i} returned different bytes")
+                    if i >= args.warmup:
+                        samples.append(t1 - t0)
+                    if i % 1000 == 0:
+                        bar(i, total)
+            elapsed = time.perf_counter() - started
+            app.append(_STOP)
+        child.wait(timeout=10)
+        samples.sort()
+        stats = {p: _percentile(samples, p) for p in (50, 90, 99, 99.9)}
+        result = {
+            "round_trips": len(samples), "size": args.size, "warmup": args.warmup,
+            "min_us": samples[0] / 1000.0, "p50_us": stats[50], "p90_us": stats[90],
+            "p99_us": stats[99], "p99_9_us": stats[99.9], "max_us": samples[-1] / 1000.0,
+            "round_trips_per_s": total / elapsed if elapsed else 0.0,
+        }
+        if args.json:
+            out.write(json.dumps(result) + "\n")
+        else:
+            out.write(f"ping-pong: {len(samples)} round trips of {args.size} B between two "
+                      f"processes (after {args.warmup} warm-up)\n")
+            out.write("round trip (us): " + "  ".join(
+                f"{k} {result[v]:.1f}" for k, v in (
+                    ("min", "min_us"), ("p50", "p50_us"), ("p90", "p90_us"), ("p99", "p99_us"),
+                    ("p99.9", "p99_9_us"), ("max", "max_us"))) + "\n")
+            out.write(f"one way ~ {result['p50_us'] / 2:.1f} us (p50 / 2); "
+                      f"{result['round_trips_per_s']:,.0f} round trips/s\n")
+        return 0
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------
+# the parser
+# --------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    p = _Parser(prog=PROG, description="Inspect, operate and test Chronicle Queue v5 queues "
+                "(byte-compatible with Java).",
+                epilog=f"Run `{PROG} COMMAND --help` for a command's options.")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], help_: str,
+            description: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=description, formatter_class=fmt)
+        sp.set_defaults(func=func)
+        return sp
+
+    decoders = decoder_names()
+
+    d = add("dump", cmd_dump, "show every document of a queue or one .cq4/.cq4t file",
+            "Show the metadata and every excerpt of a queue directory (or of a single "
+            ".cq4/.cq4t file)\nas YAML-like text, as Java's DumpMain does: headers, "
+            "positions, index pages and\ndecoded payloads.")
+    d.add_argument("path", help="queue directory, or a .cq4/.cq4t file")
+    d.add_argument("--from", dest="from_index", type=_index_arg, metavar="INDEX",
+                   help="first index to show (hex 0x... or decimal); shows data only")
+    d.add_argument("--to", dest="to_index", type=_index_arg, metavar="INDEX",
+                   help="last index to show (inclusive)")
+    d.add_argument("--decode", choices=decoders, default="auto",
+                   help="how to show payloads (default: auto)")
+    d.add_argument("--skip-table-store", action="store_true",
+                   help="leave out metadata.cq4t")
+    d.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+
+    t = add("tail", cmd_tail, "print excerpts, optionally following new ones",
+            "Print the excerpts of a queue (Java's ChronicleReaderMain), one record per "
+            "excerpt:\n`0x<index>: <payload>`.  Regex filters see the one-line form of "
+            "the payload;\na record is shown when it matches every -i and no -e.")
+    t.add_argument("path", nargs="?", help="queue directory")
+    t.add_argument("-d", "--directory", dest="path_opt", metavar="DIR",
+                   help="the queue directory (as Java's -d), instead of PATH")
+    t.add_argument("-f", "--follow", action="store_true",
+                   help="keep waiting for new excerpts (Ctrl-C to stop)")
+    t.add_argument("-n", "--start", type=_index_arg, metavar="INDEX",
+                   help="start at this index (hex 0x... or decimal)")
+    t.add_argument("-m", "--last", type=_positive_int, metavar="N",
+                   help="start N excerpts before the end")
+    t.add_argument("-x", "--max-results", type=_positive_int, metavar="N",
+                   help="stop after N records")
+    t.add_argument("-i", "--include", type=_regex, action="append", default=[],
+                   metavar="REGEX", help="show only records matching REGEX (repeatable)")
+    t.add_argument("-e", "--exclude", type=_regex, action="append", default=[],
+                   metavar="REGEX", help="hide records matching REGEX (repeatable)")
+    t.add_argument("-l", "--single-line", action="store_true", help="one line per record")
+    t.add_argument("-s", "--suppress-index", action="store_true",
+                   help="do not print the index")
+    t.add_argument("--json", action="store_true", help="one JSON object per record")
+    t.add_argument("-r", "--interface", metavar="MODULE:CLASS",
+                   help="show only method calls of this interface ('any': every method call)")
+    t.add_argument("-k", "--backward", action="store_true", help="read from the end backwards")
+    t.add_argument("--named", metavar="NAME",
+                   help="read as named tailer NAME: resume where it stopped and save progress")
+    t.add_argument("--decode", choices=decoders, default="auto",
+                   help="how to show payloads (default: auto)")
+
+    w = add("write", cmd_write, "append lines or method calls from stdin or files",
+            "Append one excerpt per input line (or per JSON line / YAML document) to a "
+            "queue,\ncreating it if needed.\n\n"
+            "formats:\n"
+            "  text  each line as BinaryWire text, as Java's writeText (default)\n"
+            "  raw   each line as raw UTF-8 bytes\n"
+            "  hex   each line is hex for the raw bytes\n"
+            "  json  each line a method call {\"method\": args}: args [] = none, [a, b] = "
+            "two,\n        anything else = one; written as a BinaryWire event, as Java's "
+            "method writers\n"
+            "  yaml  YAML documents (separated by ---), each a method call as for json")
+    w.add_argument("path", help="queue directory")
+    w.add_argument("files", nargs="*", metavar="FILE", help="input files (default: stdin)")
+    fg = w.add_mutually_exclusive_group()
+    fg.add_argument("--format", choices=["text", "raw", "hex", "json", "yaml"],
+                    default="text", help="input format (default: text)")
+    fg.add_argument("--json", dest="format", action="store_const", const="json",
+                    help="same as --format json")
+    fg.add_argument("--yaml", dest="format", action="store_const", const="yaml",
+                    help="same as --format yaml")
+    w.add_argument("-m", "--method", metavar="NAME",
+                   help="with json/yaml: each input is the arguments of method NAME")
+    w.add_argument("--roll-cycle", type=_roll_cycle, metavar="NAME",
+                   help="roll cycle for a new queue (default FAST_DAILY)")
+    w.add_argument("--print-index", action="store_true", help="print each new index")
+    w.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+
+    s = add("stats", cmd_stats, "cycles, counts, bytes, locks and named tailers' lag",
+            "Show each cycle's excerpt count, bytes and first/last index, the locks, and "
+            "each\nnamed tailer's lag in messages and bytes.")
+    s.add_argument("path", help="queue directory")
+    s.add_argument("--json", action="store_true", help="JSON output")
+    s.add_argument("-w", "--watch", type=_seconds, nargs="?", const=2.0, metavar="SECONDS",
+                   help="refresh every SECONDS (default 2) until Ctrl-C")
+    s.add_argument("--count", type=_positive_int, metavar="N",
+                   help="with --watch: stop after N refreshes")
+
+    def check_opts(sp: argparse.ArgumentParser, with_repair: bool) -> None:
+        sp.add_argument("path", help="queue directory")
+        if with_repair:
+            sp.add_argument("--repair", action="store_true",
+                            help="repair what can be repaired (asks for a backup first)")
+            sp.add_argument("--json", action="store_true", help="JSON output (check only)")
+        sp.add_argument("-y", "--yes", action="store_true",
+                        help="repair without asking (backs up first unless --no-backup)")
+        sp.add_argument("--backup", metavar="DIR",
+                        help="where to back up files before repairing "
+                             "(default: <queue>.backup-<time>)")
+        sp.add_argument("--no-backup", action="store_true", help="repair without a backup")
+
+    c = add("check", cmd_check, "find inconsistencies (and repair them with --repair)",
+            "Find incomplete headers, missing EOF markers, index holes and bad entries, a "
+            "stale\nwritePosition, an out-of-date directory listing and locks held by dead "
+            "processes.\nExit status 0 when clean, 1 when something was found.")
+    check_opts(c, True)
+    r = add("repair", cmd_repair, "same as check --repair",
+            "Check the queue, then repair what can be repaired while holding its write lock "
+            "(after\na backup prompt, or with --yes).")
+    check_opts(r, False)
+
+    u = add("unlock", cmd_unlock, "release a write/append lock whose holder is dead",
+            "Release chronicle.write.lock and chronicle.append.lock when the process holding "
+            "them\nis dead; refuses when it is alive unless --force.")
+    u.add_argument("path", help="queue directory")
+    u.add_argument("--force", action="store_true",
+                   help="release even a lock whose holder is alive (dangerous)")
+    u.add_argument("--dry-run", action="store_true", help="only show the locks")
+
+    rt = add("retention", cmd_retention, "delete or move old cycle files",
+             "Delete (or move) cycle files older than an age or beyond a total size on disk.\n"
+             "Never the current cycle, never one a named tailer still needs, never one open "
+             "in\nanother process, and only from the oldest end.")
+    rt.add_argument("path", help="queue directory")
+    rt.add_argument("--max-age", type=_duration, metavar="AGE",
+                    help="remove cycles that ended more than AGE ago (e.g. 3600, 12h, 7d)")
+    rt.add_argument("--max-size", type=_size, metavar="SIZE",
+                    help="keep at most SIZE on disk (e.g. 500M, 10G)")
+    rt.add_argument("--dry-run", action="store_true", help="only show what would go")
+    rt.add_argument("--move-to", metavar="DIR", help="move files to DIR instead of deleting")
+
+    pp = add("ping-pong", cmd_ping_pong, "two-process round-trip latency test",
+             "Measure round trips between this process and a child: each message goes out "
+             "through\none queue and comes back through another.")
+    pp.add_argument("-n", "--count", type=_positive_int, default=10_000,
+                    help="round trips to measure (default 10000)")
+    pp.add_argument("--warmup", type=int, default=1000, help="round trips not measured "
+                    "(default 1000)")
+    pp.add_argument("--size", type=int, default=40, help="message size in bytes (default 40)")
+    pp.add_argument("--path", metavar="DIR",
+                    help="directory for the two queues (default: a temporary one)")
+    pp.add_argument("--timeout", type=_seconds, default=10.0,
+                    help="give up after this many seconds without an answer (default 10)")
+    pp.add_argument("--json", action="store_true", help="JSON output")
+    pp.add_argument("--role", choices=["ping", "echo"], default="ping", help=argparse.SUPPRESS)
+    return p
+
+
+# --------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------
+
+
+def _os_message(exc: OSError) -> str:
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}"
+    return str(exc) or exc.__class__.__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``aiochronicle`` command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "path_opt", None):
+        args.path = args.path_opt
+    if getattr(args, "path", "") is None:
+        sys.stderr.write(f"{PROG} {args.command}: error: the queue directory is required\n")
+        return 2
+    prog = f"{PROG} {args.command}"
+
+    def fail(message: str, code: int = 1) -> int:
+        sys.stderr.write(f"{prog}: error: {message}\n")
+        sys.stderr.flush()
+        return code
+
+    try:
+        result: int = args.func(args)
+        return result
+    except UsageError as exc:
+        return fail(str(exc), 2)
+    except KeyboardInterrupt:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        return 130
+    except BrokenPipeError:
+        # the reader went away (e.g. `| head`): stop quietly
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except (InputError, ChronicleError) as exc:
+        return fail(str(exc))
+    except OSError as exc:
+        return fail(_os_message(exc))

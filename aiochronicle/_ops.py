@@ -1,0 +1,1317 @@
+"""Queue operations: statistics, consistency check and repair, lock recovery,
+retention, and file-lifecycle listeners.
+
+Everything the ``aiochronicle`` command line does beyond reading and writing
+excerpts is here as a library API, so a service can run it too::
+
+    import aiochronicle as ac
+
+    print(ac.queue_stats("/data/md").total_excerpts)
+    for finding in ac.check_queue("/data/md"):
+        print(finding)
+    plan = ac.Retention("/data/md", max_age=7 * 86400).apply()
+
+With a queue open in-process, :func:`add_store_file_listener` reports every
+cycle file the queue opens and closes (Java's ``StoreFileListener``), and a
+:class:`Retention` is such a listener: it runs whenever a cycle is released,
+so old cycles go as soon as the appender rolls past them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import queue as _queue_mod
+import shutil
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ._errors import ChronicleError, CorruptQueueError, RollCycleMismatchWarning
+from ._native import UNLOCKED
+from ._queue import METADATA_FILE, Queue, open_queue
+from ._rollcycles import cycle_shift_for
+from ._store import CycleStore, open_store
+from ._tablestore import TableStore
+from ._wire import I64Array, WireError, parse_document
+
+__all__ = [
+    "CheckFinding",
+    "CycleStats",
+    "LockState",
+    "NoSuchIndexError",
+    "NotAQueueError",
+    "QueueBusyError",
+    "QueueStats",
+    "Retention",
+    "RetentionDecision",
+    "StoreFileListener",
+    "TailerStats",
+    "add_store_file_listener",
+    "check_queue",
+    "files_open_by_processes",
+    "lock_states",
+    "open_existing_queue",
+    "parse_index",
+    "queue_stats",
+    "repair_queue",
+    "unlock_queue",
+]
+
+LEGACY_LISTING_FILE = "directory-listing.cq4t"
+LOCK_KEYS = ("chronicle.write.lock", "chronicle.append.lock")
+HDR_META = 0x40000000
+HDR_NOT_COMPLETE = 0x80000000
+HDR_EOF = 0xC0000000
+LENGTH_MASK = 0x3FFFFFFF
+_U64 = (1 << 64) - 1
+
+Progress = Callable[[int, int], None]
+
+
+class NotAQueueError(ChronicleError):
+    """The path exists but is not a Chronicle Queue directory (or file)."""
+
+
+class NoSuchIndexError(ChronicleError, LookupError):
+    """No excerpt exists at the index asked for."""
+
+
+class QueueBusyError(ChronicleError):
+    """A live process holds a lock the operation needs."""
+
+
+# --------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (on this host, in this PID namespace)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def parse_index(text: str) -> int:
+    """A queue index written as hex (``0x4a0500000000``) or decimal.
+
+    Raises:
+        ValueError: the text is neither, or the index is negative.
+    """
+    s = text.strip().lower().replace("_", "")
+    try:
+        value = int(s, 16) if s.startswith(("0x", "-0x")) else int(s, 10)
+    except ValueError:
+        raise ValueError(
+            f"bad index {text!r}: expected hex (0x4a0500000000) or decimal") from None
+    if value < 0 or value >= 1 << 63:
+        raise ValueError(f"bad index {text!r}: must be between 0 and 2**63-1")
+    return value
+
+
+def is_queue_dir(path: str) -> bool:
+    """Whether ``path`` looks like a Chronicle Queue directory."""
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return False
+    return any(n.endswith(".cq4") or n in (METADATA_FILE, LEGACY_LISTING_FILE) for n in names)
+
+
+def open_existing_queue(path: str, *, writable: bool = False) -> Queue:
+    """Open a queue that must already exist (read-only unless ``writable``).
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        NotAQueueError: ``path`` is not a queue directory.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such queue: {path}")
+    if not os.path.isdir(path):
+        raise NotAQueueError(f"not a queue directory: {path}")
+    if not is_queue_dir(path):
+        raise NotAQueueError(f"not a Chronicle queue: {path} (no metadata.cq4t or .cq4 files)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RollCycleMismatchWarning)
+        return open_queue(path, read_only=not writable, timeout=1.0)
+
+
+def _disk_bytes(st: os.stat_result) -> int:
+    return int(getattr(st, "st_blocks", 0)) * 512 or st.st_size
+
+
+def _cycle_files(q: Queue) -> list[tuple[int, str]]:
+    return [(c, q.cycle_path(c)) for c in q.cycles()]
+
+
+# --------------------------------------------------------------------------
+# stats
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CycleStats:
+    """One cycle file."""
+
+    cycle: int
+    path: str
+    excerpts: int
+    bytes_used: int  # position after the last document
+    file_size: int  # apparent size (sparse)
+    disk_bytes: int  # allocated on disk
+    first_index: int | None
+    last_index: int | None
+    eof: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TailerStats:
+    """A named tailer's position and how far behind the end it is."""
+
+    name: str
+    key: str
+    index: int  # the next index it will read (0: not started)
+    lag_messages: int
+    lag_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """What :func:`queue_stats` reports."""
+
+    path: str
+    roll_cycle: str
+    epoch: int
+    cycles: list[CycleStats]
+    tailers: list[TailerStats]
+    locks: list[LockState]
+    first_index: int | None
+    last_index: int | None
+
+    @property
+    def total_excerpts(self) -> int:
+        return sum(c.excerpts for c in self.cycles)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(c.bytes_used for c in self.cycles)
+
+    @property
+    def disk_bytes(self) -> int:
+        return sum(c.disk_bytes for c in self.cycles)
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data for JSON."""
+        return {
+            "path": self.path, "roll_cycle": self.roll_cycle, "epoch": self.epoch,
+            "first_index": self.first_index, "last_index": self.last_index,
+            "total_excerpts": self.total_excerpts, "total_bytes": self.total_bytes,
+            "disk_bytes": self.disk_bytes,
+            "cycles": [
+                {"cycle": c.cycle, "file": os.path.basename(c.path), "excerpts": c.excerpts,
+                 "bytes": c.bytes_used, "file_size": c.file_size, "disk_bytes": c.disk_bytes,
+                 "first_index": c.first_index, "last_index": c.last_index, "eof": c.eof}
+                for c in self.cycles],
+            "tailers": [
+                {"name": t.name, "index": t.index, "lag_messages": t.lag_messages,
+                 "lag_bytes": t.lag_bytes} for t in self.tailers],
+            "locks": [
+                {"key": lk.key, "holder": lk.holder, "alive": lk.alive} for lk in self.locks],
+        }
+
+
+def _named_tailer_keys(meta: TableStore | None) -> list[tuple[str, str, int]]:
+    """(name, key, stored index) of every named tailer in the metadata."""
+    if meta is None:
+        return []
+    out = []
+    for key, value in meta.keys():  # noqa: SIM118
+        if not key.startswith("index.") or key.endswith((".version", ".lock")):
+            continue
+        out.append((key[len("index."):], key, value))
+    return out
+
+
+def queue_stats(path: str | Queue) -> QueueStats:
+    """Cycles, excerpt counts, bytes, first/last index per cycle, locks, and each
+    named tailer's lag in messages and bytes."""
+    own = not isinstance(path, Queue)
+    q = open_existing_queue(path) if isinstance(path, str) else path
+    try:
+        rc = q.roll_cycle
+        cycles: list[CycleStats] = []
+        ends: dict[int, tuple[int, int]] = {}  # cycle -> (end pos, data start)
+        for cyc, p in _cycle_files(q):
+            try:
+                fs = os.stat(p)
+            except FileNotFoundError:
+                continue
+            st = q._acquire_store(cyc)
+            if st is None:
+                cycles.append(CycleStats(cyc, p, 0, 0, fs.st_size, _disk_bytes(fs), None, None,
+                                         False))
+                continue
+            try:
+                end, count, eof = st.end()
+                ends[cyc] = (end, st.layout.data_start)
+            finally:
+                q._release_store(st)
+            cycles.append(CycleStats(
+                cyc, p, count, end, fs.st_size, _disk_bytes(fs),
+                rc.to_index(cyc, 0) if count else None,
+                rc.to_index(cyc, count - 1) if count else None, eof))
+        first = next((c.first_index for c in cycles if c.first_index is not None), None)
+        last = next((c.last_index for c in reversed(cycles) if c.last_index is not None), None)
+        tailers = []
+        for name, key, stored in _named_tailer_keys(q.meta):
+            index = stored
+            if last is None:
+                tailers.append(TailerStats(name, key, index, 0, 0))
+                continue
+            start = index if index else (first if first is not None else 0)
+            lag = q.count_excerpts(start, last + 1) if start <= last else 0
+            lag_bytes = 0
+            try:
+                tc, ts = rc.to_cycle(start), rc.to_sequence(start)
+            except ValueError:
+                tc, ts = -1, 0
+            for cyc, (end, data_start) in ends.items():
+                if cyc > tc:
+                    lag_bytes += max(0, end - data_start)
+                elif cyc == tc:
+                    st = q._acquire_store(cyc)
+                    if st is None:
+                        continue
+                    try:
+                        code, pos = st.seek(ts)
+                    finally:
+                        q._release_store(st)
+                    if code == 0:
+                        lag_bytes += max(0, end - pos)
+            tailers.append(TailerStats(name, key, index, lag, lag_bytes))
+        return QueueStats(q.path, rc.name, q.epoch, cycles, tailers, _lock_states(q.meta),
+                          first, last)
+    finally:
+        if own:
+            q.close()
+
+
+# --------------------------------------------------------------------------
+# locks
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LockState:
+    """One lock value of ``metadata.cq4t``."""
+
+    key: str
+    value: int
+    holder: int | None  # PID, None when unlocked
+    alive: bool
+
+    @property
+    def locked(self) -> bool:
+        return self.holder is not None
+
+
+def _lock_states(meta: TableStore | None) -> list[LockState]:
+    out: list[LockState] = []
+    if meta is None:
+        return out
+    for key in LOCK_KEYS:
+        value = meta.get(key)
+        if value is None:
+            continue
+        if value == UNLOCKED:
+            out.append(LockState(key, value, None, False))
+        else:
+            holder = value & 0xFFFFFFFF
+            out.append(LockState(key, value, holder, pid_alive(holder)))
+    return out
+
+
+def _open_meta(path: str, *, writable: bool) -> TableStore:
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such queue: {path}")
+    meta_path = os.path.join(path, METADATA_FILE)
+    if not os.path.isfile(meta_path):
+        if os.path.isdir(path) and is_queue_dir(path):
+            raise NotAQueueError(f"{path} has no {METADATA_FILE} (a Chronicle Queue 4 "
+                                 "directory?): it has no locks")
+        raise NotAQueueError(f"not a Chronicle queue: {path} (no {METADATA_FILE})")
+    return TableStore(meta_path, read_only=not writable, timeout=2.0)
+
+
+def lock_states(path: str) -> list[LockState]:
+    """The write and append locks of the queue at ``path``, with their holders."""
+    meta = _open_meta(path, writable=False)
+    try:
+        return _lock_states(meta)
+    finally:
+        meta.close()
+
+
+def unlock_queue(path: str, *, force: bool = False) -> list[tuple[LockState, bool]]:
+    """Release ``chronicle.write.lock`` and ``chronicle.append.lock`` when their
+    holder is dead (or, with ``force``, whoever holds them).
+
+    Returns (state before, released) for every lock key present.
+
+    Raises:
+        QueueBusyError: a lock is held by a live process and ``force`` is False
+            (nothing is changed then).
+    """
+    meta = _open_meta(path, writable=True)
+    try:
+        states = _lock_states(meta)
+        live = [s for s in states if s.locked and s.alive]
+        if live and not force:
+            who = ", ".join(f"{s.key} by live process {s.holder}" for s in live)
+            raise QueueBusyError(f"{who}; use --force to release it anyway")
+        out = []
+        for s in states:
+            released = False
+            if s.locked:
+                released = meta.cas(s.key, s.value, UNLOCKED)
+            out.append((s, released))
+        return out
+    finally:
+        meta.close()
+
+
+# --------------------------------------------------------------------------
+# check and repair
+# --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CheckFinding:
+    """One problem (or remark) found by :func:`check_queue`.
+
+    ``kind`` is one of ``bad-file``, ``unfinished-file``, ``incomplete-header``,
+    ``corrupt-header``, ``missing-eof``, ``stale-write-position``,
+    ``bad-write-position``, ``index-hole``, ``bad-index-entry``,
+    ``missing-index-page``, ``listing-out-of-date``, ``stale-lock``,
+    ``lock-held``, ``stray-file``, ``bad-metadata``.
+    """
+
+    severity: str  # "error", "warning" or "info"
+    kind: str
+    path: str
+    message: str
+    offset: int | None = None
+    fix: str | None = None  # what --repair would do; None: not repairable
+    repaired: bool = False
+    _apply: Callable[[_RepairContext], None] | None = field(default=None, repr=False)
+
+    @property
+    def repairable(self) -> bool:
+        return self._apply is not None
+
+    def __str__(self) -> str:
+        where = os.path.basename(self.path)
+        if self.offset is not None:
+            where += f" @{self.offset:#x}"
+        return f"{self.severity}: {self.kind}: {where}: {self.message}"
+
+
+class _RepairContext:
+    """Writable handles opened on demand while the write lock is held."""
+
+    def __init__(self, q: Queue, meta: TableStore | None) -> None:
+        self.q = q
+        self.meta = meta
+        self._stores: dict[str, CycleStore] = {}
+
+    def store(self, path: str, cycle: int) -> CycleStore:
+        st = self._stores.get(path)
+        if st is None:
+            st = open_store(path, cycle, writable=True, chunk=self.q.block_size,
+                            overlap=self.q.overlap, timeout=1.0)
+            if st is None:
+                raise ChronicleError(f"cannot open {path} for repair")
+            self._stores[path] = st
+        return st
+
+    def close(self) -> None:
+        for st in self._stores.values():
+            st.file.sync(0, st.file.size)
+            st.close()
+        self._stores.clear()
+
+
+def _read_doc(f: CycleStore, pos: int) -> tuple[int, bytes] | None:
+    mf = f.file
+    if pos <= 0 or pos + 4 > mf.size:
+        return None
+    word = int.from_bytes(mf.read(pos, 4), "little")
+    n = word & LENGTH_MASK
+    if not word & HDR_META or word & HDR_NOT_COMPLETE or pos + 4 + n > mf.size:
+        return None
+    return word, mf.read(pos + 4, n)
+
+
+def _index_array(st: CycleStore, pos: int, name: str) -> I64Array | None:
+    got = _read_doc(st, pos)
+    if got is None:
+        return None
+    body = got[1]
+    try:
+        doc = parse_document(body, 0, len(body), base=pos + 4)
+        v = doc.get(name)
+        return v.as_array() if v is not None else None
+    except WireError:
+        return None
+
+
+def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
+                 progress: Callable[[int], None] | None) -> list[CheckFinding]:
+    from ._dump import FileWindow, walk_documents
+
+    out: list[CheckFinding] = []
+    try:
+        st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q.overlap,
+                        timeout=0.5)
+    except CorruptQueueError as exc:
+        return [CheckFinding("error", "bad-file", path, f"unreadable cycle file: {exc}", 0)]
+    if st is None:
+        discard = f"{path}-{int(time.time() * 1000)}.discard"
+
+        def rename(ctx: _RepairContext, path: str = path, discard: str = discard) -> None:
+            os.rename(path, discard)
+
+        return [CheckFinding(
+            "warning", "unfinished-file", path,
+            "the file's header was never completed (its creator died): readers treat the "
+            "cycle as absent", 0, f"rename it to {os.path.basename(discard)} as Java does",
+            _apply=rename)]
+    try:
+        lay = st.layout
+        positions: dict[int, int] = {}
+        count = 0
+        last_data = 0
+        end_doc = None
+        spacing = lay.index_spacing
+        with FileWindow(path) as fw:
+            for doc in walk_documents(fw, lay.data_start, lay.align):
+                if progress is not None and count % 4096 == 0:
+                    progress(doc.pos)
+                if doc.kind == "data":
+                    if count % spacing == 0:
+                        positions[count] = doc.pos
+                    count += 1
+                    last_data = doc.pos
+                elif doc.kind != "meta":
+                    end_doc = doc
+                    break
+        if progress is not None:
+            progress(end_doc.pos if end_doc is not None else last_data)
+        eof = end_doc is not None and end_doc.kind == "eof"
+
+        # 1. the end of the data
+        if end_doc is not None and end_doc.kind in ("incomplete", "truncated"):
+            bad_pos, bad_word = end_doc.pos, end_doc.header
+            kind = "incomplete-header" if end_doc.kind == "incomplete" else "corrupt-header"
+            what = ("an incomplete excerpt header (a writer died mid-excerpt)"
+                    if kind == "incomplete-header" else
+                    f"a header of {end_doc.length} bytes that runs past the end of the file")
+
+            def clear(ctx: _RepairContext, path: str = path, cycle: int = cycle,
+                      pos: int = bad_pos, word: int = bad_word) -> None:
+                s = ctx.store(path, cycle)
+                if not s.file.cas32(pos, word, 0) and s.file.load32(pos) != 0:
+                    raise ChronicleError(f"the header at {pos:#x} of {path} changed")
+                s.file.write(pos + 4, bytes(8))
+
+            out.append(CheckFinding(
+                "error", kind, path, f"{what}, header word {bad_word:#010x}", bad_pos,
+                "clear the header so appenders write there" if is_last
+                else "clear the header and close the cycle with an EOF", _apply=clear))
+        if not is_last and not eof:
+            def close_eof(ctx: _RepairContext, path: str = path, cycle: int = cycle) -> None:
+                ctx.store(path, cycle).write_eof()
+
+            out.append(CheckFinding(
+                "warning", "missing-eof", path,
+                "the cycle is not the last one but has no EOF marker: tailers stop at its end",
+                end_doc.pos if end_doc is not None else None, "write the EOF marker",
+                _apply=close_eof))
+
+        # 2. writePosition
+        if lay.wp_off:
+            wp = st.file.load64(lay.wp_off)
+            expected = last_data if count else 0
+            shift = cycle_shift_for(lay.index_count, lay.index_spacing)
+            seq_expected = (((expected << shift) + (count - 1 if count else 0)) & _U64)
+            wp_seq = st.file.load64(lay.wp_seq_off) & _U64 if lay.wp_seq_off else None
+            problem = None
+            if wp < expected:
+                problem = ("warning", "stale-write-position",
+                           f"writePosition {wp:#x} is behind the last excerpt at {expected:#x} "
+                           "(readers scan forward from it)")
+            elif wp > expected:
+                problem = ("error", "bad-write-position",
+                           f"writePosition {wp:#x} points past the last excerpt at "
+                           f"{expected:#x}")
+            elif wp_seq is not None and count and wp_seq != seq_expected:
+                problem = ("warning", "stale-write-position",
+                           f"writePosition sequence {wp_seq:#x} does not match position "
+                           f"{expected:#x} / sequence {count - 1}")
+            if problem is not None:
+                def set_wp(ctx: _RepairContext, path: str = path, cycle: int = cycle,
+                           wp_off: int = lay.wp_off, seq_off: int = lay.wp_seq_off,
+                           pos: int = expected, seqv: int = seq_expected) -> None:
+                    s = ctx.store(path, cycle)
+                    s.file.store64(wp_off, pos)
+                    if seq_off:
+                        s.file.store64(seq_off, seqv - (1 << 64) if seqv >= 1 << 63 else seqv)
+
+                out.append(CheckFinding(problem[0], problem[1], path, problem[2], lay.wp_off,
+                                        f"set writePosition to {expected:#x}", _apply=set_wp))
+
+        # 3. the index
+        out += _check_index(st, path, cycle, positions, count, spacing)
+        return out
+    finally:
+        st.close()
+
+
+def _check_index(st: CycleStore, path: str, cycle: int, positions: dict[int, int], count: int,
+                 spacing: int) -> list[CheckFinding]:
+    lay = st.layout
+    out: list[CheckFinding] = []
+    if not lay.i2i_off:
+        return out
+    i2i_pos = st.file.load64(lay.i2i_off)
+    if not i2i_pos:
+        if count:
+            out.append(CheckFinding("warning", "missing-index-page", path,
+                                    "the file has no index2index page: readers scan from the "
+                                    "start", lay.i2i_off))
+        return out
+    i2i = _index_array(st, i2i_pos, "index2index")
+    if i2i is None:
+        out.append(CheckFinding("error", "bad-index-entry", path,
+                                f"index2Index points at {i2i_pos:#x}, which is not an "
+                                "index2index page", lay.i2i_off))
+        return out
+    count_bits = lay.index_count.bit_length() - 1
+    spacing_bits = spacing.bit_length() - 1
+    pages: dict[int, I64Array | None] = {}
+    holes: list[tuple[int, int, int]] = []  # (seq, slot offset, expected position)
+    bad: list[tuple[int, int, int, int]] = []
+    missing: dict[int, list[int]] = {}
+    for seq in range(0, count, spacing):
+        i2 = seq >> (count_bits + spacing_bits)
+        i3 = (seq >> spacing_bits) & (lay.index_count - 1)
+        if i2 not in pages:
+            ppos = i2i.values[i2] if i2 < i2i.capacity else 0
+            pages[i2] = _index_array(st, ppos, "index") if ppos else None
+        page = pages[i2]
+        if page is None or i3 >= page.capacity:
+            missing.setdefault(i2, []).append(seq)
+            continue
+        actual = page.values[i3]
+        expected = positions.get(seq, 0)
+        if actual == 0:
+            holes.append((seq, page.value_offset(i3), expected))
+        elif actual != expected:
+            bad.append((seq, page.value_offset(i3), actual, expected))
+    for i2, seqs in missing.items():
+        out.append(CheckFinding(
+            "warning", "missing-index-page", path,
+            f"no index page {i2} for excerpts {seqs[0]}..{seqs[-1] + spacing - 1}: readers "
+            "scan linearly there", None))
+    # entries for excerpts that do not exist (a live writer may just have added one)
+    for i2, page in pages.items():
+        if page is None:
+            continue
+        for i3, v in enumerate(page.values):
+            seq = ((i2 << count_bits) + i3) << spacing_bits
+            if v and seq >= count:
+                ok = 0 < v <= st.file.size - 4 and v % lay.align == 0
+                word = int.from_bytes(st.file.read(v, 4), "little") if ok else 0
+                if not ok or word == 0 or word & (HDR_META | HDR_NOT_COMPLETE):
+                    bad.append((seq, page.value_offset(i3), v, 0))
+
+    def write_slots(entries: list[tuple[int, int]]) -> Callable[[_RepairContext], None]:
+        def apply(ctx: _RepairContext) -> None:
+            s = ctx.store(path, cycle)
+            for off, value in entries:
+                s.file.store64(off, value)
+        return apply
+
+    if holes:
+        some = ", ".join(str(s) for s, _, _ in holes[:5]) + (" ..." if len(holes) > 5 else "")
+        out.append(CheckFinding(
+            "warning", "index-hole", path,
+            f"{len(holes)} index entr{'y is' if len(holes) == 1 else 'ies are'} missing "
+            f"(sequence {some}): lookups scan linearly there", holes[0][1],
+            "fill in the missing entries",
+            _apply=write_slots([(off, exp) for _, off, exp in holes])))
+    for seq, off, actual, expected in bad:
+        msg = (f"index entry for sequence {seq} points at {actual:#x}, "
+               + (f"the excerpt is at {expected:#x}" if expected
+                  else "but that excerpt does not exist"))
+        out.append(CheckFinding("error", "bad-index-entry", path, msg, off,
+                                "correct the entry" if expected else "clear the entry",
+                                _apply=write_slots([(off, expected)])))
+    return out
+
+
+def _check_metadata(q: Queue, cycles: list[int]) -> list[CheckFinding]:
+    out: list[CheckFinding] = []
+    meta = q.meta
+    if meta is None:
+        return out
+    mpath = meta.path
+    if cycles:
+        lo, hi = meta.get("listing.lowestCycle"), meta.get("listing.highestCycle")
+        if lo != cycles[0] or hi != cycles[-1]:
+            def fix_listing(ctx: _RepairContext, lo: int = cycles[0], hi: int = cycles[-1]) -> None:
+                assert ctx.meta is not None
+                ctx.meta.set("listing.lowestCycle", lo)
+                ctx.meta.set("listing.highestCycle", hi)
+                ctx.meta.add("listing.modCount", 1)
+
+            def show(v: int | None) -> str:
+                return "unset" if v is None or v == UNLOCKED else str(v)
+
+            out.append(CheckFinding(
+                "warning", "listing-out-of-date", mpath,
+                f"listing says cycles {show(lo)}..{show(hi)}, the files hold "
+                f"{cycles[0]}..{cycles[-1]}: Java readers may miss cycles", None,
+                "rewrite listing.lowestCycle/highestCycle and bump listing.modCount",
+                _apply=fix_listing))
+    for s in _lock_states(meta):
+        if not s.locked:
+            continue
+        if s.alive:
+            out.append(CheckFinding("info", "lock-held", mpath,
+                                    f"{s.key} is held by live process {s.holder}"))
+        else:
+            def release(ctx: _RepairContext, key: str = s.key, value: int = s.value) -> None:
+                assert ctx.meta is not None
+                ctx.meta.cas(key, value, UNLOCKED)
+
+            out.append(CheckFinding("warning", "stale-lock", mpath,
+                                    f"{s.key} is held by process {s.holder}, which is dead",
+                                    None, "release the lock", _apply=release))
+    return out
+
+
+def _stray_files(q: Queue) -> list[CheckFinding]:
+    out = []
+    for name in sorted(os.listdir(q.path)):
+        p = os.path.join(q.path, name)
+        if name.endswith(".discard"):
+            out.append(CheckFinding("info", "stray-file", p,
+                                    "a discarded cycle file (renamed by a writer after its "
+                                    "creator died)"))
+        elif name.endswith(".cq4") and not q.namer.matches(name[:-4]):
+            out.append(CheckFinding("warning", "stray-file", p,
+                                    f"the name does not follow the queue's roll cycle "
+                                    f"{q.roll_cycle.name} ({q.roll_cycle.format}): ignored"))
+    return out
+
+
+def _run_check(q: Queue, progress: Progress | None) -> list[CheckFinding]:
+    cycles = q.cycles()
+    paths = [(c, q.cycle_path(c)) for c in cycles]
+    sizes = []
+    for _, p in paths:
+        try:
+            sizes.append(os.path.getsize(p))
+        except OSError:
+            sizes.append(0)
+    total = sum(sizes) or 1
+    done = 0
+    findings = _stray_files(q) + _check_metadata(q, cycles)
+    for n, (cyc, p) in enumerate(paths):
+        base = done
+
+        def prog(pos: int, base: int = base, size: int = sizes[n]) -> None:
+            if progress is not None:
+                progress(base + min(pos, size), total)
+
+        findings += _check_cycle(q, cyc, p, n == len(paths) - 1, prog)
+        done += sizes[n]
+    if progress is not None:
+        progress(total, total)
+    return findings
+
+
+def _open_for_check(path: str) -> Queue:
+    try:
+        return open_existing_queue(path)
+    except CorruptQueueError:
+        raise
+    except WireError as exc:
+        raise CorruptQueueError(f"metadata is not readable: {exc}", path) from None
+
+
+def check_queue(path: str, *, progress: Progress | None = None) -> list[CheckFinding]:
+    """Find incomplete headers, missing EOFs, index holes and bad entries, a stale
+    writePosition, an out-of-date listing and stale locks.  Changes nothing."""
+    q = _open_for_check(path)
+    try:
+        return _run_check(q, progress)
+    finally:
+        q.close()
+
+
+def _take_write_lock(meta: TableStore, timeout: float) -> None:
+    pid = os.getpid()
+    deadline = time.monotonic() + timeout
+    while True:
+        value = meta.get("chronicle.write.lock")
+        if value is None:
+            meta.acquire("chronicle.write.lock", UNLOCKED)
+            continue
+        if value == UNLOCKED:
+            if meta.cas("chronicle.write.lock", UNLOCKED, pid):
+                return
+            continue
+        holder = value & 0xFFFFFFFF
+        if not pid_alive(holder):
+            if meta.cas("chronicle.write.lock", value, pid):
+                return
+            continue
+        if time.monotonic() >= deadline:
+            raise QueueBusyError(f"chronicle.write.lock is held by live process {holder}: "
+                                 "stop the writer before repairing")
+        time.sleep(0.01)
+
+
+def backup_files(paths: Iterable[str], dest: str) -> list[str]:
+    """Copy files into ``dest`` (created), keeping holes sparse; returns the copies."""
+    os.makedirs(dest, exist_ok=True)
+    out = []
+    for p in paths:
+        target = os.path.join(dest, os.path.basename(p))
+        sparse_copy(p, target)
+        out.append(target)
+    return out
+
+
+def sparse_copy(src: str, dst: str) -> None:
+    """Copy ``src`` to ``dst`` writing only the data extents (holes stay holes)."""
+    fi = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fo = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            size = os.fstat(fi).st_size
+            pos = 0
+            while pos < size:
+                try:
+                    start = os.lseek(fi, pos, os.SEEK_DATA)
+                except OSError as exc:
+                    if exc.errno == errno.ENXIO:
+                        break
+                    raise
+                end = os.lseek(fi, start, os.SEEK_HOLE)
+                off = start
+                while off < end:
+                    chunk = os.pread(fi, min(1 << 20, end - off), off)
+                    if not chunk:
+                        break
+                    if chunk.count(0) != len(chunk):
+                        os.pwrite(fo, chunk, off)
+                    off += len(chunk)
+                pos = end
+            os.ftruncate(fo, size)
+        finally:
+            os.close(fo)
+    finally:
+        os.close(fi)
+    shutil.copystat(src, dst)
+
+
+def files_to_repair(findings: Iterable[CheckFinding]) -> list[str]:
+    """The files a repair of ``findings`` would change."""
+    seen: dict[str, None] = {}
+    for f in findings:
+        if f.repairable:
+            seen.setdefault(f.path, None)
+    return list(seen)
+
+
+def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: float = 5.0,
+                 progress: Progress | None = None) -> list[CheckFinding]:
+    """Check the queue while holding its write lock, repair what can be repaired,
+    then check again.  Returns the findings of the first check with ``repaired``
+    set on the ones fixed; anything still wrong shows in a later
+    :func:`check_queue`.  With ``backup_dir`` every file about to change is
+    copied there first.
+
+    Raises:
+        QueueBusyError: a live process holds the write lock past ``lock_timeout``.
+    """
+    q = _open_for_check(path)
+    try:
+        meta = None
+        if q.meta is not None:
+            meta = TableStore(q.meta.path, read_only=False, timeout=2.0)
+        try:
+            if meta is not None:
+                # a dead holder's lock is taken over here; report it as repaired below
+                before = _lock_states(meta)
+                _take_write_lock(meta, lock_timeout)
+            try:
+                findings = _run_check(q, progress)
+                if meta is not None:
+                    for s in before:
+                        if s.key == "chronicle.write.lock" and s.locked and not s.alive:
+                            findings.append(CheckFinding(
+                                "warning", "stale-lock", meta.path,
+                                f"{s.key} was held by process {s.holder}, which is dead",
+                                None, "release the lock", repaired=True))
+                    findings = [f for f in findings
+                                if not (f.kind == "lock-held"
+                                        and f.message.endswith(f"process {os.getpid()}"))]
+                todo = [f for f in findings if f.repairable]
+                if todo and backup_dir is not None:
+                    backup_files(files_to_repair(todo), backup_dir)
+                ctx = _RepairContext(q, meta)
+                try:
+                    for f in todo:
+                        assert f._apply is not None
+                        f._apply(ctx)
+                        f.repaired = True
+                finally:
+                    ctx.close()
+            finally:
+                if meta is not None:
+                    meta.cas("chronicle.write.lock", os.getpid(), UNLOCKED)
+        finally:
+            if meta is not None:
+                meta.close()
+        return findings
+    finally:
+        q.close()
+
+
+# --------------------------------------------------------------------------
+# file lifecycle
+# --------------------------------------------------------------------------
+
+
+@runtime_checkable
+class StoreFileListener(Protocol):
+    """Told when a queue object opens (acquires) or closes (releases) a cycle
+    file, as Java's ``StoreFileListener``.  Calls come from a background thread
+    unless the listener was added with ``background=False``."""
+
+    def on_acquired(self, cycle: int, path: str) -> None: ...
+
+    def on_released(self, cycle: int, path: str) -> None: ...
+
+
+class _ListenerHub:
+    """Wraps a queue's store acquisition to report file lifecycle events."""
+
+    def __init__(self, q: Queue) -> None:
+        self.q = q
+        self.listeners: list[tuple[StoreFileListener, bool]] = []
+        self._orig_acquire = q._acquire_store
+        self._orig_release = q._release_store
+        self._events: _queue_mod.SimpleQueue[tuple[StoreFileListener, str, int, str] | None] = (
+            _queue_mod.SimpleQueue())
+        self._thread: threading.Thread | None = None
+        q._acquire_store = self._acquire  # type: ignore[method-assign]
+        q._release_store = self._release  # type: ignore[method-assign]
+
+    def _acquire(self, cycle: int, create: bool = False) -> CycleStore | None:
+        fresh = cycle not in self.q._stores
+        st = self._orig_acquire(cycle, create)
+        if st is not None and fresh:
+            self._emit("on_acquired", cycle, st.path)
+        return st
+
+    def _release(self, st: CycleStore | None) -> None:
+        self._orig_release(st)
+        if st is not None and self.q._stores.get(st.cycle) is not st and st.refs <= 0:
+            self._emit("on_released", st.cycle, st.path)
+
+    def _emit(self, what: str, cycle: int, path: str) -> None:
+        for listener, background in list(self.listeners):
+            if background:
+                self._ensure_thread()
+                self._events.put((listener, what, cycle, path))
+            else:
+                self._call(listener, what, cycle, path)
+
+    @staticmethod
+    def _call(listener: StoreFileListener, what: str, cycle: int, path: str) -> None:
+        try:
+            getattr(listener, what)(cycle, path)
+        except Exception as exc:  # a listener must not break the queue
+            warnings.warn(f"store file listener {listener!r} failed in {what}: {exc!r}",
+                          RuntimeWarning, stacklevel=2)
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="aiochronicle-store-files",
+                                            daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._events.get()
+            if item is None:
+                return
+            self._call(*item)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until the background thread has delivered every queued event."""
+        done = threading.Event()
+
+        class _Marker:
+            def on_acquired(self, cycle: int, path: str) -> None:
+                done.set()
+
+            def on_released(self, cycle: int, path: str) -> None:
+                done.set()
+
+        if self._thread is None:
+            return
+        self._events.put((_Marker(), "on_acquired", -1, ""))
+        done.wait(timeout)
+
+    def remove(self, listener: StoreFileListener) -> None:
+        self.listeners = [(x, b) for x, b in self.listeners if x is not listener]
+        if not self.listeners:
+            self.q._acquire_store = self._orig_acquire  # type: ignore[method-assign]
+            self.q._release_store = self._orig_release  # type: ignore[method-assign]
+            self._events.put(None)
+            _HUBS.pop(id(self.q), None)
+
+
+_HUBS: dict[int, _ListenerHub] = {}
+
+
+def add_store_file_listener(q: Queue, listener: StoreFileListener, *,
+                            background: bool = True) -> Callable[[], None]:
+    """Report every cycle file ``q`` acquires and releases to ``listener``.
+
+    ``on_acquired(cycle, path)`` runs when the queue object opens a cycle file
+    (an appender or tailer moved onto it) and ``on_released(cycle, path)`` when
+    the last user of it let go (an appender rolled past it, a tailer moved on).
+    With ``background`` (the default, as in Java) the calls come from one
+    daemon thread, in order; otherwise inline in the thread that acquired or
+    released the file.  Returns a function that removes the listener.
+    """
+    hub = _HUBS.get(id(q))
+    if hub is None or hub.q is not q:
+        hub = _ListenerHub(q)
+        _HUBS[id(q)] = hub
+    hub.listeners.append((listener, background))
+
+    def remove() -> None:
+        hub.remove(listener)
+
+    remove.flush = hub.flush  # type: ignore[attr-defined]
+    return remove
+
+
+# --------------------------------------------------------------------------
+# retention
+# --------------------------------------------------------------------------
+
+
+def files_open_by_processes(paths: Iterable[str], *,
+                            include_self: bool = True) -> dict[str, list[int]]:
+    """Which of ``paths`` some process has open or mapped, scanning ``/proc``
+    (Linux).  Processes whose ``/proc`` entries cannot be read are not seen."""
+    wanted = {os.path.realpath(p): p for p in paths}
+    found: dict[str, list[int]] = {}
+    if not wanted or not os.path.isdir("/proc"):
+        return found
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid == me and not include_self:
+            continue
+        hits: set[str] = set()
+        with contextlib.suppress(OSError):
+            fd_dir = f"/proc/{pid}/fd"
+            for fd in os.listdir(fd_dir):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"{fd_dir}/{fd}")
+                    if target.endswith(" (deleted)"):
+                        continue
+                    if target in wanted:
+                        hits.add(target)
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps", "rb") as fh:
+            for raw in fh:
+                if b".cq4" not in raw:
+                    continue
+                parts = raw.rstrip(b"\n").split(None, 5)
+                if len(parts) == 6:
+                    target = os.fsdecode(parts[5])
+                    if target in wanted:
+                        hits.add(target)
+        for t in hits:
+            found.setdefault(wanted[t], []).append(pid)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionDecision:
+    """What retention does (or would do) with one cycle file."""
+
+    cycle: int
+    path: str
+    disk_bytes: int
+    action: str  # "delete", "move" or "keep"
+    reason: str
+    destination: str | None = None
+    done: bool = False
+
+
+def _parse_duration(value: float | str | None) -> float | None:
+    if value is None or isinstance(value, int | float):
+        return None if value is None else float(value)
+    s = value.strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    if s and s[-1] in units:
+        return float(s[:-1]) * units[s[-1]]
+    return float(s)
+
+
+def _parse_size(value: int | str | None) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    s = value.strip().upper().removesuffix("B").removesuffix("I")
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    if s and s[-1] in units:
+        return int(float(s[:-1]) * units[s[-1]])
+    return int(s)
+
+
+class Retention:
+    """Delete (or move) old cycle files of a queue.
+
+    A cycle goes when it ended more than ``max_age`` seconds ago (also
+    ``"7d"``, ``"12h"``...), or when it lies beyond the newest ``max_size``
+    bytes on disk (also ``"10G"``...).  Never the current cycle (the clock's
+    and the newest file's), never one a named tailer still needs (at or after
+    the cycle of its ``index.<name>``; a named tailer that has not started
+    needs everything), never one open or mapped in any process, and only from
+    the oldest end, so the queue never gets a gap.
+
+    A :class:`Retention` is a :class:`StoreFileListener`: added to an open
+    queue with :func:`add_store_file_listener` it runs each time a cycle file
+    is released (the appender rolled).
+    """
+
+    def __init__(self, queue: str | Queue, *, max_age: float | str | None = None,
+                 max_size: int | str | None = None, move_to: str | None = None,
+                 on_removed: Callable[[RetentionDecision], None] | None = None) -> None:
+        self.queue = queue
+        self.max_age = _parse_duration(max_age)
+        self.max_size = _parse_size(max_size)
+        if self.max_age is None and self.max_size is None:
+            raise ValueError("retention needs max_age and/or max_size")
+        self.move_to = move_to
+        self.on_removed = on_removed
+        self._lock = threading.Lock()
+
+    # StoreFileListener
+    def on_acquired(self, cycle: int, path: str) -> None:
+        """Nothing to do when a cycle is opened."""
+
+    def on_released(self, cycle: int, path: str) -> None:
+        """A cycle was released: apply the policy."""
+        self.apply()
+
+    def _open(self) -> tuple[Queue, bool]:
+        if isinstance(self.queue, Queue):
+            return self.queue, False
+        return open_existing_queue(self.queue), True
+
+    def plan(self, *, progress: Progress | None = None) -> list[RetentionDecision]:
+        """What :meth:`apply` would do now, oldest file first."""
+        q, own = self._open()
+        try:
+            return self._plan(q, progress)
+        finally:
+            if own:
+                q.close()
+
+    def _plan(self, q: Queue, progress: Progress | None) -> list[RetentionDecision]:
+        q._invalidate_listing()
+        cycles = q.cycles()
+        if not cycles:
+            return []
+        rc = q.roll_cycle
+        now = q.time_provider.current_time_millis()
+        current = {cycles[-1], q.current_cycle()}
+        need_from: tuple[int, str] | None = None
+        for name, _key, stored in _named_tailer_keys(q.meta):
+            tc = rc.to_cycle(stored) if stored else -1
+            if need_from is None or tc < need_from[0]:
+                need_from = (tc, name)
+        info = []
+        for c in cycles:
+            p = q.cycle_path(c)
+            try:
+                info.append((c, p, _disk_bytes(os.stat(p))))
+            except FileNotFoundError:
+                continue
+        # size: cumulative from the newest
+        over_size: set[int] = set()
+        if self.max_size is not None:
+            total = 0
+            for c, _p, size in reversed(info):
+                total += size
+                if total > self.max_size:
+                    over_size.add(c)
+        open_by = files_open_by_processes([p for _, p, _ in info])
+        decisions = []
+        for n, (c, p, size) in enumerate(info):
+            if progress is not None:
+                progress(n, len(info))
+            end_ms = q.epoch + (c + 1) * rc.length_ms
+            age_s = (now - end_ms) / 1000.0
+            reasons = []
+            if self.max_age is not None and age_s > self.max_age:
+                reasons.append(f"ended {_human_duration(age_s)} ago")
+            if c in over_size:
+                reasons.append(f"beyond the newest {_human_size(self.max_size or 0)}")
+            keep = None
+            if not reasons:
+                keep = "within the limits"
+            elif c in current:
+                keep = "the current cycle"
+            elif need_from is not None and c >= need_from[0]:
+                keep = (f"named tailer {need_from[1]!r} still needs it" if need_from[0] >= 0
+                        else f"named tailer {need_from[1]!r} has not started reading")
+            elif p in open_by:
+                keep = "open in process " + ", ".join(str(x) for x in open_by[p])
+            if keep is not None:
+                decisions.append(RetentionDecision(c, p, size, "keep", keep))
+                continue
+            dest = (os.path.join(self.move_to, os.path.basename(p))
+                    if self.move_to is not None else None)
+            decisions.append(RetentionDecision(c, p, size, "move" if dest else "delete",
+                                               "; ".join(reasons), dest))
+        # only a prefix of the queue goes: fix up the wording of what follows a kept one
+        out = []
+        blocked = False
+        for d in decisions:
+            if d.action == "keep":
+                blocked = True
+                out.append(d)
+            elif blocked:
+                out.append(RetentionDecision(d.cycle, d.path, d.disk_bytes, "keep",
+                                             f"{d.reason}, but an older cycle is kept "
+                                             "(files only go from the oldest end)"))
+            else:
+                out.append(d)
+        if progress is not None:
+            progress(len(info), len(info))
+        return out
+
+    def apply(self, *, dry_run: bool = False,
+              progress: Progress | None = None) -> list[RetentionDecision]:
+        """Delete or move the files the policy selects; with ``dry_run`` only
+        report.  Returns every decision (``done`` set on the files handled)."""
+        with self._lock:
+            q, own = self._open()
+            try:
+                plan = self._plan(q, None)
+                if dry_run:
+                    return plan
+                go = [d for d in plan if d.action != "keep"]
+                out = []
+                for n, d in enumerate(plan):
+                    if d.action == "keep":
+                        out.append(d)
+                        continue
+                    # check again just before: a process may have opened it meanwhile
+                    if files_open_by_processes([d.path]):
+                        out.append(RetentionDecision(d.cycle, d.path, d.disk_bytes, "keep",
+                                                     "opened by a process meanwhile"))
+                        break
+                    if d.destination is not None:
+                        os.makedirs(os.path.dirname(d.destination), exist_ok=True)
+                        shutil.move(d.path, d.destination)
+                    else:
+                        os.unlink(d.path)
+                    done = RetentionDecision(d.cycle, d.path, d.disk_bytes, d.action, d.reason,
+                                             d.destination, True)
+                    out.append(done)
+                    if progress is not None:
+                        progress(n + 1, len(go))
+                    if self.on_removed is not None:
+                        self.on_removed(done)
+                out += plan[len(out):]
+                if any(d.done for d in out):
+                    self._update_listing(q)
+                return out
+            finally:
+                if own:
+                    q.close()
+
+    @staticmethod
+    def _update_listing(q: Queue) -> None:
+        q._invalidate_listing()
+        remaining = q.cycles()
+        if q.meta is None or not remaining:
+            return
+        if q.read_only:
+            meta = TableStore(q.meta.path, read_only=False, timeout=2.0)
+            close = True
+        else:
+            meta, close = q.meta, False
+        try:
+            meta.set("listing.lowestCycle", remaining[0])
+            meta.add("listing.modCount", 1)
+        finally:
+            if close:
+                meta.close()
+
+
+def _human_duration(s: float) -> str:
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n:
+            return f"{s / n:.1f}{unit}"
+    return f"{s:.0f}s"
+
+
+def _human_size(n: int) -> str:
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= k:
+            return f"{n / k:.1f} {unit}"
+    return f"{n} B"
+
+
+def start_of_last(q: Queue, n: int) -> int | None:
+    """The index of the first of the last ``n`` excerpts of ``q`` (None if empty)."""
+    rc = q.roll_cycle
+    start = None
+    left = n
+    for c in reversed(q.cycles()):
+        count = q.excerpts_in_cycle(c)
+        if not count:
+            continue
+        if count >= left:
+            return rc.to_index(c, count - left)
+        left -= count
+        start = rc.to_index(c, 0)
+    return start
