@@ -19,6 +19,21 @@ from ._errors import QueueClosedError as QueueClosedError
 from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
 from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
 from ._errors import WriteLockTimeoutError as WriteLockTimeoutError
+from ._ops import CheckFinding as CheckFinding
+from ._ops import LockState as LockState
+from ._ops import NoSuchIndexError as NoSuchIndexError
+from ._ops import NotAQueueError as NotAQueueError
+from ._ops import QueueBusyError as QueueBusyError
+from ._ops import QueueStats as QueueStats
+from ._ops import Retention as Retention
+from ._ops import RetentionDecision as RetentionDecision
+from ._ops import StoreFileListener as StoreFileListener
+from ._ops import add_store_file_listener as add_store_file_listener
+from ._ops import check_queue as check_queue
+from ._ops import lock_states as lock_states
+from ._ops import queue_stats as queue_stats
+from ._ops import repair_queue as repair_queue
+from ._ops import unlock_queue as unlock_queue
 from ._queue import Appender as Appender
 from ._queue import Batch as Batch
 from ._queue import DocumentContext as DocumentContext
@@ -38,21 +53,30 @@ __all__ = [
     "AppendLockedError",
     "Appender",
     "Batch",
+    "CheckFinding",
     "ChronicleError",
     "CorruptQueueError",
     "DiskFullError",
     "DocumentContext",
     "Excerpt",
     "IndexFullError",
+    "LockState",
     "MessageTooLargeError",
+    "NoSuchIndexError",
+    "NotAQueueError",
     "Pretoucher",
     "Queue",
+    "QueueBusyError",
     "QueueClosedError",
+    "QueueStats",
     "ReadOnlyQueueError",
+    "Retention",
+    "RetentionDecision",
     "RollCycle",
     "RollCycleMismatchWarning",
     "RollCycles",
     "SetTimeProvider",
+    "StoreFileListener",
     "SyncMode",
     "SystemTimeProvider",
     "Tailer",
@@ -61,5 +85,11 @@ __all__ = [
     "UnlockMode",
     "WriteLockTimeoutError",
     "__version__",
+    "add_store_file_listener",
+    "check_queue",
+    "lock_states",
     "open_queue",
+    "queue_stats",
+    "repair_queue",
+    "unlock_queue",
 ]

@@ -727,6 +727,16 @@ def _stray_files(q: Queue) -> list[CheckFinding]:
     return out
 
 
+def _header_complete(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(4)
+    except OSError:
+        return False
+    word = int.from_bytes(raw, "little") if len(raw) == 4 else 0
+    return bool(word & HDR_META) and not word & HDR_NOT_COMPLETE
+
+
 def _run_check(q: Queue, progress: Progress | None) -> list[CheckFinding]:
     cycles = q.cycles()
     paths = [(c, q.cycle_path(c)) for c in cycles]
@@ -739,6 +749,10 @@ def _run_check(q: Queue, progress: Progress | None) -> list[CheckFinding]:
     total = sum(sizes) or 1
     done = 0
     findings = _stray_files(q) + _check_metadata(q, cycles)
+    # the last cycle is the newest whose file was completed (a creator may have died)
+    last = len(paths) - 1
+    while last > 0 and not _header_complete(paths[last][1]):
+        last -= 1
     for n, (cyc, p) in enumerate(paths):
         base = done
 
@@ -746,7 +760,7 @@ def _run_check(q: Queue, progress: Progress | None) -> list[CheckFinding]:
             if progress is not None:
                 progress(base + min(pos, size), total)
 
-        findings += _check_cycle(q, cyc, p, n == len(paths) - 1, prog)
+        findings += _check_cycle(q, cyc, p, n >= last, prog)
         done += sizes[n]
     if progress is not None:
         progress(total, total)
