@@ -242,7 +242,7 @@ def test_stats_counts_and_named_tailer_lag(tmp_path: Path) -> None:
                                                           - data_positions(c2)[0])
     assert audit.lag_bytes < (end_position(c1) - pos) + end_position(c2)
     assert s.to_dict()["total_excerpts"] == 30
-    assert [lk.key for lk in s.locks][0] == "chronicle.write.lock"
+    assert s.locks[0].key == "chronicle.write.lock"
 
 
 def test_stats_of_java_fixtures(extract_fixture: Callable[..., Path]) -> None:
