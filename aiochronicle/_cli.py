@@ -1057,10 +1057,15 @@ def _os_message(exc: OSError) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``aiochronicle`` command line; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command == "write" and not any(x.startswith("-") for x in extra):
+            args.files += extra  # files given after options
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "path_opt", None):
         args.path = args.path_opt
-    if getattr(args, "path", "") is None:
+    if args.command == "tail" and args.path is None:
         sys.stderr.write(f"{PROG} {args.command}: error: the queue directory is required\n")
         return 2
     prog = f"{PROG} {args.command}"

@@ -535,6 +535,15 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                     raise ChronicleError(f"the header at {pos:#x} of {path} changed")
                 s.file.write(pos + 4, bytes(8))
 
+            wp_now = st.file.load64(lay.wp_off) if lay.wp_off else 0
+            if wp_now > bad_pos:
+                # committed excerpts lie beyond it: clearing would lose them
+                out.append(CheckFinding(
+                    "error", kind, path,
+                    f"{what}, header word {bad_word:#010x}; the excerpts after it (up to "
+                    f"writePosition {wp_now:#x}) cannot be reached: restore the file from a "
+                    "backup", bad_pos))
+                return out + _check_index(st, path, cycle, positions, count, spacing)
             out.append(CheckFinding(
                 "error", kind, path, f"{what}, header word {bad_word:#010x}", bad_pos,
                 "clear the header so appenders write there" if is_last
@@ -874,6 +883,12 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
         QueueBusyError: a live process holds the write lock past ``lock_timeout``.
     """
     q = _open_for_check(path)
+    backed: set[str] = set()
+    if backup_dir is not None:
+        # before anything changes (taking the lock from a dead holder changes metadata)
+        first = files_to_repair(_run_check(q, None))
+        backup_files(first, backup_dir)
+        backed.update(first)
     try:
         meta = None
         if q.meta is not None:
@@ -896,8 +911,9 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
                                 if not (f.kind == "lock-held"
                                         and f.message.endswith(f"process {os.getpid()}"))]
                 todo = [f for f in findings if f.repairable]
-                if todo and backup_dir is not None:
-                    backup_files(files_to_repair(todo), backup_dir)
+                more = [p for p in files_to_repair(todo) if p not in backed]
+                if more and backup_dir is not None:
+                    backup_files(more, backup_dir)
                 ctx = _RepairContext(q, meta)
                 try:
                     for f in todo:
