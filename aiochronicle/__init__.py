@@ -34,6 +34,9 @@ from ._ops import lock_states as lock_states
 from ._ops import queue_stats as queue_stats
 from ._ops import repair_queue as repair_queue
 from ._ops import unlock_queue as unlock_queue
+from ._pauser import Pauser as Pauser
+from ._pauser import PauserMode as PauserMode
+from ._pauser import PauserStatistics as PauserStatistics
 from ._queue import Appender as Appender
 from ._queue import Batch as Batch
 from ._queue import DocumentContext as DocumentContext
@@ -64,6 +67,9 @@ __all__ = [
     "MessageTooLargeError",
     "NoSuchIndexError",
     "NotAQueueError",
+    "Pauser",
+    "PauserMode",
+    "PauserStatistics",
     "Pretoucher",
     "Queue",
     "QueueBusyError",

@@ -1,9 +1,313 @@
-"""asyncio support shared by Queue, Appender and Tailer (mixins)."""
+"""asyncio support shared by Queue, Appender and Tailer (mixins).
+
+A tailer waits with its :class:`~aiochronicle.Pauser`.  On the event loop a
+spin is one native call of at most ``pauser.spin_slice`` (50 µs by default)
+that polls the tailer's next header and returns the moment an excerpt is
+committed; between two slices the task gives the loop a turn
+(``await asyncio.sleep(0)``), so other tasks keep running even with a busy
+pauser.  Parks are loop timers (ended early by ``unpause()``, closing the
+tailer, or, with ``Pauser.notify()``, an aiochronicle appender's commit).
+
+Reads never lose an excerpt to cancellation: the native read only advances
+the tailer when it returns an excerpt, and ``read()`` returns it without
+awaiting anything after that.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from ._errors import QueueClosedError
+from ._native import ffi, lib
+from ._notify import Notifier, notifier_for
+from ._pauser import SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
+
+if TYPE_CHECKING:
+    from ._queue import Excerpt, Queue, TailerDirection
+
 __all__ = ["AsyncTailerMixin"]
+
+_NONE = lib.CQ_NONE
+_spin_read = lib.cq_spin_read
+_cq_spin = lib.cq_spin
+_mono_ns = lib.cq_mono_ns
+_unpack = ffi.unpack
+_sleep = asyncio.sleep
+_scratch_cap = 0
+_excerpt: Any = None
+
+
+def _bind() -> None:
+    """Late imports from ``_queue`` (which imports this module)."""
+    global _excerpt, _scratch_cap
+    from ._queue import SCRATCH, Excerpt
+
+    _excerpt = Excerpt
+    _scratch_cap = SCRATCH
 
 
 class AsyncTailerMixin:
-    """The asyncio side of :class:`~aiochronicle.Tailer` (filled in by the asyncio work)."""
+    """The waiting side of :class:`~aiochronicle.Tailer`: ``await read()``,
+    ``async for``, ``read_blocking()``, ``until_end()`` and ``aclose()``."""
+
+    if TYPE_CHECKING:
+        queue: Queue
+        _c: Any
+        _closed: bool
+        _scratch: Any
+        _direction: TailerDirection
+        _named_off: int | None
+
+        def read_nowait(self) -> Excerpt | None: ...
+        def _read_slow(self, n: int) -> Excerpt | None: ...
+        def _save(self) -> None: ...
+        def _check(self) -> None: ...
+        def close(self) -> None: ...
+
+    #: ``read()`` gives the event loop a turn at least once per this many
+    #: excerpts returned without waiting (so a backlog never starves the loop)
+    checkpoint_every: int = 64
+
+    _pauser: Pauser | None = None
+    _unyielded: int = 0
+    _wait_guard: threading.RLock | None = None
+
+    # -- the pauser --------------------------------------------------------
+    @property
+    def pauser(self) -> Pauser:
+        """How this tailer waits (default: ``Pauser.balanced()``)."""
+        p = self._pauser
+        if p is None:
+            p = self._pauser = Pauser.balanced()
+        return p
+
+    @pauser.setter
+    def pauser(self, value: Pauser) -> None:
+        if not isinstance(value, Pauser):
+            raise TypeError(f"expected a Pauser, got {type(value).__name__}")
+        self._pauser = value
+
+    def _guard(self) -> threading.RLock:
+        g = self._wait_guard
+        if g is None:
+            if _excerpt is None:
+                _bind()
+            g = self._wait_guard = threading.RLock()
+        return g
+
+    def _abort_wait(self) -> None:
+        """Called when the tailer closes (from any thread): end a spin or park
+        in progress and wait until no native wait of it runs any more."""
+        p = self._pauser
+        if p is not None:
+            p.unpause()
+        g = self._wait_guard
+        if g is not None:
+            with g:
+                pass
+
+    def _notifier(self, pauser: Pauser) -> Notifier | None:
+        if not pauser.notify_wakeup:
+            return None
+        return notifier_for(self.queue)
+
+    def _taken(self, n: int) -> Excerpt | None:
+        """The excerpt a native read returned ``n`` for (guard held)."""
+        c = self._c
+        payload = _unpack(self._scratch if n <= _scratch_cap else c.data, n)
+        ex: Excerpt = _excerpt(int(c.index), payload)
+        return ex
+
+    def _after(self, n: int, ex: Excerpt | None) -> Excerpt | None:
+        """Finish a native read outside the guard: codes other than data and
+        CQ_NONE (a roll, a remap, no file yet, an error) go the slow way."""
+        if ex is None and n != _NONE:
+            ex = self._read_slow(n)
+        if ex is not None and self._named_off is not None:
+            self._save()
+        return ex
+
+    # -- async -------------------------------------------------------------
+    async def read(self) -> Excerpt:
+        """The next excerpt, waiting for it with the tailer's pauser.
+
+        Cancelling it loses nothing: the next read returns the excerpt this
+        one would have returned.  Wrap it in ``asyncio.timeout()`` to bound the
+        wait.
+
+        Raises:
+            QueueClosedError: the tailer or its queue is (or gets) closed.
+        """
+        if self._unyielded >= self.checkpoint_every:
+            self._unyielded = 0
+            await _sleep(0)
+        ex = self.read_nowait()
+        if ex is not None:
+            self._unyielded += 1
+            return ex
+        return await self._wait()
+
+    async def _wait(self) -> Excerpt:
+        from ._queue import TailerDirection
+
+        pauser = self.pauser
+        pauser.reset()
+        c = self._c
+        stop = pauser._stop
+        slice_ns = pauser.spin_slice_ns
+        forward = self._direction == TailerDirection.FORWARD
+        notifier = self._notifier(pauser)
+        guard = self._guard()
+        t0 = _mono_ns()
+        count = 0
+        try:
+            while True:
+                count += 1
+                kind, ns = pauser._plan(_mono_ns())
+                if kind == SPIN:
+                    ex = None
+                    with guard:
+                        if self._closed:
+                            self._check()
+                        seen = stop[0]
+                        if forward:
+                            n = _spin_read(c, min(ns, slice_ns), stop, seen)
+                            if n >= 0:
+                                ex = self._taken(n)
+                        else:
+                            n = _NONE
+                            _cq_spin(min(ns, slice_ns), stop, seen)
+                    if n != _NONE:
+                        ex = self._after(n, ex)
+                        if ex is not None:
+                            self._unyielded = 1
+                            return ex
+                    await _sleep(0)
+                elif kind == YIELD:
+                    await _sleep(0)
+                else:
+                    snapshot = notifier.arm() if notifier is not None else None
+                    if snapshot is not None:
+                        # armed: one more look before parking (see _notify)
+                        ex = self.read_nowait()
+                        if ex is not None:
+                            self._unyielded = 1
+                            return ex
+                    await pauser._apark(ns, notifier if snapshot is not None else None,
+                                        snapshot or 0)
+                self._unyielded = 0
+                ex = self.read_nowait()
+                if ex is not None:
+                    self._unyielded = 1
+                    return ex
+        finally:
+            pauser._count += count
+            pauser._time += _mono_ns() - t0
+
+    def __aiter__(self) -> AsyncIterator[Excerpt]:
+        return self
+
+    async def __anext__(self) -> Excerpt:
+        """The next excerpt; the iteration ends when the tailer (or its queue)
+        is closed."""
+        try:
+            return await self.read()
+        except QueueClosedError:
+            if self._closed or self.queue.closed:
+                raise StopAsyncIteration from None
+            raise
+
+    async def until_end(self) -> AsyncIterator[Excerpt]:
+        """Iterate to the end of the queue as it is now, then stop (for replay
+        jobs): every excerpt up to the last one written before the call, or
+        until nothing more is there.  Gives the loop a turn every
+        ``checkpoint_every`` excerpts."""
+        from ._queue import TailerDirection
+
+        end = self.queue.last_index if self._direction == TailerDirection.FORWARD else None
+        if end is None and self._direction == TailerDirection.FORWARD:
+            return
+        every = self.checkpoint_every
+        n = 0
+        while True:
+            ex = self.read_nowait()
+            if ex is None:
+                return
+            yield ex
+            if end is not None and ex.index >= end:
+                return
+            n += 1
+            if n >= every:
+                n = 0
+                await _sleep(0)
+
+    async def aclose(self) -> None:
+        """Close the tailer (idempotent); a pending ``read()`` raises
+        QueueClosedError and ``async for`` ends."""
+        self.close()
+
+    # -- threads -----------------------------------------------------------
+    def read_blocking(self, timeout: float | None = None) -> Excerpt | None:
+        """The next excerpt, blocking this thread with the tailer's pauser for
+        at most ``timeout`` seconds (None: until one comes).  Returns None on
+        timeout.  Spins run in native code with the GIL released, in slices
+        of at most 1 ms (so signals are handled); parks end early on
+        ``unpause()``, on close, and with ``Pauser.notify()`` on a commit.
+        Do not call it from an event loop thread: use ``await read()``.
+
+        Raises:
+            QueueClosedError: the tailer or its queue is (or gets) closed.
+        """
+        from ._queue import TailerDirection
+
+        ex = self.read_nowait()
+        if ex is not None:
+            return ex
+        pauser = self.pauser
+        pauser.reset()
+        c = self._c
+        stop = pauser._stop
+        forward = self._direction == TailerDirection.FORWARD
+        notifier = self._notifier(pauser)
+        guard = self._guard()
+        t0 = _mono_ns()
+        deadline = None if timeout is None else t0 + int(timeout * 1e9)
+        count = 0
+        try:
+            while True:
+                now = _mono_ns()
+                left = SYNC_SPIN_SLICE * 1000 if deadline is None else deadline - now
+                if left <= 0:
+                    return None
+                count += 1
+                kind, ns = pauser._plan(now)
+                ex = None
+                n = _NONE
+                with guard:
+                    if self._closed:
+                        self._check()
+                    seen = stop[0]
+                    if kind == SPIN:
+                        budget = min(ns, SYNC_SPIN_SLICE, left)
+                        if forward:
+                            n = _spin_read(c, budget, stop, seen)
+                        else:
+                            _cq_spin(budget, stop, seen)
+                    elif kind == YIELD:
+                        lib.cq_yield()
+                    else:
+                        n = pauser._sync_park(c if forward else ffi.NULL, min(ns, left),
+                                              notifier, seen)
+                        if n == lib.CQ_BAD_STATE and not forward:
+                            n = _NONE
+                    if n >= 0:
+                        ex = self._taken(n)
+                ex = self._after(n, ex) if n != _NONE else self.read_nowait()
+                if ex is not None:
+                    return ex
+        finally:
+            pauser._count += count
+            pauser._time += _mono_ns() - t0

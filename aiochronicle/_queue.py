@@ -27,6 +27,8 @@ from ._errors import (
     WriteLockTimeoutError,
 )
 from ._native import UNLOCKED, ffi, lib
+from ._notify import attach_appender, close_notifier
+from ._pauser import Pauser
 from ._rollcycles import CycleNamer, RollCycle, RollCycles, candidate_roll_cycles, make_roll_cycle
 from ._store import CycleStore, create_or_open_store, open_store
 from ._tablestore import TableStore
@@ -307,11 +309,16 @@ class Queue:
             self._closed = True
             for child in list(self._children):
                 child._detach()
+            close_notifier(self)  # asyncio: the notify helper thread (_notify)
             for store in self._stores.values():
                 store.close()
             self._stores.clear()
             if self.meta is not None:
                 self.meta.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close` for ``async`` code (idempotent)."""
+        self.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -324,19 +331,24 @@ class Queue:
         if self.read_only or self.meta is None:
             raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
         a = Appender(self)
+        attach_appender(a)  # wakes parked Pauser.notify() tailers (_notify)
         self._children.add(a)
         return a
 
     def tailer(self, name: str | None = None, *,
                direction: TailerDirection = TailerDirection.FORWARD,
-               include_metadata: bool = False) -> Tailer:
+               include_metadata: bool = False, pauser: Pauser | None = None) -> Tailer:
         """A new tailer at the start of the queue.
 
         A named tailer persists its position in ``metadata.cq4t`` under
         ``index.<name>`` (Java's key) and resumes there when created again.
+        ``pauser`` says how ``await read()`` and ``read_blocking()`` wait
+        (default ``Pauser.balanced()``).
         """
         self._check_open()
         t = Tailer(self, name, direction, include_metadata)
+        if pauser is not None:
+            t.pauser = pauser
         self._children.add(t)
         return t
 
@@ -845,6 +857,10 @@ class Appender:
         self._closed = True
         self._detach()
 
+    async def aclose(self) -> None:
+        """:meth:`close` for ``async`` code (idempotent)."""
+        self.close()
+
     def _detach(self) -> None:
         c = self._c
         if c.doc_open:
@@ -1266,6 +1282,7 @@ class Tailer(AsyncTailerMixin):
         if self._closed:
             return
         self._closed = True
+        self._abort_wait()  # end a spin/park in progress first (_aio)
         st, self._store = self._store, None
         self._c.store = ffi.NULL
         if st is not None and not self.queue.closed:

@@ -1,0 +1,447 @@
+"""Pausers: how a reader waits when there is nothing to read yet.
+
+The family is Chronicle's (``net.openhft.chronicle.threads.Pauser``): busy,
+timed-busy, yielding, balanced, sleepy and millis, each with ``pause()``,
+``pause(timeout)``, ``reset()``, ``unpause()`` and counters.  Beyond Chronicle
+there is ``notify``: it parks like ``sleepy`` but an aiochronicle appender in
+any process wakes it within microseconds (see ``_notify``).
+
+A pauser only decides *how* to wait next; the waiting itself is done by the
+native core (spins, with the GIL released, in bounded slices), by the
+operating system (yield, futex park), or, in ``apause()`` and async tailers,
+by the event loop (``await asyncio.sleep(0)`` between spin slices, a timer for
+parks).  Use one pauser per waiter: its back-off state is per waiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import os
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._native import ffi, lib
+
+if TYPE_CHECKING:
+    from ._notify import Notifier
+
+__all__ = ["Pauser", "PauserMode", "PauserStatistics"]
+
+# what a pauser asks for next
+SPIN = 0   # poll in native code for up to N ns
+YIELD = 1  # give the CPU (thread) or the loop (task) away once
+PARK = 2   # sleep for N ns, unless unpaused (or notified) earlier
+
+US = 1_000
+MS = 1_000_000
+
+#: the longest an async waiter spins before it yields to the event loop
+DEFAULT_SPIN_SLICE = 50 * US
+#: the longest a thread spins before it returns to the interpreter (signals)
+SYNC_SPIN_SLICE = 1 * MS
+
+_mono_ns = lib.cq_mono_ns
+_cq_spin = lib.cq_spin
+_cq_park = lib.cq_park_read
+_cq_futex_wake = lib.cq_futex_wake
+_sched_yield = os.sched_yield
+
+
+class PauserMode(enum.Enum):
+    """The kinds of pauser (Chronicle's ``PauserMode`` plus ``NOTIFY``)."""
+
+    BALANCED = "balanced"
+    BUSY = "busy"
+    MILLI = "milli"
+    NOTIFY = "notify"
+    SLEEPY = "sleepy"
+    TIMED_BUSY = "timedBusy"
+    YIELDING = "yielding"
+
+    def get(self) -> Pauser:
+        """A new pauser of this kind with its default settings."""
+        return _FACTORIES[self]()
+
+
+@dataclass(frozen=True, slots=True)
+class PauserStatistics:
+    """A snapshot of a pauser's counters.
+
+    Attributes:
+        mode: the kind of pauser.
+        count_paused: how many times it has paused (each ``pause()`` and each
+            waiting step of a tailer: one spin slice, one yield or one park).
+        time_paused_ns: nanoseconds spent pausing, in total.
+    """
+
+    mode: PauserMode
+    count_paused: int
+    time_paused_ns: int
+
+
+def _wake_future(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class Pauser:
+    """Decides how to wait when there is nothing to do; Chronicle's pauser family.
+
+    Make one with a factory: :meth:`busy`, :meth:`timed_busy`,
+    :meth:`yielding`, :meth:`balanced`, :meth:`sleepy`, :meth:`millis` or
+    :meth:`notify`.  The usual loop is::
+
+        while running:
+            if do_work():
+                pauser.reset()
+            else:
+                pauser.pause()          # or: await pauser.apause()
+
+    Tailers take one (``queue.tailer(pauser=Pauser.balanced())``) and use it in
+    ``await tailer.read()``, ``async for`` and ``read_blocking()``; there the
+    spins watch the tailer's next header and end the moment an excerpt is
+    committed.
+
+    ``pause(timeout)`` raises :class:`TimeoutError` once ``timeout`` seconds
+    have passed since the first timed pause after the last :meth:`reset` (as
+    Chronicle's ``TimeoutException``).  :meth:`unpause` may be called from any
+    thread; it ends a park (and a spin) early.
+    """
+
+    mode: PauserMode = PauserMode.BUSY
+    #: parks may be woken by the queue's notify signal (see Pauser.notify)
+    notify_wakeup: bool = False
+
+    def __init__(self, *, spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> None:
+        if not 0 < spin_slice <= 0.01:
+            raise ValueError("spin_slice must be in (0, 0.01] seconds")
+        self.spin_slice_ns = int(spin_slice * 1e9)
+        self._count = 0
+        self._time = 0
+        self._timed_start = 0
+        self._stop: Any = ffi.new("uint32_t *")
+        self._parks: set[asyncio.Future[None]] = set()
+        self._sync_word: Any = None
+        self._lock = threading.Lock()
+
+    # -- factories --------------------------------------------------------
+    @staticmethod
+    def busy(*, spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> Pauser:
+        """Always spin (lowest latency, a whole core while waiting).
+
+        Unlike Chronicle's ``BusyPauser``, ``pause(timeout)`` is supported.
+        """
+        return BusyPauser(PauserMode.BUSY, spin_slice=spin_slice)
+
+    @staticmethod
+    def timed_busy(*, spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> Pauser:
+        """Always spin; ``pause(timeout)`` raises TimeoutError after ``timeout``."""
+        return BusyPauser(PauserMode.TIMED_BUSY, spin_slice=spin_slice)
+
+    @staticmethod
+    def yielding(min_busy: int = 2, *, spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> Pauser:
+        """Spin for the first ``min_busy - 1`` pauses after a reset, then yield
+        the CPU (a thread) or the event loop (a task) on every pause."""
+        return YieldingPauser(min_busy, spin_slice=spin_slice)
+
+    @staticmethod
+    def balanced(*, spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> Pauser:
+        """Spin for 10 ms after the first pause, then park for 200 µs growing to
+        50 ms.  Fast while messages flow, cheap when idle.
+
+        Chronicle's ``balanced()`` parks up to 20 ms; a wake-up of an asyncio
+        loop costs 100-250 µs of CPU on a small VM, so 20 ms parks alone cost
+        more than 1% of a core there.  ``balanced_up_to_millis(20)`` is
+        Chronicle's exactly.
+        """
+        return Pauser.balanced_up_to_millis(50, spin_slice=spin_slice)
+
+    @staticmethod
+    def balanced_up_to_millis(max_millis: int, *,
+                              spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> Pauser:
+        """:meth:`balanced` with parks growing to ``max_millis`` ms."""
+        return LongPauser(PauserMode.BALANCED, busy_ns=10 * MS, yield_ns=800 * US,
+                          min_park_ns=200 * US, max_park_ns=max_millis * MS,
+                          spin_slice=spin_slice)
+
+    @staticmethod
+    def sleepy(max_millis: int = 50, *,
+               spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> Pauser:
+        """No spinning: yield for 50 µs, then park for 500 µs growing to
+        ``max_millis`` ms (Chronicle's ``sleepy()`` grows to 20 ms; see
+        :meth:`balanced` for why the default here is 50)."""
+        return LongPauser(PauserMode.SLEEPY, busy_ns=0, yield_ns=50 * US,
+                          min_park_ns=500 * US, max_park_ns=max_millis * MS,
+                          spin_slice=spin_slice)
+
+    @staticmethod
+    def millis(millis: int, max_millis: int | None = None, *,
+               spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> Pauser:
+        """Park ``millis`` ms on every pause; with ``max_millis``, park ``millis``
+        ms growing to ``max_millis`` ms (Chronicle's ``millis(min, max)``)."""
+        if millis < 0 or (max_millis is not None and max_millis < millis):
+            raise ValueError("need 0 <= millis <= max_millis")
+        if max_millis is None:
+            return MilliPauser(millis, spin_slice=spin_slice)
+        return LongPauser(PauserMode.MILLI, busy_ns=0, yield_ns=0, min_park_ns=millis * MS,
+                          max_park_ns=max_millis * MS, spin_slice=spin_slice)
+
+    @staticmethod
+    def notify(spin: float = 0.0, *, min_park: float = 0.001, max_park: float = 0.100,
+               spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> Pauser:
+        """Spin for ``spin`` seconds after the first pause (default none), then
+        park for ``min_park`` growing to ``max_park`` seconds; a tailer's park
+        ends within microseconds when an aiochronicle appender of the queue,
+        in any process, commits an excerpt.  Excerpts from writers that do not
+        notify (Java) are still found at the end of each park (so within
+        ``max_park`` seconds).
+
+        Outside a tailer it parks as :meth:`sleepy` does.
+        """
+        if spin < 0 or not 0 < min_park <= max_park:
+            raise ValueError("need spin >= 0 and 0 < min_park <= max_park")
+        p = LongPauser(PauserMode.NOTIFY, busy_ns=int(spin * 1e9), yield_ns=0,
+                       min_park_ns=int(min_park * 1e9), max_park_ns=int(max_park * 1e9),
+                       spin_slice=spin_slice)
+        p.notify_wakeup = True
+        return p
+
+    # -- state -----------------------------------------------------------
+    def reset(self) -> None:
+        """Start again from the first phase (call it after doing work)."""
+        self._timed_start = 0
+
+    def _plan(self, now: int) -> tuple[int, int]:
+        """The next step: (SPIN, budget ns), (YIELD, 0) or (PARK, ns)."""
+        raise NotImplementedError
+
+    def _timed_plan(self, now: int, timeout: float | None) -> tuple[int, int]:
+        """:meth:`_plan` for ``pause(timeout)``: raises TimeoutError when due."""
+        if timeout is not None:
+            if self._timed_start == 0:
+                self._timed_start = now
+            elif now - self._timed_start > timeout * 1e9:
+                raise TimeoutError(f"{self!r} paused for more than {timeout}s")
+        return self._plan(now)
+
+    @property
+    def count_paused(self) -> int:
+        """How many times this pauser paused."""
+        return self._count
+
+    @property
+    def time_paused_ns(self) -> int:
+        """Nanoseconds spent pausing, in total."""
+        return self._time
+
+    def statistics(self) -> PauserStatistics:
+        """The counters, as an immutable snapshot."""
+        return PauserStatistics(self.mode, self._count, self._time)
+
+    def __repr__(self) -> str:
+        return f"<Pauser {self.mode.value}>"
+
+    # -- waiting (threads) ------------------------------------------------
+    def pause(self, timeout: float | None = None) -> None:
+        """Wait once, as the current phase says: spin (in native code, the GIL
+        released), yield the CPU, or park (ended early by :meth:`unpause`).
+
+        Raises:
+            TimeoutError: ``timeout`` seconds have passed since the first
+                timed pause after the last reset.
+        """
+        t0 = _mono_ns()
+        kind, ns = self._timed_plan(t0, timeout)
+        stop = self._stop
+        seen = stop[0]
+        if kind == SPIN:
+            _cq_spin(min(ns, SYNC_SPIN_SLICE), stop, seen)
+        elif kind == YIELD:
+            _sched_yield()
+        else:
+            self._sync_park(ffi.NULL, ns, None, seen)
+        self._count += 1
+        self._time += _mono_ns() - t0
+
+    def _sync_park(self, tailer_c: Any, ns: int, notifier: Notifier | None, seen: int) -> int:
+        """Park this thread for ``ns``; with a notifier, on the queue's notify
+        word (then a committed excerpt ends it).  Returns cq_park_read's code."""
+        if notifier is None:
+            return int(_cq_park(tailer_c, ns, ffi.NULL, ffi.NULL, 0, self._stop, seen))
+        self._sync_word = notifier.word
+        try:
+            return int(_cq_park(tailer_c, ns, notifier.seq, notifier.until,
+                                notifier.horizon_ns, self._stop, seen))
+        finally:
+            self._sync_word = None
+
+    # -- waiting (tasks) --------------------------------------------------
+    async def apause(self, timeout: float | None = None) -> None:
+        """:meth:`pause` for a task: a spin lasts at most ``spin_slice`` and is
+        followed by a turn of the event loop; a yield is a turn of the loop; a
+        park is a timer that :meth:`unpause` ends early."""
+        t0 = _mono_ns()
+        try:
+            kind, ns = self._timed_plan(t0, timeout)
+            if kind == SPIN:
+                _cq_spin(min(ns, self.spin_slice_ns), self._stop, self._stop[0])
+                await asyncio.sleep(0)
+            elif kind == YIELD:
+                await asyncio.sleep(0)
+            else:
+                await self._apark(ns, None, 0)
+        finally:
+            self._count += 1
+            self._time += _mono_ns() - t0
+
+    async def _apark(self, ns: int, notifier: Notifier | None, snapshot: int) -> None:
+        """Sleep ``ns`` on the running loop; :meth:`unpause` (or, given a
+        notifier, a notify of the queue) ends it early."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(ns / 1e9, _wake_future, fut)
+        with self._lock:
+            self._parks.add(fut)
+        if notifier is not None:
+            notifier.register(fut, snapshot)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            if notifier is not None:
+                notifier.unregister(fut)
+            with self._lock:
+                self._parks.discard(fut)
+
+    # -- waking ----------------------------------------------------------
+    def unpause(self) -> None:
+        """End the current spin or park of this pauser's waiter early (from any
+        thread); a no-op when it is not waiting."""
+        stop = self._stop
+        stop[0] = (stop[0] + 1) & 0xFFFFFFFF
+        _cq_futex_wake(stop, 1 << 30)
+        word = self._sync_word
+        if word is not None:
+            # a thread parked on the queue's notify word (others wake spuriously
+            # and look again)
+            _cq_futex_wake(word, 1 << 30)
+        with self._lock:
+            parks = list(self._parks)
+        for fut in parks:
+            with contextlib.suppress(RuntimeError):  # its loop is closed
+                fut.get_loop().call_soon_threadsafe(_wake_future, fut)
+
+
+class BusyPauser(Pauser):
+    """Always spin (``busy`` and ``timed_busy``)."""
+
+    def __init__(self, mode: PauserMode, *, spin_slice: float) -> None:
+        super().__init__(spin_slice=spin_slice)
+        self.mode = mode
+
+    def _plan(self, now: int) -> tuple[int, int]:
+        return SPIN, SYNC_SPIN_SLICE
+
+
+class YieldingPauser(Pauser):
+    """Spin ``min_busy - 1`` times after a reset, then yield every time."""
+
+    mode = PauserMode.YIELDING
+
+    def __init__(self, min_busy: int, *, spin_slice: float) -> None:
+        super().__init__(spin_slice=spin_slice)
+        if min_busy < 1:
+            raise ValueError("min_busy must be at least 1")
+        self.min_busy = min_busy
+        self._n = 0
+
+    def reset(self) -> None:
+        super().reset()
+        self._n = 0
+
+    def _plan(self, now: int) -> tuple[int, int]:
+        self._n += 1
+        if self._n < self.min_busy:
+            return SPIN, self.spin_slice_ns
+        return YIELD, 0
+
+    def __repr__(self) -> str:
+        return f"<Pauser yielding min_busy={self.min_busy}>"
+
+
+class LongPauser(Pauser):
+    """Spin, then yield, then park with a growing sleep (Chronicle's LongPauser).
+
+    Measured from the first pause after a reset: spin while less than
+    ``busy_ns`` has passed, yield while less than ``yield_ns`` has passed, then
+    park ``min_park_ns``, each park ``p/64 + 10 µs`` longer, up to
+    ``max_park_ns``.
+    """
+
+    def __init__(self, mode: PauserMode, *, busy_ns: int, yield_ns: int, min_park_ns: int,
+                 max_park_ns: int, spin_slice: float) -> None:
+        super().__init__(spin_slice=spin_slice)
+        self.mode = mode
+        self.busy_ns = busy_ns
+        self.yield_ns = yield_ns
+        self.min_park_ns = min_park_ns
+        self.max_park_ns = max_park_ns
+        self._first = 0
+        self._park = min_park_ns
+
+    def reset(self) -> None:
+        super().reset()
+        self._first = 0
+        self._park = self.min_park_ns
+
+    def _plan(self, now: int) -> tuple[int, int]:
+        if self._first == 0:
+            self._first = now
+        elapsed = now - self._first
+        if elapsed < self.busy_ns:
+            return SPIN, self.busy_ns - elapsed
+        if elapsed < self.yield_ns:
+            return YIELD, 0
+        p = self._park
+        self._park = min(self.max_park_ns, p + (p >> 6) + 10 * US)
+        return PARK, p
+
+    def __repr__(self) -> str:
+        return (f"<Pauser {self.mode.value} busy={self.busy_ns / 1e6:g}ms "
+                f"park={self.min_park_ns / 1e6:g}..{self.max_park_ns / 1e6:g}ms>")
+
+
+class MilliPauser(Pauser):
+    """Park a fixed time on every pause; ``pause(timeout)`` parks ``timeout``
+    instead (and never raises), as Chronicle's ``MilliPauser``."""
+
+    mode = PauserMode.MILLI
+
+    def __init__(self, millis: int, *, spin_slice: float) -> None:
+        super().__init__(spin_slice=spin_slice)
+        self.park_ns = millis * MS
+
+    def _plan(self, now: int) -> tuple[int, int]:
+        return PARK, self.park_ns
+
+    def _timed_plan(self, now: int, timeout: float | None) -> tuple[int, int]:
+        if timeout is None:
+            return self._plan(now)
+        return PARK, int(timeout * 1e9)
+
+    def __repr__(self) -> str:
+        return f"<Pauser milli {self.park_ns / 1e6:g}ms>"
+
+
+_FACTORIES = {
+    PauserMode.BALANCED: Pauser.balanced,
+    PauserMode.BUSY: Pauser.busy,
+    PauserMode.MILLI: lambda: Pauser.millis(1),
+    PauserMode.NOTIFY: Pauser.notify,
+    PauserMode.SLEEPY: Pauser.sleepy,
+    PauserMode.TIMED_BUSY: Pauser.timed_busy,
+    PauserMode.YIELDING: Pauser.yielding,
+}

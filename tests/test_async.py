@@ -1,0 +1,382 @@
+"""The async tailer API on asyncio and uvloop, in debug mode, failing on anything
+the loop's exception handler receives."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import os
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+import aiochronicle as ac
+
+uvloop = pytest.importorskip("uvloop")
+
+T = TypeVar("T")
+Run = Callable[..., T]
+
+PAUSERS: dict[str, Callable[[], ac.Pauser]] = {
+    "busy": ac.Pauser.busy,
+    "balanced": ac.Pauser.balanced,
+    "sleepy": ac.Pauser.sleepy,
+    "notify": ac.Pauser.notify,
+    "yielding": ac.Pauser.yielding,
+    "millis": lambda: ac.Pauser.millis(1),
+}
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Iterator[Callable[[Awaitable[Any]], Any]]:
+    """Run a coroutine on a fresh loop of each kind, in debug mode; the test fails
+    if the loop's exception handler was called."""
+    factory = asyncio.new_event_loop if request.param == "asyncio" else uvloop.new_event_loop
+    errors: list[dict[str, Any]] = []
+
+    def runner(coro: Awaitable[Any], debug: bool = True) -> Any:
+        with asyncio.Runner(loop_factory=factory, debug=debug) as r:
+            loop = r.get_loop()
+            loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+            return r.run(coro)  # type: ignore[arg-type]
+
+    yield runner
+    assert not errors, f"the event loop reported: {errors}"
+
+
+@pytest.fixture(params=sorted(PAUSERS))
+def pauser_factory(request: pytest.FixtureRequest) -> Callable[[], ac.Pauser]:
+    return PAUSERS[request.param]
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def test_read_waits_for_an_append(run: Run[None], tmp_path: Path,
+                                  pauser_factory: Callable[[], ac.Pauser]) -> None:
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            a = q.appender()
+            first = a.append(b"one")
+            t = q.tailer(pauser=pauser_factory())
+            assert (await t.read()) == ac.Excerpt(first, b"one")
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.03, a.append, b"two")
+            ex = await asyncio.wait_for(t.read(), 10)
+            assert ex.payload == b"two" and ex.index == first + 1
+            # a payload beyond the tailer's scratch buffer
+            big = os.urandom(100_000)
+            loop.call_later(0.01, a.append, big)
+            assert (await asyncio.wait_for(t.read(), 10)).payload == big
+            assert t.pauser.count_paused > 0
+
+    run(main())
+
+
+def test_default_pauser_is_balanced(tmp_path: Path) -> None:
+    with ac.open_queue(tmp_path) as q:
+        t = q.tailer()
+        assert t.pauser.mode is ac.PauserMode.BALANCED
+        t.pauser = ac.Pauser.busy()
+        assert t.pauser.mode is ac.PauserMode.BUSY
+        with pytest.raises(TypeError):
+            t.pauser = "busy"  # type: ignore[assignment]
+
+
+def test_read_on_an_empty_queue_waits_for_the_first_file(run: Run[None], tmp_path: Path) -> None:
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            t = q.tailer(pauser=ac.Pauser.sleepy())
+            asyncio.get_running_loop().call_later(0.05, lambda: q.appender().append(b"x"))
+            assert (await asyncio.wait_for(t.read(), 10)).payload == b"x"
+
+    run(main())
+
+
+def test_async_for_yields_in_order_until_closed(run: Run[None], tmp_path: Path) -> None:
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            a = q.appender()
+            t = q.tailer(pauser=ac.Pauser.balanced())
+            got: list[bytes] = []
+
+            async def consume() -> None:
+                async for ex in t:
+                    got.append(ex.payload)
+
+            task = asyncio.create_task(consume())
+            for i in range(300):
+                a.append(b"%d" % i)
+                if i % 50 == 0:
+                    await asyncio.sleep(0.002)
+            while len(got) < 300:
+                await asyncio.sleep(0.005)
+            await t.aclose()
+            await asyncio.wait_for(task, 10)  # the iteration ended cleanly
+            assert got == [b"%d" % i for i in range(300)]
+            await t.aclose()  # idempotent
+            with pytest.raises(ac.QueueClosedError):
+                await t.read()
+
+    run(main())
+
+
+def test_aclose_everywhere_is_idempotent(run: Run[None], tmp_path: Path) -> None:
+    async def main() -> None:
+        q = ac.open_queue(tmp_path)
+        async with q.appender() as a, q.tailer() as t:
+            a.append(b"x")
+            assert (await t.read()).payload == b"x"
+        await a.aclose()
+        await t.aclose()
+        await q.aclose()
+        await q.aclose()
+        assert q.closed
+
+    run(main())
+
+
+def test_closing_the_queue_ends_waiting_readers(run: Run[None], tmp_path: Path) -> None:
+    async def main() -> None:
+        q = ac.open_queue(tmp_path)
+        q.appender().append(b"x")
+        tailers = [q.tailer(pauser=f()) for f in PAUSERS.values()]
+        for t in tailers:
+            await t.read()
+        tasks = [asyncio.create_task(t.read()) for t in tailers]
+        iters = [asyncio.create_task(_drain(t)) for t in (q.tailer(), q.tailer())]
+        await asyncio.sleep(0.05)
+        assert not any(task.done() for task in tasks)
+        threading.Timer(0.01, q.close).start()  # from another thread
+        for task in tasks:
+            with pytest.raises(ac.QueueClosedError):
+                await asyncio.wait_for(task, 10)
+        for it in iters:
+            assert await asyncio.wait_for(it, 10) == 1
+
+    run(main())
+
+
+async def _drain(t: ac.Tailer) -> int:
+    n = 0
+    async for _ in t:
+        n += 1
+    return n
+
+
+# -- cancellation and timeouts -----------------------------------------------------------------
+
+
+def test_cancelled_read_loses_nothing(run: Run[None], tmp_path: Path,
+                                      pauser_factory: Callable[[], ac.Pauser]) -> None:
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            a = q.appender()
+            t = q.tailer(pauser=pauser_factory())
+            task = asyncio.create_task(t.read())
+            await asyncio.sleep(0.02)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            index = a.append(b"kept")
+            assert (await asyncio.wait_for(t.read(), 10)) == ac.Excerpt(index, b"kept")
+
+    run(main())
+
+
+def test_timeouts_around_reads_lose_nothing_under_load(run: Run[None], tmp_path: Path,
+                                                       pauser_factory: Callable[[], ac.Pauser],
+                                                       ) -> None:
+    """A writer appends in bursts while the reader keeps timing out: every excerpt
+    still arrives exactly once, in order."""
+    n = 2000
+
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            a = q.appender()
+            t = q.tailer(pauser=pauser_factory())
+            rnd = random.Random(4)
+
+            async def write() -> None:
+                for i in range(n):
+                    a.append(i.to_bytes(4, "little"))
+                    if rnd.random() < 0.05:
+                        await asyncio.sleep(rnd.random() * 0.002)
+
+            writer = asyncio.create_task(write())
+            got: list[int] = []
+            timeouts = 0
+            while len(got) < n:
+                try:
+                    async with asyncio.timeout(rnd.random() * 0.001):
+                        ex = await t.read()
+                except TimeoutError:
+                    timeouts += 1
+                    continue
+                got.append(int.from_bytes(ex.payload, "little"))
+            await writer
+            assert got == list(range(n))
+            assert timeouts > 0
+            assert t.read_nowait() is None
+
+    run(main())
+
+
+def test_wait_for_timeout(run: Run[None], tmp_path: Path) -> None:
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            t = q.tailer(pauser=ac.Pauser.busy())
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await t.read()
+            assert 0.04 < time.monotonic() - t0 < 5
+
+    run(main())
+
+
+# -- the loop is never starved ---------------------------------------------------------------------
+
+
+def test_busy_waiting_reader_does_not_starve_the_loop(run: Run[None], tmp_path: Path) -> None:
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            readers = [asyncio.create_task(q.tailer(pauser=ac.Pauser.busy()).read())
+                       for _ in range(2)]
+            gaps: list[float] = []
+            last = time.monotonic()
+            for _ in range(300):
+                await asyncio.sleep(0)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+            timers_ok = 0
+            for _ in range(20):  # timers fire too
+                t0 = time.monotonic()
+                await asyncio.sleep(0.001)
+                timers_ok += time.monotonic() - t0 < 0.5
+            for r in readers:
+                r.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+            gaps.sort()
+            # two readers spin at most 50 µs each per turn; the median turn of the
+            # loop stays far below a millisecond (the tail is the machine's)
+            assert gaps[len(gaps) // 2] < 0.002, gaps[len(gaps) // 2]
+            assert timers_ok == 20
+
+    run(main())
+
+
+def test_backlog_does_not_starve_the_loop(run: Run[None], tmp_path: Path) -> None:
+    n = 20_000
+
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            q.appender().append_many([b"m"] * n)
+            t = q.tailer()
+            ticks = 0
+            done = False
+
+            async def ticker() -> None:
+                nonlocal ticks
+                while not done:
+                    ticks += 1
+                    await asyncio.sleep(0)
+
+            tick_task = asyncio.create_task(ticker())
+            count = 0
+            async for _ in t:
+                count += 1
+                if count == n:
+                    break
+            done = True
+            await tick_task
+            assert ticks >= n // t.checkpoint_every // 2
+
+    run(main())
+
+
+# -- replay --------------------------------------------------------------------------------------
+
+
+def test_until_end_stops_at_the_end_as_of_the_call(run: Run[None], tmp_path: Path) -> None:
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            a = q.appender()
+            a.append_many([b"%d" % i for i in range(500)])
+            t = q.tailer()
+            got = []
+            async for ex in t.until_end():
+                got.append(ex.payload)
+                if len(got) == 100:
+                    a.append(b"later")  # written after the call: not part of the replay
+            assert got == [b"%d" % i for i in range(500)]
+            assert (await t.read()).payload == b"later"
+            # an empty queue, and a tailer already at the end
+            empty = ac.open_queue(tmp_path / "empty")
+            assert [ex async for ex in empty.tailer().until_end()] == []
+            empty.close()
+            assert [ex async for ex in t.until_end()] == []
+            back = q.tailer(direction=ac.TailerDirection.BACKWARD)
+            assert len([ex async for ex in back.until_end()]) == 501
+
+    run(main())
+
+
+# -- wake-ups and idle cost ------------------------------------------------------------------------
+
+
+def _append_later(path: str, delay: float) -> None:
+    with ac.open_queue(path) as q:
+        a = q.appender()
+        time.sleep(delay)
+        a.append(b"wake up")
+
+
+def test_notify_wakes_an_async_reader_from_another_process(run: Run[None],
+                                                           tmp_path: Path) -> None:
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            q.appender()
+            # parks of 30 s: only the notify can end them in time
+            t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
+            ctx = mp.get_context("spawn")
+            proc = ctx.Process(target=_append_later, args=(os.fspath(tmp_path), 0.3))
+            proc.start()
+            t0 = time.monotonic()
+            ex = await asyncio.wait_for(t.read(), 20)
+            assert ex.payload == b"wake up"
+            assert time.monotonic() - t0 < 10
+            await asyncio.get_running_loop().run_in_executor(None, proc.join, 20)
+
+    run(main())
+
+
+@pytest.mark.slow
+def test_idle_readers_cost_under_one_percent_of_a_core_each(run: Run[None],
+                                                             tmp_path: Path) -> None:
+    """Three idle readers (balanced, sleepy, notify) together, once their back-off
+    has grown (about 3 s): under 3% of a core in all.  Run without debug mode,
+    whose bookkeeping for every timer is not what is measured here;
+    bench/latency.py measures each pauser alone."""
+
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            q.appender()
+            readers = [asyncio.create_task(q.tailer(pauser=PAUSERS[name]()).read())
+                       for name in ("balanced", "sleepy", "notify")]
+            await asyncio.sleep(3.2)  # past the spin phase and the back-off
+            cpu0, wall0 = time.process_time(), time.monotonic()
+            await asyncio.sleep(1.5)
+            cpu = (time.process_time() - cpu0) / (time.monotonic() - wall0)
+            for r in readers:
+                r.cancel()
+            await asyncio.gather(*readers, return_exceptions=True)
+            assert cpu < 0.03, f"three idle readers used {cpu:.2%} of a core"
+
+    run(main(), debug=False)

@@ -1,0 +1,332 @@
+"""Pausers: the phases of each kind, timeouts, counters, unpause, and the native
+spin / futex / notify primitives under them."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import aiochronicle as ac
+from aiochronicle._native import ffi, lib
+from aiochronicle._notify import SEQ_KEY, UNTIL_KEY
+from aiochronicle._pauser import PARK, SPIN, YIELD
+from aiochronicle._queue import Appender
+
+MS = 1_000_000
+US = 1_000
+
+
+def plans(p: ac.Pauser, times_ns: list[int]) -> list[tuple[int, int]]:
+    return [p._plan(t) for t in times_ns]
+
+
+# -- phases ---------------------------------------------------------------------------
+
+
+def test_factories_and_modes() -> None:
+    assert ac.Pauser.busy().mode is ac.PauserMode.BUSY
+    assert ac.Pauser.timed_busy().mode is ac.PauserMode.TIMED_BUSY
+    assert ac.Pauser.yielding().mode is ac.PauserMode.YIELDING
+    assert ac.Pauser.balanced().mode is ac.PauserMode.BALANCED
+    assert ac.Pauser.sleepy().mode is ac.PauserMode.SLEEPY
+    assert ac.Pauser.millis(3).mode is ac.PauserMode.MILLI
+    assert ac.Pauser.millis(1, 5).mode is ac.PauserMode.MILLI
+    assert ac.Pauser.notify().mode is ac.PauserMode.NOTIFY
+    assert ac.Pauser.notify().notify_wakeup and not ac.Pauser.sleepy().notify_wakeup
+    for mode in ac.PauserMode:
+        p = mode.get()
+        assert isinstance(p, ac.Pauser) and p.mode is mode
+        assert mode.value in repr(p)
+    with pytest.raises(ValueError):
+        ac.Pauser.millis(5, 1)
+    with pytest.raises(ValueError):
+        ac.Pauser.busy(spin_slice=0)
+    with pytest.raises(ValueError):
+        ac.Pauser.notify(min_park=0.01, max_park=0.001)
+
+
+def test_busy_always_spins() -> None:
+    p = ac.Pauser.busy()
+    assert {k for k, _ in plans(p, [1, 10**9, 10**12])} == {SPIN}
+
+
+def test_balanced_spins_10ms_then_parks_with_backoff() -> None:
+    p = ac.Pauser.balanced()
+    t0 = 10**12
+    assert p._plan(t0) == (SPIN, 10 * MS)
+    kind, budget = p._plan(t0 + 4 * MS)
+    assert kind == SPIN and budget == 6 * MS
+    parks = [p._plan(t0 + 11 * MS) for _ in range(3000)]
+    assert {k for k, _ in parks} == {PARK}
+    ns = [n for _, n in parks]
+    assert ns[0] == 200 * US
+    assert ns[1] == 200 * US + (200 * US >> 6) + 10 * US
+    assert all(b >= a for a, b in itertools.pairwise(ns))
+    assert ns[-1] == 50 * MS
+    p.reset()
+    assert p._plan(t0 + 10**9) == (SPIN, 10 * MS)
+    assert ac.Pauser.balanced_up_to_millis(5)._plan(0)[0] == SPIN
+
+
+def test_sleepy_yields_then_parks() -> None:
+    p = ac.Pauser.sleepy()
+    t0 = 10**12
+    assert p._plan(t0) == (YIELD, 0)
+    assert p._plan(t0 + 40 * US) == (YIELD, 0)
+    assert p._plan(t0 + 60 * US) == (PARK, 500 * US)
+    assert p._plan(t0 + 70 * US)[1] > 500 * US
+
+
+def test_millis() -> None:
+    p = ac.Pauser.millis(3)
+    assert plans(p, [0, 10**9]) == [(PARK, 3 * MS), (PARK, 3 * MS)]
+    grow = ac.Pauser.millis(1, 4)
+    ns = [grow._plan(10**12)[1] for _ in range(400)]
+    assert ns[0] == 1 * MS and ns[-1] == 4 * MS
+
+
+def test_yielding_spins_min_busy_minus_one_times() -> None:
+    p = ac.Pauser.yielding(3)
+    assert [k for k, _ in plans(p, [0] * 5)] == [SPIN, SPIN, YIELD, YIELD, YIELD]
+    p.reset()
+    assert p._plan(0)[0] == SPIN
+    with pytest.raises(ValueError):
+        ac.Pauser.yielding(0)
+
+
+def test_notify_phases() -> None:
+    p = ac.Pauser.notify(spin=0.001, min_park=0.002, max_park=0.003)
+    t0 = 10**12
+    assert p._plan(t0) == (SPIN, 1 * MS)
+    assert p._plan(t0 + 2 * MS) == (PARK, 2 * MS)
+
+
+# -- pause(), timeouts, counters --------------------------------------------------------
+
+
+@pytest.mark.parametrize("factory", [ac.Pauser.busy, ac.Pauser.timed_busy, ac.Pauser.yielding,
+                                     ac.Pauser.balanced, ac.Pauser.sleepy, ac.Pauser.notify])
+def test_pause_with_timeout_raises_after_timeout(factory: object) -> None:
+    p = factory()  # type: ignore[operator]
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):
+        while True:
+            p.pause(0.03)
+    elapsed = time.monotonic() - t0
+    assert 0.03 <= elapsed < 5
+    assert p.count_paused > 0
+    assert p.time_paused_ns > 0
+    # reset restarts the clock of the timeout
+    p.reset()
+    p.pause(0.03)
+
+
+def test_milli_pause_timeout_parks_instead_of_raising() -> None:
+    p = ac.Pauser.millis(1000)
+    t0 = time.monotonic()
+    for _ in range(3):
+        p.pause(0.01)
+    assert time.monotonic() - t0 < 0.5
+    assert p.count_paused == 3
+
+
+def test_counters_and_statistics() -> None:
+    p = ac.Pauser.millis(1)
+    for _ in range(5):
+        p.pause()
+    s = p.statistics()
+    assert s == ac.PauserStatistics(ac.PauserMode.MILLI, 5, p.time_paused_ns)
+    assert s.time_paused_ns >= 5 * MS
+    with pytest.raises(AttributeError):
+        s.count_paused = 0  # type: ignore[misc]
+
+
+def test_unpause_wakes_a_parked_thread() -> None:
+    p = ac.Pauser.millis(20_000)
+    done = threading.Event()
+
+    def waiter() -> None:
+        p.pause()
+        done.set()
+
+    th = threading.Thread(target=waiter)
+    th.start()
+    time.sleep(0.05)
+    assert not done.is_set()
+    t0 = time.monotonic()
+    p.unpause()
+    assert done.wait(5)
+    assert time.monotonic() - t0 < 1
+    th.join()
+
+
+def test_unpause_without_waiter_is_harmless() -> None:
+    p = ac.Pauser.sleepy()
+    p.unpause()
+    p.unpause()
+    p.pause()
+
+
+# -- native primitives -------------------------------------------------------------------
+
+
+def test_native_spin_budget_and_stop() -> None:
+    stop = ffi.new("uint32_t *")
+    t0 = time.monotonic_ns()
+    assert lib.cq_spin(2 * MS, stop, 0) == lib.CQ_SPIN_TIMEOUT
+    assert time.monotonic_ns() - t0 >= 2 * MS
+    # a changed stop word ends a long spin at once (the GIL is released meanwhile)
+    result: list[int] = []
+    th = threading.Thread(target=lambda: result.append(lib.cq_spin(10 * 10**9, stop, 0)))
+    t0 = time.monotonic_ns()
+    th.start()
+    time.sleep(0.02)
+    stop[0] = 1
+    th.join(5)
+    assert result == [lib.CQ_SPIN_STOPPED]
+    assert time.monotonic_ns() - t0 < 2 * 10**9
+
+
+def test_native_spin_read_returns_within_budget_and_on_commit(tmp_path: Path) -> None:
+    with ac.open_queue(tmp_path) as q:
+        a = q.appender()
+        a.append(b"first")
+        t = q.tailer()
+        assert t.read_nowait() is not None
+        stop = ffi.new("uint32_t *")
+        t0 = time.monotonic_ns()
+        assert lib.cq_spin_read(t._c, 3 * MS, stop, 0) == lib.CQ_NONE
+        elapsed = time.monotonic_ns() - t0
+        assert 3 * MS <= elapsed < 2 * 10**9
+        # a commit in another thread ends a long spin with the excerpt
+        th = threading.Timer(0.02, a.append, args=(b"second!",))
+        th.start()
+        t0 = time.monotonic_ns()
+        n = lib.cq_spin_read(t._c, 10 * 10**9, stop, 0)
+        th.join()
+        assert n == len(b"second!")
+        assert ffi.unpack(t._c.data, n) == b"second!"
+        assert time.monotonic_ns() - t0 < 5 * 10**9
+        assert t.read_nowait() is None
+
+
+def test_native_spin_read_stays_inside_the_mapping() -> None:
+    buf = ffi.new("uint8_t[]", 16)
+    store = ffi.new("cq_store *")
+    store.base = buf
+    store.map_len = 16
+    store.align = 4
+    t = ffi.new("cq_tailer *")
+    t.store = store
+    t.pos = 14  # a header would run past the mapping
+    t0 = time.monotonic_ns()
+    assert lib.cq_spin_read(t, 10 * 10**9, ffi.NULL, 0) == lib.CQ_NEED_MAP
+    assert time.monotonic_ns() - t0 < 10**9
+    t.pos = 12  # in the mapping, nothing written: spins for the budget
+    assert lib.cq_spin_read(t, 1 * MS, ffi.NULL, 0) == lib.CQ_NONE
+    t.store = ffi.NULL
+    assert lib.cq_spin_read(t, 10 * 10**9, ffi.NULL, 0) == lib.CQ_BAD_STATE
+
+
+def test_native_futex() -> None:
+    word = ffi.new("uint32_t *", 7)
+    assert lib.cq_futex_wait(word, 8, 10**9) == lib.CQ_WAIT_CHANGED
+    assert lib.cq_futex_wait(word, 7, 2 * MS) == lib.CQ_WAIT_TIMEOUT
+    result: list[int] = []
+    th = threading.Thread(target=lambda: result.append(lib.cq_futex_wait(word, 7, 10 * 10**9)))
+    th.start()
+    deadline = time.monotonic() + 5
+    while not result and time.monotonic() < deadline:
+        time.sleep(0.01)
+        lib.cq_futex_wake(word, 1)
+    th.join(5)
+    assert result == [lib.CQ_WAIT_WOKEN]
+
+
+def test_native_notify_touches_nothing_without_waiters() -> None:
+    cells = ffi.new("int64_t[2]")
+    seq, until = cells, cells + 1
+    assert lib.cq_notify(seq, until) == 0 and seq[0] == 0
+    snap = lib.cq_notify_arm(seq, until, 50 * MS)
+    assert until[0] > lib.cq_mono_ns() and snap == 0
+    assert lib.cq_notify(seq, until) == 1 and seq[0] == 1
+    assert lib.cq_notify_word(seq)[0] == 1
+    until[0] = lib.cq_mono_ns() - 1  # every waiter's horizon has passed
+    assert lib.cq_notify(seq, until) == 0
+    assert until[0] == 0 and seq[0] == 1
+
+
+def test_appender_creates_notify_values(tmp_path: Path) -> None:
+    with ac.open_queue(tmp_path) as q:
+        assert q.table_store_get(SEQ_KEY) is None
+        q.appender()
+        assert q.table_store_get(SEQ_KEY) == 0
+        assert q.table_store_get(UNTIL_KEY) == 0
+
+
+# -- notify across processes ----------------------------------------------------------------
+
+
+def _append_later(path: str, delay: float, notify: bool) -> None:
+    with ac.open_queue(path) as q:
+        a = q.appender() if notify else Appender(q)  # Appender(q): a writer that never notifies
+        time.sleep(delay)
+        a.append(b"wake up")
+
+
+def test_notify_wakes_a_thread_parked_on_another_process(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    with ac.open_queue(tmp_path) as q:
+        q.appender()  # creates the notify values
+        # parks of 30 s: only the notify can end them in time
+        t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
+        proc = ctx.Process(target=_append_later, args=(os.fspath(tmp_path), 0.3, True))
+        proc.start()
+        t0 = time.monotonic()
+        ex = t.read_blocking(timeout=20)
+        elapsed = time.monotonic() - t0
+        proc.join(20)
+        assert ex is not None and ex.payload == b"wake up"
+        assert elapsed < 10
+        assert t.pauser.count_paused >= 1
+
+
+def test_writers_that_do_not_notify_are_found_by_polling(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    with ac.open_queue(tmp_path) as q:
+        q.appender()
+        t = q.tailer(pauser=ac.Pauser.notify(min_park=0.005, max_park=0.02))
+        proc = ctx.Process(target=_append_later, args=(os.fspath(tmp_path), 0.2, False))
+        proc.start()
+        ex = t.read_blocking(timeout=20)
+        proc.join(20)
+        assert ex is not None and ex.payload == b"wake up"
+
+
+def test_read_blocking_timeout_and_close_from_another_thread(tmp_path: Path) -> None:
+    with ac.open_queue(tmp_path) as q:
+        for pauser in (ac.Pauser.busy(), ac.Pauser.sleepy(), ac.Pauser.notify()):
+            t = q.tailer(pauser=pauser)
+            t0 = time.monotonic()
+            assert t.read_blocking(timeout=0.05) is None
+            assert 0.05 <= time.monotonic() - t0 < 5
+            closer = threading.Timer(0.05, t.close)
+            closer.start()
+            with pytest.raises(ac.QueueClosedError):
+                t.read_blocking(timeout=20)
+            closer.join()
+        # closing the whole queue ends a blocked read too
+        t = q.tailer(pauser=ac.Pauser.millis(10_000))
+        closer = threading.Timer(0.05, q.close)
+        closer.start()
+        t0 = time.monotonic()
+        with pytest.raises(ac.QueueClosedError):
+            t.read_blocking(timeout=30)
+        assert time.monotonic() - t0 < 10
+        closer.join()
