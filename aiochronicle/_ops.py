@@ -452,6 +452,16 @@ class _RepairContext:
         self._stores.clear()
 
 
+def _is_data_header(st: CycleStore, pos: int) -> bool:
+    mf = st.file
+    if pos <= 0 or pos + 4 > mf.size:
+        mf.refresh()
+        if pos <= 0 or pos + 4 > mf.size:
+            return False
+    word = int.from_bytes(mf.read(pos, 4), "little")
+    return word != 0 and not word & (HDR_META | HDR_NOT_COMPLETE)
+
+
 def _read_doc(f: CycleStore, pos: int) -> tuple[int, bytes] | None:
     mf = f.file
     if pos <= 0 or pos + 4 > mf.size:
@@ -477,7 +487,8 @@ def _index_array(st: CycleStore, pos: int, name: str) -> I64Array | None:
 
 
 def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
-                 progress: Callable[[int], None] | None) -> list[CheckFinding]:
+                 progress: Callable[[int], None] | None,
+                 live: bool = False) -> list[CheckFinding]:
     from ._dump import FileWindow, walk_documents
 
     out: list[CheckFinding] = []
@@ -570,6 +581,8 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                 problem = ("warning", "stale-write-position",
                            f"writePosition {wp:#x} is behind the last excerpt at {expected:#x} "
                            "(readers scan forward from it)")
+            elif wp > expected and live and _is_data_header(st, wp):
+                pass  # committed after the walk passed: a live appender
             elif wp > expected:
                 problem = ("error", "bad-write-position",
                            f"writePosition {wp:#x} points past the last excerpt at "
@@ -746,7 +759,8 @@ def _header_complete(path: str) -> bool:
     return bool(word & HDR_META) and not word & HDR_NOT_COMPLETE
 
 
-def _run_check(q: Queue, progress: Progress | None) -> list[CheckFinding]:
+def _run_check(q: Queue, progress: Progress | None, live: bool = True) -> list[CheckFinding]:
+    """Check every file; ``live``: writers may be appending (recheck the last cycle)."""
     cycles = q.cycles()
     paths = [(c, q.cycle_path(c)) for c in cycles]
     sizes = []
@@ -757,7 +771,13 @@ def _run_check(q: Queue, progress: Progress | None) -> list[CheckFinding]:
             sizes.append(0)
     total = sum(sizes) or 1
     done = 0
-    findings = _stray_files(q) + _check_metadata(q, cycles)
+    meta_findings = _check_metadata(q, cycles)
+    if live and any(f.kind == "listing-out-of-date" for f in meta_findings):
+        # a writer creates the file first and updates the listing right after
+        time.sleep(0.02)
+        q._invalidate_listing()
+        meta_findings = _check_metadata(q, q.cycles())
+    findings = _stray_files(q) + meta_findings
     # the last cycle is the newest whose file was completed (a creator may have died)
     last = len(paths) - 1
     while last > 0 and not _header_complete(paths[last][1]):
@@ -769,7 +789,15 @@ def _run_check(q: Queue, progress: Progress | None) -> list[CheckFinding]:
             if progress is not None:
                 progress(base + min(pos, size), total)
 
-        findings += _check_cycle(q, cyc, p, n >= last, prog)
+        found = _check_cycle(q, cyc, p, n >= last, prog, live)
+        if found and n >= last and live:
+            # a live appender may have been between its commit and its writePosition or
+            # index update: keep only what is still there a moment later
+            time.sleep(0.02)
+            again = {(f.kind, f.offset, f.message)
+                     for f in _check_cycle(q, cyc, p, True, None, live)}
+            found = [f for f in found if (f.kind, f.offset, f.message) in again]
+        findings += found
         done += sizes[n]
     if progress is not None:
         progress(total, total)
@@ -899,7 +927,7 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
                 before = _lock_states(meta)
                 _take_write_lock(meta, lock_timeout)
             try:
-                findings = _run_check(q, progress)
+                findings = _run_check(q, progress, live=False)
                 if meta is not None:
                     for s in before:
                         if s.key == "chronicle.write.lock" and s.locked and not s.alive:

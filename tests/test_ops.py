@@ -542,3 +542,32 @@ def test_store_file_listener_background_thread(tmp_path: Path) -> None:
         assert ("acquired", 19000) in rec.events and ("released", 19000) in rec.events
         assert ("acquired", 19001) in rec.events
         remove()
+
+
+LIVE_WRITER = """
+import sys, time
+import aiochronicle as ac
+with ac.open_queue(sys.argv[1], roll_cycle=ac.RollCycles.TEST_SECONDLY) as q:
+    a = q.appender()
+    print("go", flush=True)
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        for _ in range(50):
+            a.append(b"x" * 20)
+        time.sleep(0.001)
+"""
+
+
+def test_check_while_another_process_appends(tmp_path: Path) -> None:
+    qdir = tmp_path / "q"
+    with ac.open_queue(qdir, roll_cycle=ac.RollCycles.TEST_SECONDLY) as q:
+        q.appender().append(b"first")
+    w = subprocess.Popen([sys.executable, "-c", LIVE_WRITER, str(qdir)], stdout=subprocess.PIPE)
+    try:
+        assert w.stdout is not None and w.stdout.readline() == b"go\n"
+        for _ in range(5):
+            bad = [f for f in ac.check_queue(str(qdir)) if f.severity != "info"]
+            assert bad == []
+    finally:
+        w.wait(timeout=30)
+    assert ac.check_queue(str(qdir)) == []
