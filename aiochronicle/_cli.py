@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
@@ -1075,6 +1076,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.flush()
         return code
 
+    def show_warning(message: Warning | str, category: type[Warning], filename: str,
+                     lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
+        sys.stderr.write(f"{prog}: warning: {message}\n")
+
+    warnings.showwarning = show_warning
     try:
         result: int = args.func(args)
         return result

@@ -89,6 +89,8 @@ def _scalar_text(s: str) -> str:
 
 
 def _key_text(k: str | int) -> str:
+    if k == -1:
+        return "history"  # FIELD_NUMBER -1: MessageHistory (reference §10.3)
     return str(k) if isinstance(k, int) else _scalar_text(k)
 
 
@@ -212,7 +214,7 @@ def _wire_document(payload: bytes) -> DecodedPayload | None:
         return None
     if not doc.items:
         return None
-    value = {str(k): _jsonable(v) for k, v in doc}
+    value = {("history" if k == -1 else str(k)): _jsonable(v) for k, v in doc}
     return DecodedPayload("wire", value, render_document(doc),
                           render_document(doc, flow=True))
 

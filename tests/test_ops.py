@@ -129,6 +129,12 @@ def test_decode_payloads() -> None:
     assert d.kind == "wire"
     assert d.value == {"event": ["two", "two"]}
     assert d.line == "event: [ two, two ]"
+    # message history first (reference §10.3: BA 80 00 = field number -1, 81 len16, 86 ...)
+    hist = b"\x86" + struct.pack("<BiqBqq", 1, 1, 2, 1, 3, 4)
+    d = _dump.decode_payload(b"\xba\x80\x00\x81" + struct.pack("<H", len(hist)) + hist
+                             + b"\xb9\x03say\xe2hi")
+    assert d.kind == "wire" and d.value["say"] == "hi"  # type: ignore[index]
+    assert d.line.startswith("history: !history 0101000000") and d.line.endswith("; say: hi")
     # raw text and binary
     assert _dump.decode_payload(b"one").kind == "utf8"
     d = _dump.decode_payload(b"\x00\x01\xff")
