@@ -35,8 +35,10 @@ _spin_read = lib.cq_spin_read
 _cq_spin = lib.cq_spin
 _mono_ns = lib.cq_mono_ns
 _unpack = ffi.unpack
+_tuple_new = tuple.__new__
 _sleep = asyncio.sleep
 _scratch_cap = 0
+_OUT_INDEX = ffi.offsetof("cq_tailer", "index") // 8
 _excerpt: Any = None
 
 
@@ -60,6 +62,7 @@ class AsyncTailerMixin:
         _scratch: Any
         _direction: TailerDirection
         _named_off: int | None
+        _out: memoryview
 
         def read_nowait(self) -> Excerpt | None: ...
         def _read_slow(self, n: int) -> Excerpt | None: ...
@@ -116,9 +119,8 @@ class AsyncTailerMixin:
 
     def _taken(self, n: int) -> Excerpt | None:
         """The excerpt a native read returned ``n`` for (guard held)."""
-        c = self._c
-        payload = _unpack(self._scratch if n <= _scratch_cap else c.data, n)
-        ex: Excerpt = _excerpt(int(c.index), payload)
+        payload = _unpack(self._scratch if n <= _scratch_cap else self._c.data, n)
+        ex: Excerpt = _tuple_new(_excerpt, (self._out[_OUT_INDEX], payload))
         return ex
 
     def _after(self, n: int, ex: Excerpt | None) -> Excerpt | None:
@@ -151,14 +153,12 @@ class AsyncTailerMixin:
         return await self._wait()
 
     async def _wait(self) -> Excerpt:
-        from ._queue import TailerDirection
-
         pauser = self.pauser
         pauser.reset()
         c = self._c
         stop = pauser._stop
         slice_ns = pauser.spin_slice_ns
-        forward = self._direction == TailerDirection.FORWARD
+        forward = self._direction == 1  # TailerDirection.FORWARD
         notifier = self._notifier(pauser)
         guard = self._guard()
         t0 = _mono_ns()
@@ -261,8 +261,6 @@ class AsyncTailerMixin:
         Raises:
             QueueClosedError: the tailer or its queue is (or gets) closed.
         """
-        from ._queue import TailerDirection
-
         ex = self.read_nowait()
         if ex is not None:
             return ex
@@ -270,7 +268,7 @@ class AsyncTailerMixin:
         pauser.reset()
         c = self._c
         stop = pauser._stop
-        forward = self._direction == TailerDirection.FORWARD
+        forward = self._direction == 1  # TailerDirection.FORWARD
         notifier = self._notifier(pauser)
         guard = self._guard()
         t0 = _mono_ns()
