@@ -988,8 +988,16 @@ class _ListenerHub:
         self._events: _queue_mod.SimpleQueue[tuple[StoreFileListener, str, int, str] | None] = (
             _queue_mod.SimpleQueue())
         self._thread: threading.Thread | None = None
+        self._orig_close = q.close
         q._acquire_store = self._acquire  # type: ignore[method-assign]
         q._release_store = self._release  # type: ignore[method-assign]
+        q.close = self._close  # type: ignore[method-assign]
+
+    def _close(self) -> None:
+        held = [] if self.q.closed else [(st.cycle, st.path) for st in self.q._stores.values()]
+        self._orig_close()
+        for cycle, path in held:
+            self._emit("on_released", cycle, path)
 
     def _acquire(self, cycle: int, create: bool = False) -> CycleStore | None:
         fresh = cycle not in self.q._stores
@@ -1053,6 +1061,7 @@ class _ListenerHub:
         if not self.listeners:
             self.q._acquire_store = self._orig_acquire  # type: ignore[method-assign]
             self.q._release_store = self._orig_release  # type: ignore[method-assign]
+            self.q.close = self._orig_close  # type: ignore[method-assign]
             self._events.put(None)
             _HUBS.pop(id(self.q), None)
 
@@ -1067,9 +1076,11 @@ def add_store_file_listener(q: Queue, listener: StoreFileListener, *,
     ``on_acquired(cycle, path)`` runs when the queue object opens a cycle file
     (an appender or tailer moved onto it) and ``on_released(cycle, path)`` when
     the last user of it let go (an appender rolled past it, a tailer moved on).
-    With ``background`` (the default, as in Java) the calls come from one
-    daemon thread, in order; otherwise inline in the thread that acquired or
-    released the file.  Returns a function that removes the listener.
+    Closing the queue releases every file it still holds.  With
+    ``background`` (the default, as in Java) the calls come from one daemon
+    thread, in order; otherwise inline in the thread that acquired or released
+    the file.  Returns a function that removes the listener (its ``flush()``
+    waits for queued background calls).
     """
     hub = _HUBS.get(id(q))
     if hub is None or hub.q is not q:
@@ -1194,7 +1205,9 @@ class Retention:
         """Nothing to do when a cycle is opened."""
 
     def on_released(self, cycle: int, path: str) -> None:
-        """A cycle was released: apply the policy."""
+        """A cycle was released: apply the policy (unless the queue is closing)."""
+        if isinstance(self.queue, Queue) and self.queue.closed:
+            return
         self.apply()
 
     def _open(self) -> tuple[Queue, bool]:

@@ -532,6 +532,12 @@ def test_store_file_listener_and_retention_on_roll(tmp_path: Path) -> None:
         clock.advance_millis(DAY)
         a.append_text("day 2")
         assert len(rec.events) == n
+    rec2 = Recorder()
+    with ac.open_queue(qdir, time_provider=clock) as q:
+        ac.add_store_file_listener(q, rec2, background=False)
+        q.appender().append_text("day 2 again")
+        assert rec2.events == [("acquired", 19002)]
+    assert rec2.events == [("acquired", 19002), ("released", 19002)]  # on close
 
 
 def test_store_file_listener_background_thread(tmp_path: Path) -> None:
