@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing as mp
 import os
 import random
-import signal
 import struct
 import subprocess
 import sys
 import time
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 
+import workers
 from workers import ACK, HEAD, open_q, parse_message
 
 WORKERS = os.path.join(os.path.dirname(__file__), "workers.py")
@@ -53,39 +56,49 @@ def test_random_sigkill_of_writers(tmp_path):
         del os.environ["ROLL"]
     rnd = random.Random(20261122)
     incarnation = 0
+    # writers fork from a server that has aiochronicle imported already, so a
+    # replacement is appending within milliseconds of the kill
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["aiochronicle", "workers"])
+    os.environ["ROLL"] = "TEST_SECONDLY"
 
-    def spawn(wid: int) -> subprocess.Popen[bytes]:
+    def spawn(wid: int) -> tuple[BaseProcess, Connection]:
         nonlocal incarnation
         incarnation += 1
-        return subprocess.Popen([sys.executable, WORKERS, "crash-writer", path, str(wid),
-                                 str(incarnation), ack_path, str(rnd.getrandbits(32))],
-                                env=env, stderr=subprocess.PIPE)
+        ready_r, ready_w = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=workers.crash_writer,
+                        args=(path, wid, incarnation, ack_path, rnd.getrandbits(32), ready_w))
+        p.start()
+        ready_w.close()
+        return p, ready_r
 
     stop_file = str(tmp_path / "stop")
     tailers = [subprocess.Popen([sys.executable, WORKERS, "live-tailer", path, stop_file],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True) for _ in range(2)]
-    writers = {w: spawn(w) for w in range(3)}
-    kills = 0
-    deadline = time.monotonic() + 600
-    while kills < KILLS and time.monotonic() < deadline:
-        time.sleep(rnd.uniform(0.0, 0.05))
-        wid = rnd.randrange(3)
-        p = writers[wid]
-        if p.poll() is not None:
-            _, err = p.communicate()
-            raise AssertionError(f"writer {wid} died by itself: {err.decode()[-2000:]}")
-        # let it get past interpreter start-up most of the time
-        if time.monotonic() - getattr(p, "_started", 0.0) < rnd.uniform(0.05, 0.4):
-            continue
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-        kills += 1
-        writers[wid] = spawn(wid)
-        writers[wid]._started = time.monotonic()  # type: ignore[attr-defined]
-    for p in writers.values():
-        p.send_signal(signal.SIGKILL)
-        p.wait()
+    try:
+        writers = {w: spawn(w) for w in range(3)}
+        kills = 0
+        deadline = time.monotonic() + 600
+        while kills < KILLS and time.monotonic() < deadline:
+            wid = rnd.randrange(3)
+            p, ready = writers[wid]
+            # kill only once it is appending, at a random moment after that
+            assert ready.poll(60), f"writer {wid} never became ready"
+            ready.recv()
+            time.sleep(rnd.uniform(0.0, 0.03))
+            assert p.is_alive(), f"writer {wid} died by itself (exit code {p.exitcode})"
+            p.kill()
+            p.join()
+            ready.close()
+            kills += 1
+            writers[wid] = spawn(wid)
+        for p, ready in writers.values():
+            p.kill()
+            p.join()
+            ready.close()
+    finally:
+        del os.environ["ROLL"]
     assert kills >= KILLS
 
     # a new appender takes over whatever the dead left behind

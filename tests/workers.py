@@ -15,6 +15,7 @@ import struct
 import sys
 import time
 import zlib
+from typing import Any
 
 import aiochronicle as ac
 
@@ -111,7 +112,8 @@ def live_tailer(path: str, stop_file: str) -> None:
     print(json.dumps({"count": count, "digest": digest.hexdigest()}))
 
 
-def crash_writer(path: str, wid: int, incarnation: int, ack_path: str, seed: int) -> None:
+def crash_writer(path: str, wid: int, incarnation: int, ack_path: str, seed: int,
+                 ready: Any = None) -> None:
     """Append forever (until killed), logging every index an append returned."""
     rnd = random.Random(seed)
     sizes = [0, 8, 100, 1000, 20_000, 200_000, 600_000]
@@ -120,6 +122,8 @@ def crash_writer(path: str, wid: int, incarnation: int, ack_path: str, seed: int
         app = q.appender()
         n = 0
         while True:
+            if n == 1 and ready is not None:
+                ready.send(True)
             msg = make_message(wid, incarnation, n, rnd.choice(sizes))
             how = rnd.random()
             if how < 0.1:
