@@ -978,38 +978,15 @@ class StoreFileListener(Protocol):
 
 
 class _ListenerHub:
-    """Wraps a queue's store acquisition to report file lifecycle events."""
+    """Fans a queue's cycle-file open/close events out to listeners."""
 
     def __init__(self, q: Queue) -> None:
         self.q = q
         self.listeners: list[tuple[StoreFileListener, bool]] = []
-        self._orig_acquire = q._acquire_store
-        self._orig_release = q._release_store
         self._events: _queue_mod.SimpleQueue[tuple[StoreFileListener, str, int, str] | None] = (
             _queue_mod.SimpleQueue())
         self._thread: threading.Thread | None = None
-        self._orig_close = q.close
-        q._acquire_store = self._acquire  # type: ignore[method-assign]
-        q._release_store = self._release  # type: ignore[method-assign]
-        q.close = self._close  # type: ignore[method-assign]
-
-    def _close(self) -> None:
-        held = [] if self.q.closed else [(st.cycle, st.path) for st in self.q._stores.values()]
-        self._orig_close()
-        for cycle, path in held:
-            self._emit("on_released", cycle, path)
-
-    def _acquire(self, cycle: int, create: bool = False) -> CycleStore | None:
-        fresh = cycle not in self.q._stores
-        st = self._orig_acquire(cycle, create)
-        if st is not None and fresh:
-            self._emit("on_acquired", cycle, st.path)
-        return st
-
-    def _release(self, st: CycleStore | None) -> None:
-        self._orig_release(st)
-        if st is not None and self.q._stores.get(st.cycle) is not st and st.refs <= 0:
-            self._emit("on_released", st.cycle, st.path)
+        q._store_hooks.append(self._emit)
 
     def _emit(self, what: str, cycle: int, path: str) -> None:
         for listener, background in list(self.listeners):
@@ -1059,9 +1036,8 @@ class _ListenerHub:
     def remove(self, listener: StoreFileListener) -> None:
         self.listeners = [(x, b) for x, b in self.listeners if x is not listener]
         if not self.listeners:
-            self.q._acquire_store = self._orig_acquire  # type: ignore[method-assign]
-            self.q._release_store = self._orig_release  # type: ignore[method-assign]
-            self.q.close = self._orig_close  # type: ignore[method-assign]
+            with contextlib.suppress(ValueError):
+                self.q._store_hooks.remove(self._emit)
             self._events.put(None)
             _HUBS.pop(id(self.q), None)
 

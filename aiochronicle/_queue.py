@@ -9,9 +9,9 @@ import time
 import warnings
 import weakref
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ._aio import AsyncTailerMixin
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
@@ -33,6 +33,12 @@ from ._rollcycles import CycleNamer, RollCycle, RollCycles, candidate_roll_cycle
 from ._store import CycleStore, create_or_open_store, open_store
 from ._tablestore import TableStore
 from ._wire import WireWriter
+
+if TYPE_CHECKING:
+    from ._codecs import Codec
+    from ._methods import MethodReader
+
+_T = TypeVar("_T")
 
 __all__ = [
     "Appender",
@@ -154,6 +160,9 @@ class Queue:
         self._stores: dict[int, CycleStore] = {}
         self._children: weakref.WeakSet[Appender | Tailer] = weakref.WeakSet()
         self._listing_cache: tuple[int, list[int]] | None = None
+        #: called with ("on_acquired" | "on_released", cycle, path) when this queue
+        #: object opens or closes a cycle file (see add_store_file_listener)
+        self._store_hooks: list[Callable[[str, int, str], None]] = []
         self._listing_time = 0.0
         self.meta: TableStore | None = None
 
@@ -312,6 +321,7 @@ class Queue:
             close_notifier(self)  # asyncio: the notify helper thread (_notify)
             for store in self._stores.values():
                 store.close()
+                self._store_event("on_released", store)
             self._stores.clear()
             if self.meta is not None:
                 self.meta.close()
@@ -431,8 +441,13 @@ class Queue:
                     if st is None:
                         return None
                 self._stores[cycle] = st
+                self._store_event("on_acquired", st)
             st.refs += 1
             return st
+
+    def _store_event(self, what: str, st: CycleStore) -> None:
+        for hook in list(self._store_hooks):
+            hook(what, st.cycle, st.path)
 
     def _release_store(self, st: CycleStore | None) -> None:
         if st is None:
@@ -442,6 +457,7 @@ class Queue:
             if st.refs <= 0 and self._stores.get(st.cycle) is st:
                 del self._stores[st.cycle]
                 st.close()
+                self._store_event("on_released", st)
 
     def _on_file_created(self, cycle: int) -> None:
         if self.meta is not None:
@@ -586,6 +602,14 @@ class Queue:
             self.meta.file.store64(off, value)
         else:
             lib.cq_max64(self.meta.file.ptr(off), value)
+
+    @property
+    def codec(self) -> Codec:
+        """The codec this queue's payloads carry: the one recorded in its
+        metadata (``aiochronicle.codec``), else BinaryWire (e.g. a Java queue)."""
+        from ._codecs import queue_codec
+
+        return queue_codec(self)
 
 
 _INITIAL_KEYS = (
@@ -906,6 +930,25 @@ class Appender:
     def append_text(self, text: str) -> int:
         """Append ``text`` as BinaryWire text, byte-compatible with Java's ``writeText``."""
         return self.append(text_bytes(text))
+
+    def method_writer(self, iface: type[_T], *, codec: Codec | str | None = None,
+                      record_history: bool | None = None) -> _T:
+        """A proxy of the interface ``iface`` whose every method call appends one
+        excerpt holding the method and its encoded arguments (see ``_methods``).
+
+        ``codec`` defaults to the one the queue records, else msgpack for an
+        empty queue (recorded then) and BinaryWire for one holding excerpts.
+        ``record_history`` (default: when the queue's ``source_id`` is not 0,
+        as Java) writes the message history first in each excerpt.
+
+        Raises:
+            CodecMismatchError: the queue records another codec.
+            ValueError: ``record_history=True`` on a queue whose source_id is 0.
+            TypeError: ``iface`` is not a usable interface.
+        """
+        from ._methods import make_method_writer
+
+        return make_method_writer(self, iface, codec=codec, record_history=record_history)
 
     def append_metadata(self, data: bytes | bytearray | memoryview | str) -> None:
         """Append a metadata excerpt (skipped by tailers unless asked for; no index)."""
@@ -1647,6 +1690,28 @@ class Tailer(AsyncTailerMixin):
         if ex is not None and self._named_off is not None:
             self._save()
         return _batch_of([ex] if ex is not None else [])
+
+    def method_reader(self, *handlers: object,
+                      on_error: Callable[[Exception, Excerpt], None] | None = None,
+                      ignore_first_arg: Callable[[str, Any], bool] | None = None,
+                      history: bool | None = None,
+                      interfaces: Iterable[type] = ()) -> MethodReader:
+        """A reader dispatching the method calls in this tailer's excerpts to the
+        handlers' methods of the same names (see :class:`MethodReader`).
+
+        ``on_error(exc, excerpt)`` gets excerpts that cannot be decoded (default:
+        log and go on); ``ignore_first_arg(method, first_arg)`` returning True
+        skips a call before its other arguments are decoded; ``history`` tracks
+        message history (default: when the message carries one or this queue's
+        source_id is not 0).  ``interfaces`` lend their annotations and
+        ``@method_id`` numbers to handler methods of the same names (handlers
+        that subclass their interface get them anyway).
+        """
+        from ._methods import MethodReader
+
+        return MethodReader(self, *handlers, on_error=on_error,
+                            ignore_first_arg=ignore_first_arg, history=history,
+                            interfaces=interfaces)
 
     def __iter__(self) -> Iterator[Excerpt]:
         """Iterate over the excerpts available now (stops at the current end)."""
