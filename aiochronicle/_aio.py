@@ -15,9 +15,9 @@ awaiting anything after that.
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import AsyncIterator
+import types
+from collections.abc import AsyncIterator, Generator
 from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueClosedError
@@ -36,7 +36,13 @@ _cq_spin = lib.cq_spin
 _mono_ns = lib.cq_mono_ns
 _unpack = ffi.unpack
 _tuple_new = tuple.__new__
-_sleep = asyncio.sleep
+
+
+@types.coroutine
+def _sleep(_: float) -> Generator[None, None, None]:
+    """``await asyncio.sleep(0)`` without importing asyncio here: a bare yield
+    makes the running task give the loop one turn."""
+    yield
 _scratch_cap = 0
 _OUT_INDEX = ffi.offsetof("cq_tailer", "index") // 8
 _excerpt: Any = None

@@ -1,27 +1,24 @@
 """Cross-process wake-up of parked tailers (beyond Chronicle, which only polls).
 
-Two values of ``metadata.cq4t`` carry it (both created by the first
-aiochronicle appender or waiter of a queue; Java ignores them):
+One value of ``metadata.cq4t`` carries it, ``aiochronicle.notify``, created by
+the first reader that parks with ``Pauser.notify()`` (so the metadata of a
+queue nobody waits on stays byte for byte what Java writes; Java ignores the
+key).  Its low 32 bits are a counter and futex word shared by every process
+that maps the file; its high 32 bits say until when (``CLOCK_MONOTONIC``, ms)
+some process may be parked.  See ``native/pause.h`` for the protocol.
 
-``aiochronicle.notify``
-    a counter bumped by appenders; its low 32 bits are a futex word, shared
-    by every process that maps the file.
-``aiochronicle.notify.until``
-    the ``CLOCK_MONOTONIC`` time (ns) up to which some process may be parked.
-
-An appender, after each commit, loads ``until`` once; only when it lies in the
-future does it bump the counter and ``FUTEX_WAKE`` the waiters (see
-``native/pause.h``).  A parked thread waits on the futex itself
-(``read_blocking``); a parked task registers with the queue's
-:class:`Notifier`, whose helper thread waits on the futex and hands wake-ups
-to the event loop with ``call_soon_threadsafe``, so the loop itself never
+Appenders: after each commit one load of the value when nobody is parked (or,
+before the value exists, one load of the table store's end word, so that an
+appender started before the first waiter still finds it).  Waiters: a thread
+waits on the futex itself (``read_blocking``); a task registers with the
+queue's :class:`Notifier`, whose helper thread waits on the futex and hands
+wake-ups to the event loop with ``call_soon_threadsafe``, so the loop never
 blocks.  Parks still end on their own timer, which is how excerpts of writers
 that do not notify (Java) are found.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import threading
@@ -31,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 from ._native import ffi, lib
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ._queue import Appender, Queue
 
-__all__ = ["SEQ_KEY", "UNTIL_KEY", "Notifier", "attach_appender", "close_notifier",
-           "notifier_for"]
+__all__ = ["NOTIFY_KEY", "Notifier", "attach_appender", "close_notifier", "notifier_for"]
 
-SEQ_KEY = "aiochronicle.notify"
-UNTIL_KEY = "aiochronicle.notify.until"
+NOTIFY_KEY = "aiochronicle.notify"
 
 #: how long one futex wait of the helper thread lasts (it then re-arms)
 WAIT_SLICE_NS = 100_000_000
@@ -46,17 +43,10 @@ HORIZON_NS = 2 * WAIT_SLICE_NS
 #: the helper thread exits after this long without waiters
 IDLE_EXIT_S = 1.0
 
+_MOVED = lib.CQ_NOTIFY_MOVED
+
 _notifiers: weakref.WeakKeyDictionary[Queue, Notifier] = weakref.WeakKeyDictionary()
 _notifiers_lock = threading.Lock()
-
-
-def _values(queue: Queue) -> tuple[int, int] | None:
-    """The offsets of the two notify values in metadata.cq4t (created if
-    absent), or None when the queue cannot have them (read-only)."""
-    meta = queue.meta
-    if meta is None or queue.read_only or queue.closed:
-        return None
-    return meta.acquire(SEQ_KEY, 0), meta.acquire(UNTIL_KEY, 0)
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
@@ -65,16 +55,16 @@ def _wake(fut: asyncio.Future[None]) -> None:
 
 
 class Notifier:
-    """The notify word of one queue, for the waiters of this process."""
+    """The notify value of one queue, for the waiters of this process."""
 
     horizon_ns = HORIZON_NS
 
-    def __init__(self, queue: Queue, seq_off: int, until_off: int) -> None:
+    def __init__(self, queue: Queue, offset: int) -> None:
         meta = queue.meta
         assert meta is not None
         # a mapping of its own, so that the helper thread never touches memory
         # the queue unmaps when it closes; it lives until close()
-        size = max(seq_off, until_off) + 8
+        size = offset + 8
         fd = os.open(meta.path, os.O_RDWR | os.O_CLOEXEC)
         try:
             out = ffi.new("uint8_t **")
@@ -84,13 +74,9 @@ class Notifier:
             os.close(fd)
         self._base: Any = out[0]
         self._size = size
-        self._seq: Any = ffi.cast("int64_t *", self._base + seq_off)
-        self._until: Any = ffi.cast("int64_t *", self._base + until_off)
-        self._word: Any = lib.cq_notify_word(self._seq)
-        #: for thread waiters (cq_park_read), valid until the queue closes
-        self.seq: Any = self._seq
-        self.until: Any = self._until
-        self.word: Any = self._word
+        #: the value, and its futex word (for threads parking in cq_park_read)
+        self.cell: Any = ffi.cast("int64_t *", self._base + offset)
+        self.word: Any = lib.cq_notify_word(self.cell)
         self._cond = threading.Condition()
         self._waiters: dict[asyncio.Future[None], int] = {}
         self._thread: threading.Thread | None = None
@@ -103,7 +89,7 @@ class Notifier:
         with self._cond:
             if self._closed:
                 return None
-            return int(lib.cq_notify_arm(self._seq, self._until, HORIZON_NS))
+            return int(lib.cq_notify_arm(self.cell, HORIZON_NS))
 
     def register(self, fut: asyncio.Future[None], snapshot: int) -> None:
         """Have ``fut`` resolved (on its loop) once the word differs from ``snapshot``."""
@@ -123,7 +109,7 @@ class Notifier:
             self._waiters.pop(fut, None)
 
     def _run(self) -> None:
-        word = self._word
+        word = self.word
         cond = self._cond
         while True:
             with cond:
@@ -139,8 +125,9 @@ class Notifier:
             if ready:
                 self._hand_over(ready)
                 continue
-            # re-announce (appenders keep waking), then sleep on the word
-            if int(lib.cq_notify_arm(self._seq, self._until, HORIZON_NS)) != cur:
+            # re-announce (appenders keep waking), then sleep on the word: any
+            # waiter registered meanwhile took its snapshot no later than this
+            if int(lib.cq_notify_arm(self.cell, HORIZON_NS)) != cur:
                 continue
             lib.cq_futex_wait(word, cur, WAIT_SLICE_NS)
 
@@ -162,26 +149,26 @@ class Notifier:
             self._cond.notify()
         self._hand_over(waiters)
         if thread is not None:
-            lib.cq_futex_wake(self._word, 1 << 30)
+            lib.cq_futex_wake(self.word, 1 << 30)
             thread.join(1.0)
             if thread.is_alive():  # pragma: no cover - a stuck thread keeps the mapping
                 return
         lib.cq_unmap(self._base, self._size)
-        self._base = ffi.NULL
 
 
 def notifier_for(queue: Queue) -> Notifier | None:
-    """The queue's notifier (made on first use), or None for a read-only queue."""
+    """The queue's notifier, made (with the notify value) on first use; None
+    for a queue whose metadata cannot be written (read-only)."""
     n = _notifiers.get(queue)
     if n is not None:
         return n
     with _notifiers_lock:
         n = _notifiers.get(queue)
         if n is None:
-            offs = _values(queue)
-            if offs is None:
+            meta = queue.meta
+            if meta is None or queue.read_only or queue.closed:
                 return None
-            n = Notifier(queue, *offs)
+            n = Notifier(queue, meta.acquire(NOTIFY_KEY, 0))
             _notifiers[queue] = n
         return n
 
@@ -194,50 +181,79 @@ def close_notifier(queue: Queue) -> None:
         n.close()
 
 
-def attach_appender(appender: Appender) -> None:
-    """Make ``appender`` wake parked tailers after each commit.
+def _watch_setup(appender: Appender, w: Any) -> None:
+    """Point ``w`` at the notify value, or at the table store's end to wait
+    for it to be created."""
+    meta = appender.queue.meta
+    assert meta is not None
+    off = meta.offset(NOTIFY_KEY)  # rescans the keys
+    if off is not None:
+        w.cell = ffi.cast("int64_t *", meta.file.ptr(off))
+        w.meta = ffi.NULL
+        return
+    w.cell = ffi.NULL
+    w.meta = meta.file.c.base
+    w.meta_len = meta.file.c.map_len
+    w.probe = meta._end
 
-    When nobody is parked this costs one load of ``until`` per append.  If the
-    native appender has notify fields the core does it after each commit;
-    otherwise the appender's append methods are wrapped here.
+
+def _watch_view(w: Any) -> memoryview:
+    """The 32-bit word whose being non-zero sends an append to the native
+    check: `until` of the value, or the probe word of the table store."""
+    if w.cell != ffi.NULL:
+        return memoryview(ffi.buffer(lib.cq_notify_until(w.cell), 4)).cast("I")
+    if w.meta != ffi.NULL:
+        return memoryview(ffi.buffer(w.meta + w.probe, 4)).cast("I")
+    return memoryview(bytes(4)).cast("I")
+
+
+def attach_appender(appender: Appender) -> None:
+    """Make ``appender`` wake parked ``Pauser.notify()`` tailers after each commit.
+
+    If the native appender has a ``notify`` field the core does it after each
+    commit; otherwise the appender's commit methods are wrapped here, with the
+    same single load per commit checked from Python first.
     """
     queue = appender.queue
-    offs = _values(queue)
-    if offs is None:
+    if queue.meta is None or queue.read_only:
         return
-    meta = queue.meta
-    assert meta is not None
-    seq = ffi.cast("int64_t *", meta.file.ptr(offs[0]))
-    until = ffi.cast("int64_t *", meta.file.ptr(offs[1]))
+    w = ffi.new("cq_notify_watch *")
+    _watch_setup(appender, w)
+    appender._notify_watch = w  # type: ignore[attr-defined]  # keeps it alive
     c = appender._c
-    fields = dict(ffi.typeof("cq_appender").fields)
-    if "notify_seq" in fields and "notify_until" in fields:
-        c.notify_seq = seq
-        c.notify_until = until
+    if "notify" in dict(ffi.typeof("cq_appender").fields):
+        c.notify = w
         return
-    # no native support: check `until` from Python after each commit
-    until_now = memoryview(ffi.buffer(until, 8)).cast("q")
-    notify = lib.cq_notify
+    # no native support: check the watched word from Python after each commit
+    view = [_watch_view(w)]
+    commit = lib.cq_notify_commit
+
+    def after() -> None:
+        if commit(w) == _MOVED:
+            if w.cell == ffi.NULL and w.meta == ffi.NULL:
+                _watch_setup(appender, w)  # the metadata grew past its mapping
+            view[0] = _watch_view(w)
+
     inner_append = appender.append
     inner_packed = appender.append_packed
     inner_commit = appender._doc_commit
 
     def append(data: bytes | bytearray | memoryview | str) -> int:
         index = inner_append(data)
-        if until_now[0]:
-            notify(seq, until)
+        if view[0][0]:
+            after()
         return index
 
     def append_packed(data: bytes | bytearray | memoryview, offsets: Any) -> int:
         index = inner_packed(data, offsets)
-        if until_now[0]:
-            notify(seq, until)
+        if view[0][0]:
+            after()
         return index
 
     def doc_commit(length: int, metadata: bool) -> int | None:
         index = inner_commit(length, metadata)
-        if until_now[0]:
-            notify(seq, until)
+        if view[0][0]:
+            after()
         return index
 
     appender.append = append  # type: ignore[method-assign]

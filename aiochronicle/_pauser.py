@@ -15,7 +15,6 @@ parks).  Use one pauser per waiter: its back-off state is per waiter.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import enum
 import os
@@ -26,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from ._native import ffi, lib
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ._notify import Notifier
 
 __all__ = ["Pauser", "PauserMode", "PauserStatistics"]
@@ -270,11 +271,11 @@ class Pauser:
         """Park this thread for ``ns``; with a notifier, on the queue's notify
         word (then a committed excerpt ends it).  Returns cq_park_read's code."""
         if notifier is None:
-            return int(_cq_park(tailer_c, ns, ffi.NULL, ffi.NULL, 0, self._stop, seen))
+            return int(_cq_park(tailer_c, ns, ffi.NULL, 0, self._stop, seen))
         self._sync_word = notifier.word
         try:
-            return int(_cq_park(tailer_c, ns, notifier.seq, notifier.until,
-                                notifier.horizon_ns, self._stop, seen))
+            return int(_cq_park(tailer_c, ns, notifier.cell, notifier.horizon_ns, self._stop,
+                                seen))
         finally:
             self._sync_word = None
 
@@ -283,6 +284,8 @@ class Pauser:
         """:meth:`pause` for a task: a spin lasts at most ``spin_slice`` and is
         followed by a turn of the event loop; a yield is a turn of the loop; a
         park is a timer that :meth:`unpause` ends early."""
+        import asyncio
+
         t0 = _mono_ns()
         try:
             kind, ns = self._timed_plan(t0, timeout)
@@ -300,6 +303,8 @@ class Pauser:
     async def _apark(self, ns: int, notifier: Notifier | None, snapshot: int) -> None:
         """Sleep ``ns`` on the running loop; :meth:`unpause` (or, given a
         notifier, a notify of the queue) ends it early."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         timer = loop.call_later(ns / 1e9, _wake_future, fut)

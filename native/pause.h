@@ -6,17 +6,23 @@
  * back into Python, and cffi releases the GIL around every call, so a spin lets
  * the other threads of the process run.
  *
- * The notify protocol, for a queue directory:
- *   seq   = the value "aiochronicle.notify" of metadata.cq4t.  Its low 32 bits
- *           (the first four bytes, little-endian) are the futex word.
- *   until = the value "aiochronicle.notify.until": CLOCK_MONOTONIC ns up to
- *           which some process may be blocked waiting (0: nobody).
- * A waiter arms (raises `until`, full fence) and takes a snapshot of the word,
+ * The notify protocol, for a queue directory.  One value of metadata.cq4t,
+ * "aiochronicle.notify", created by the first waiter (so a queue nobody waits
+ * on keeps the metadata Java writes, byte for byte):
+ *   low 32 bits  (bytes 0-3, little-endian): a counter, the futex word;
+ *   high 32 bits (bytes 4-7): until when (CLOCK_MONOTONIC in ms, mod 2^32)
+ *                 some process may be parked; 0 when nobody is.
+ * A waiter arms (raises `until`, full fence), takes a snapshot of the word,
  * looks for data once more, then futex-waits on the snapshot with a timeout.
- * An appender, after committing, fences and loads `until`; only when it lies
- * in the future does it bump `seq` and FUTEX_WAKE every waiter.  The fences on
- * both sides (Dekker) mean a waiter either sees the new excerpt or is woken.
- * A waiter that dies only makes appenders wake for the rest of its horizon.
+ * An appender, after committing, fences and loads the value once; only when
+ * `until` lies ahead does it bump the counter and FUTEX_WAKE every waiter.
+ * The fences on both sides (Dekker) mean a waiter either sees the new excerpt
+ * or is woken.  A waiter that dies only makes appenders wake until its
+ * `until` passes; then the first appender to notice clears it.
+ *
+ * An appender started before the value exists watches the table store's end
+ * (the header word where the next key would go); when keys appear it walks
+ * them, and picks the notify value up as soon as a waiter creates it.
  */
 #ifndef AIOCHRONICLE_PAUSE_H
 #define AIOCHRONICLE_PAUSE_H
@@ -45,7 +51,10 @@ int cq_spin(uint64_t budget_ns, const uint32_t *stop, uint32_t stop_seen);
  * poll its next header word (acquire loads, pause instruction) for up to
  * budget_ns, or until *stop != stop_seen.  Returns what cq_read returns:
  * CQ_NONE when the budget ran out (or the spin was stopped) with nothing to
- * read.  Never reads past the store's mapped length. */
+ * read.  With no file to read yet (CQ_BAD_STATE) or at the end of a cycle
+ * (CQ_EOF) there is nothing to poll: it spins out the budget and returns the
+ * code (Python then looks for the file).  Never reads past the store's mapped
+ * length. */
 int64_t cq_spin_read(cq_tailer *t, uint64_t budget_ns, const uint32_t *stop, uint32_t stop_seen);
 
 /* Give up the CPU (sched_yield). */
@@ -61,27 +70,47 @@ int cq_futex_wait(const uint32_t *word, uint32_t expected, uint64_t timeout_ns);
  * CQ_ERRNO. */
 int cq_futex_wake(const uint32_t *word, int n);
 
-/* The futex word of the notify sequence `seq` (its low 32 bits). */
-const uint32_t *cq_notify_word(const int64_t *seq);
+#define CQ_NOTIFY_IDLE 0
+#define CQ_NOTIFY_WOKE 1
+#define CQ_NOTIFY_MOVED 2
 
-/* Waiter side: raise *until to now + horizon_ns, fence, and return a snapshot
- * of the futex word of *seq (to pass to cq_futex_wait after one more look for
- * data). */
-uint32_t cq_notify_arm(const int64_t *seq, int64_t *until, uint64_t horizon_ns);
+/* An appender's view of the notify value. */
+typedef struct cq_notify_watch {
+    int64_t *cell;            /* the value of "aiochronicle.notify", or NULL */
+    const uint8_t *meta;      /* while cell is NULL: the metadata.cq4t mapping */
+    uint64_t meta_len;        /* ... its length */
+    uint64_t probe;           /* ... the offset of the next key record */
+} cq_notify_watch;
 
-/* Appender side, after a commit: one fence and one load of *until when nobody
- * waits.  Otherwise bump *seq and wake every waiter.  Returns 1 if it woke,
- * 0 if not. */
-int cq_notify(int64_t *seq, int64_t *until);
+/* The futex word (low half) and the `until` word (high half) of the value. */
+const uint32_t *cq_notify_word(const int64_t *cell);
+const uint32_t *cq_notify_until(const int64_t *cell);
 
-/* One park of a waiting tailer (t may be NULL: a plain park).  With seq and
- * until given: arm the notify word, look for data once more (cq_read), then
- * futex-wait on the notify word for up to park_ns; without them: futex-wait on
- * *stop for up to park_ns (so that a change of *stop, made by unpause with a
- * cq_futex_wake, ends it early).  Then read once more.  Returns what cq_read
- * returns (CQ_NONE when nothing came, or CQ_BAD_STATE when t is NULL). */
-int64_t cq_park_read(cq_tailer *t, uint64_t park_ns, int64_t *seq, int64_t *until,
-                     uint64_t horizon_ns, const uint32_t *stop, uint32_t stop_seen);
+/* Waiter side: raise `until` to now + horizon_ns (at most an hour), fence, and return a
+ * snapshot of the futex word (to pass to cq_futex_wait after one more look
+ * for data). */
+uint32_t cq_notify_arm(int64_t *cell, uint64_t horizon_ns);
+
+/* Appender side, after a commit, with the value known: one fence and one
+ * load when nobody waits; else bump the counter and wake every waiter.
+ * Returns CQ_NOTIFY_WOKE or CQ_NOTIFY_IDLE. */
+int cq_notify(int64_t *cell);
+
+/* Appender side, after a commit: cq_notify when n->cell is known; else one
+ * load of the probe word, and when keys were added, a walk over them that
+ * sets n->cell when the notify value is among them (CQ_NOTIFY_MOVED: the
+ * word to watch changed). */
+int cq_notify_commit(cq_notify_watch *n);
+
+/* One park of a waiting tailer (t may be NULL: a plain park).  With `cell`:
+ * arm for park_ns + horizon_ns, look for data once more (cq_read; CQ_BAD_STATE and CQ_EOF park all the
+ * same, Python looks for the file afterwards), then futex-wait on the notify word
+ * for up to park_ns; without: futex-wait on *stop for up to park_ns (so that
+ * a change of *stop, made by unpause with a cq_futex_wake, ends it early).
+ * Then read once more.  Returns what cq_read returns (CQ_NONE when nothing
+ * came, CQ_BAD_STATE when t is NULL). */
+int64_t cq_park_read(cq_tailer *t, uint64_t park_ns, int64_t *cell, uint64_t horizon_ns,
+                     const uint32_t *stop, uint32_t stop_seen);
 /* CDEF-END */
 
 #endif

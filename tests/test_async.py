@@ -352,6 +352,7 @@ def test_notify_wakes_an_async_reader_from_another_process(run: Run[None],
             ex = await asyncio.wait_for(t.read(), 20)
             assert ex.payload == b"wake up"
             assert time.monotonic() - t0 < 10
+            assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
             await asyncio.get_running_loop().run_in_executor(None, proc.join, 20)
 
     run(main())
@@ -380,3 +381,16 @@ def test_idle_readers_cost_under_one_percent_of_a_core_each(run: Run[None],
             assert cpu < 0.03, f"three idle readers used {cpu:.2%} of a core"
 
     run(main(), debug=False)
+
+
+def test_parks_park_on_an_empty_queue(run: Run[None], tmp_path: Path) -> None:
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            for name in ("sleepy", "notify", "millis", "balanced"):
+                t = q.tailer(pauser=PAUSERS[name]())
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(t.read(), 0.2)
+                # balanced spins its first 10 ms in 50 µs slices
+                assert t.pauser.count_paused < 700, (name, t.pauser.count_paused)
+
+    run(main())

@@ -9,12 +9,13 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import aiochronicle as ac
 from aiochronicle._native import ffi, lib
-from aiochronicle._notify import SEQ_KEY, UNTIL_KEY
+from aiochronicle._notify import NOTIFY_KEY, notifier_for
 from aiochronicle._pauser import PARK, SPIN, YIELD
 from aiochronicle._queue import Appender
 
@@ -250,32 +251,49 @@ def test_native_futex() -> None:
 
 
 def test_native_notify_touches_nothing_without_waiters() -> None:
-    cells = ffi.new("int64_t[2]")
-    seq, until = cells, cells + 1
-    assert lib.cq_notify(seq, until) == 0 and seq[0] == 0
-    snap = lib.cq_notify_arm(seq, until, 50 * MS)
-    assert until[0] > lib.cq_mono_ns() and snap == 0
-    assert lib.cq_notify(seq, until) == 1 and seq[0] == 1
-    assert lib.cq_notify_word(seq)[0] == 1
-    until[0] = lib.cq_mono_ns() - 1  # every waiter's horizon has passed
-    assert lib.cq_notify(seq, until) == 0
-    assert until[0] == 0 and seq[0] == 1
+    cell = ffi.new("int64_t *")
+    word, until = lib.cq_notify_word(cell), lib.cq_notify_until(cell)
+    assert lib.cq_notify(cell) == lib.CQ_NOTIFY_IDLE and cell[0] == 0
+    snap = lib.cq_notify_arm(cell, 50 * MS)
+    assert until[0] != 0 and snap == word[0] == 0
+    assert lib.cq_notify(cell) == lib.CQ_NOTIFY_WOKE and word[0] == 1
+    # a later arm never lowers `until`; the counter is kept
+    high = until[0]
+    lib.cq_notify_arm(cell, 1 * MS)
+    assert until[0] == high and word[0] == 1
+    until[0] = (until[0] - 10_000) & 0xFFFFFFFF  # every waiter's horizon has passed
+    assert lib.cq_notify(cell) == lib.CQ_NOTIFY_IDLE
+    assert until[0] == 0 and word[0] == 1
 
 
-def test_appender_creates_notify_values(tmp_path: Path) -> None:
+def test_appender_finds_the_notify_value_created_after_it(tmp_path: Path) -> None:
     with ac.open_queue(tmp_path) as q:
-        assert q.table_store_get(SEQ_KEY) is None
-        q.appender()
-        assert q.table_store_get(SEQ_KEY) == 0
-        assert q.table_store_get(UNTIL_KEY) == 0
+        a = q.appender()
+        assert q.table_store_get(NOTIFY_KEY) is None  # the metadata stays Java's
+        q.tailer("other")  # another key first: the appender's probe walks over it
+        a.append(b"x")
+        n = notifier_for(q)
+        assert n is not None and q.table_store_get(NOTIFY_KEY) == 0
+        w = a._notify_watch  # type: ignore[attr-defined]
+        assert w.cell == ffi.NULL
+        a.append(b"y")  # the probe fires: the appender now watches the value
+        assert w.cell != ffi.NULL
+        assert lib.cq_notify_word(w.cell)[0] == 0
+        n.arm()
+        a.append(b"z")  # someone is parked: this commit bumps the counter
+        assert lib.cq_notify_word(w.cell)[0] == 1
+        b = q.appender()  # a new appender finds the value at once
+        assert b._notify_watch.cell != ffi.NULL  # type: ignore[attr-defined]
 
 
 # -- notify across processes ----------------------------------------------------------------
 
 
-def _append_later(path: str, delay: float, notify: bool) -> None:
+def _append_later(path: str, delay: float, notify: bool, ready: Any = None) -> None:
     with ac.open_queue(path) as q:
         a = q.appender() if notify else Appender(q)  # Appender(q): a writer that never notifies
+        if ready is not None:
+            ready.set()
         time.sleep(delay)
         a.append(b"wake up")
 
@@ -294,7 +312,26 @@ def test_notify_wakes_a_thread_parked_on_another_process(tmp_path: Path) -> None
         proc.join(20)
         assert ex is not None and ex.payload == b"wake up"
         assert elapsed < 10
-        assert t.pauser.count_paused >= 1
+        assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
+
+
+def test_notify_reaches_an_appender_started_before_the_first_waiter(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    with ac.open_queue(tmp_path) as q:
+        ready = ctx.Event()
+        proc = ctx.Process(target=_append_later,
+                           args=(os.fspath(tmp_path), 0.5, True, ready))
+        proc.start()
+        assert ready.wait(20)  # its appender exists; the notify value does not yet
+        assert q.table_store_get(NOTIFY_KEY) is None
+        t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
+        t0 = time.monotonic()
+        ex = t.read_blocking(timeout=20)
+        elapsed = time.monotonic() - t0
+        proc.join(20)
+        assert ex is not None and ex.payload == b"wake up"
+        assert elapsed < 10
+        assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
 
 
 def test_writers_that_do_not_notify_are_found_by_polling(tmp_path: Path) -> None:
@@ -330,3 +367,18 @@ def test_read_blocking_timeout_and_close_from_another_thread(tmp_path: Path) -> 
             t.read_blocking(timeout=30)
         assert time.monotonic() - t0 < 10
         closer.join()
+
+
+def test_parks_park_on_an_empty_queue_and_at_an_end(tmp_path: Path) -> None:
+    """No file yet (and later the end of the data): parking pausers park
+    instead of polling in a loop."""
+    with ac.open_queue(tmp_path) as q:
+        for make in (ac.Pauser.sleepy, ac.Pauser.notify, lambda: ac.Pauser.millis(5)):
+            t = q.tailer(pauser=make())
+            assert t.read_blocking(timeout=0.2) is None
+            assert t.pauser.count_paused < 500, (t.pauser, t.pauser.count_paused)
+        q.appender().append(b"x")
+        t = q.tailer(pauser=ac.Pauser.notify())
+        assert t.read_blocking(timeout=1) is not None
+        assert t.read_blocking(timeout=0.2) is None
+        assert t.pauser.count_paused < 500
