@@ -394,3 +394,26 @@ def test_parks_park_on_an_empty_queue(run: Run[None], tmp_path: Path) -> None:
                 assert t.pauser.count_paused < 700, (name, t.pauser.count_paused)
 
     run(main())
+
+
+def test_notify_helper_thread_stops_when_the_queue_closes(run: Run[None],
+                                                          tmp_path: Path) -> None:
+    from aiochronicle._notify import notifier_for
+
+    async def main() -> None:
+        q = ac.open_queue(tmp_path)
+        t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
+        reader = asyncio.create_task(t.read())
+        await asyncio.sleep(0.05)
+        n = notifier_for(q)
+        assert n is not None
+        thread = n._thread
+        assert thread is not None and thread.is_alive()
+        await q.aclose()
+        with pytest.raises(ac.QueueClosedError):
+            await asyncio.wait_for(reader, 10)
+        thread.join(5)
+        assert not thread.is_alive()
+        assert notifier_for(q) is None  # a closed queue gets no new one
+
+    run(main())
