@@ -9,6 +9,11 @@ consumed by reading.
 from ._clock import SetTimeProvider as SetTimeProvider
 from ._clock import SystemTimeProvider as SystemTimeProvider
 from ._clock import TimeProvider as TimeProvider
+from ._codecs import Codec as Codec
+from ._codecs import CodecError as CodecError
+from ._codecs import CodecMismatchError as CodecMismatchError
+from ._codecs import Codecs as Codecs
+from ._codecs import set_queue_codec as set_queue_codec
 from ._errors import AppendLockedError as AppendLockedError
 from ._errors import ChronicleError as ChronicleError
 from ._errors import CorruptQueueError as CorruptQueueError
@@ -19,6 +24,12 @@ from ._errors import QueueClosedError as QueueClosedError
 from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
 from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
 from ._errors import WriteLockTimeoutError as WriteLockTimeoutError
+from ._history import MessageHistory as MessageHistory
+from ._history import current_history as current_history
+from ._methods import MethodCall as MethodCall
+from ._methods import MethodReader as MethodReader
+from ._methods import MethodReaderStatistics as MethodReaderStatistics
+from ._methods import method_id as method_id
 from ._ops import CheckFinding as CheckFinding
 from ._ops import LockState as LockState
 from ._ops import NoSuchIndexError as NoSuchIndexError
@@ -58,13 +69,21 @@ __all__ = [
     "Batch",
     "CheckFinding",
     "ChronicleError",
+    "Codec",
+    "CodecError",
+    "CodecMismatchError",
+    "Codecs",
     "CorruptQueueError",
     "DiskFullError",
     "DocumentContext",
     "Excerpt",
     "IndexFullError",
     "LockState",
+    "MessageHistory",
     "MessageTooLargeError",
+    "MethodCall",
+    "MethodReader",
+    "MethodReaderStatistics",
     "NoSuchIndexError",
     "NotAQueueError",
     "Pauser",
@@ -93,9 +112,12 @@ __all__ = [
     "__version__",
     "add_store_file_listener",
     "check_queue",
+    "current_history",
     "lock_states",
+    "method_id",
     "open_queue",
     "queue_stats",
     "repair_queue",
+    "set_queue_codec",
     "unlock_queue",
 ]

@@ -24,21 +24,27 @@ absolute offset, never as ``IndexError``, ``struct.error`` or recursion errors.
 from __future__ import annotations
 
 import builtins
+import datetime as _dt
+import enum
 import math
 import mmap
 import re
 import struct
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
-from typing import Final, TypeAlias
+from typing import Final, NamedTuple, TypeAlias
 
 __all__ = [
     "BytesLike",
     "Document",
+    "EmptyBody",
+    "HistoryBytes",
     "I64Array",
     "Key",
+    "PlainReader",
+    "Typed",
     "Value",
     "WireError",
     "WireWriter",
@@ -1098,3 +1104,331 @@ class WireWriter:
     def marshallable_typed(self, alias: str) -> AbstractContextManager[WireWriter]:
         """Alias of ``marshallable(alias)``."""
         return self.marshallable(alias)
+
+    # -- plain Python values (method-call payloads) ------------------------
+
+    def object_value(self, value: object,
+                     default: Callable[[WireWriter, object], None] | None = None) -> WireWriter:
+        """Write a plain Python value the way Java's ``ValueOut.object`` writes
+        the matching Java value (numbers compacted as ``int64``/``float64`` do).
+
+        ``None`` -> ``BB``; bool -> ``B0``/``B1``; int -> :meth:`int_compact`;
+        float -> :meth:`float64`; str -> :meth:`text`; bytes-likes ->
+        :meth:`bytes_value`; :class:`Typed` -> ``B6 alias`` + its value; a
+        mapping -> a nested marshallable of its items (str keys as field names,
+        int keys as field numbers); list/tuple/set -> a sequence; an Enum -> its
+        ``value``; UUID -> ``A0``; datetime/date/time -> ``B4``/``B5``/``B3``/``B2``
+        ISO text.  Anything else goes to ``default(writer, value)``.
+
+        Raises:
+            TypeError: the value has no BinaryWire form and no ``default`` was given.
+            ValueError: an int is outside the int64 range.
+        """
+        t = type(value)
+        if value is None:
+            self._code(NULL)
+        elif t is str:
+            self.text(value)  # type: ignore[arg-type]
+        elif t is int:
+            self.int_compact(value)  # type: ignore[arg-type]
+        elif t is float:
+            self.float64(value)  # type: ignore[arg-type]
+        elif t is builtins.bool:
+            self._code(TRUE if value else FALSE)
+        elif isinstance(value, Typed):
+            self.type_prefix(value.alias)
+            self.object_value(value.value, default)
+        elif isinstance(value, enum.Enum):
+            self.object_value(value.value, default)
+        elif isinstance(value, builtins.bool):
+            self._code(TRUE if value else FALSE)
+        elif isinstance(value, int):
+            self.int_compact(int(value))
+        elif isinstance(value, float):
+            self.float64(float(value))
+        elif isinstance(value, str):
+            self.text(str(value))
+        elif isinstance(value, bytes | bytearray | memoryview):
+            self.bytes_value(value)
+        elif isinstance(value, Mapping):
+            token = self.begin_length32()
+            for k, v in value.items():
+                if isinstance(k, int) and not isinstance(k, builtins.bool):
+                    self.field_number(k)
+                else:
+                    self.field(str(k))
+                self.object_value(v, default)
+            self.end_length32(token)
+        elif isinstance(value, list | tuple | set | frozenset):
+            token = self.begin_length32()
+            for v in value:
+                self.object_value(v, default)
+            self.end_length32(token)
+        elif isinstance(value, uuid.UUID):
+            n = value.int
+            self._code(UUID)
+            self.buf += _I64X2.pack(_signed64(n >> 64), _signed64(n & _U64_MASK))
+        elif isinstance(value, _dt.datetime):
+            self._textual(ZONED_DATE_TIME if value.tzinfo is not None else DATE_TIME,
+                          value.isoformat())
+        elif isinstance(value, _dt.date):
+            self._textual(DATE, value.isoformat())
+        elif isinstance(value, _dt.time):
+            self._textual(TIME, value.isoformat())
+        elif default is not None:
+            default(self, value)
+        else:
+            raise TypeError(f"cannot write a {t.__name__} as BinaryWire")
+        return self
+
+    def _textual(self, code: int, text: str) -> None:
+        data = java_utf8(text)
+        self._code(code)
+        self.buf += encode_stop_bit(len(data))
+        self.buf += data
+
+
+def _signed64(n: int) -> int:
+    return n - (1 << 64) if n & (1 << 63) else n
+
+
+# --------------------------------------------------------------------------
+# Plain values: a fast reader for method-call payloads
+# --------------------------------------------------------------------------
+
+
+class Typed(NamedTuple):
+    """A value that carried a ``TYPE_PREFIX`` (``B6 alias``): what Java writes
+    for a typed marshallable or an ``object(Class, v)`` whose class differs from
+    the declared one.  Writing a :class:`Typed` emits the prefix again."""
+
+    alias: str
+    value: object
+
+
+class HistoryBytes(bytes):
+    """The raw body of a ``HISTORY_MESSAGE`` (``86``) value: Java's compact
+    ``VanillaMessageHistory`` bytes (see ``_history``)."""
+
+    __slots__ = ()
+
+
+class EmptyBody(dict[str, object]):
+    """A nested ``80/81/82`` body with nothing in it: an empty marshallable or an
+    empty sequence (the bytes cannot tell which)."""
+
+    __slots__ = ()
+
+
+_KEY_CODES: Final = frozenset([FIELD_NAME_ANY, EVENT_NAME, FIELD_NUMBER, *range(0xC0, 0xE0)])
+_U16 = struct.Struct("<H")
+
+
+class PlainReader:
+    """Reads BinaryWire into plain Python values, without :class:`Value` wrappers.
+
+    Marshallables become dicts (field names as str, ``FIELD_NUMBER`` keys as
+    int), sequences lists, ``U8_ARRAY`` bytes, a history value
+    :class:`HistoryBytes`, a typed value :class:`Typed`, an empty body
+    :class:`EmptyBody`; numbers, text, booleans, null, UUIDs as usual; the
+    textual date/time codes as their ISO text.  :attr:`marked` becomes True once
+    a value needing type-directed fix-up was produced (a :class:`Typed`, an
+    :class:`EmptyBody` or a dict with int keys).
+
+    Offsets (arguments and results) index ``buf``; errors are :class:`WireError`.
+    """
+
+    __slots__ = ("buf", "marked")
+
+    def __init__(self, buf: BytesLike) -> None:
+        """Read from ``buf``."""
+        self.buf = buf
+        self.marked = False
+
+    def _err(self, msg: str, pos: int) -> WireError:
+        return WireError(f"{msg} at offset 0x{pos:x}")
+
+    def skip_padding(self, pos: int, end: int) -> int:
+        """Skip ``8F``/``8E`` padding and ``BE`` comments from ``pos``."""
+        buf = self.buf
+        while pos < end:
+            code = buf[pos]
+            if code == PADDING:
+                pos += 1
+            elif code == PADDING32:
+                if pos + 5 > end:
+                    raise self._err("truncated padding", pos)
+                pos += 5 + _U32.unpack_from(buf, pos + 1)[0]
+                if pos > end:
+                    raise self._err("truncated padding", pos)
+            elif code == COMMENT:
+                n, p = _read_stop_bit(buf, pos + 1, end, 0)
+                if n < 0 or p + n > end:
+                    raise self._err("truncated comment", pos)
+                pos = p + n
+            else:
+                break
+        return pos
+
+    def at_key(self, pos: int) -> builtins.bool:
+        """Whether the code at ``pos`` starts a key (field, event or field number)."""
+        return self.buf[pos] in _KEY_CODES
+
+    def key(self, pos: int, end: int) -> tuple[Key, int]:
+        """Read a key at ``pos`` (padding already skipped)."""
+        buf = self.buf
+        code = buf[pos]
+        if FIELD_NAME0 <= code < STRING_0:
+            n = code - FIELD_NAME0
+            if pos + 1 + n > end:
+                raise self._err("truncated field name", pos)
+            return bytes(buf[pos + 1 : pos + 1 + n]).decode("latin-1"), pos + 1 + n
+        if code in (EVENT_NAME, FIELD_NAME_ANY):
+            n, p = _read_stop_bit(buf, pos + 1, end, 0)
+            if n < 0 or p + n > end:
+                raise self._err("truncated field name", pos)
+            return bytes(buf[p : p + n]).decode("latin-1"), p + n
+        if code == FIELD_NUMBER:
+            return _read_stop_bit(buf, pos + 1, end, 0)
+        raise self._err(f"expected a key, found code 0x{code:02x}", pos)
+
+    def fields(self, pos: int, end: int, depth: int = 0) -> dict[Key, object]:
+        """Read ``key value`` pairs up to ``end`` into a dict (first key wins)."""
+        out: dict[Key, object] = {}
+        while True:
+            pos = self.skip_padding(pos, end)
+            if pos >= end:
+                return out
+            k, pos = self.key(pos, end)
+            if type(k) is int:
+                self.marked = True
+            v, pos = self.value(pos, end, depth)
+            if k not in out:
+                out[k] = v
+        return out
+
+    def value(self, pos: int, end: int, depth: int = 0) -> tuple[object, int]:
+        """Read one value at ``pos`` (leading padding skipped); return it and
+        the offset after it."""
+        if depth > _MAX_DEPTH:
+            raise self._err("nesting too deep", pos)
+        buf = self.buf
+        pos = self.skip_padding(pos, end)
+        if pos >= end:
+            raise self._err("missing value", pos)
+        code = buf[pos]
+        p = pos + 1
+        if code >= STRING_0:
+            q = p + code - STRING_0
+            if q > end:
+                raise self._err("truncated text", pos)
+            return _decode_utf8(bytes(buf[p:q]), p), q
+        if code < 0x80:
+            return code, p
+        spec = _INT_CODES.get(code)
+        if spec is not None:
+            st, size = spec
+            if p + size > end:
+                raise self._err("truncated number", pos)
+            return st.unpack_from(buf, p)[0], p + size
+        if code == FLOAT64:
+            if p + 8 > end:
+                raise self._err("truncated float64", pos)
+            return _F64.unpack_from(buf, p)[0], p + 8
+        if code == FLOAT32:
+            if p + 4 > end:
+                raise self._err("truncated float32", pos)
+            return _F32.unpack_from(buf, p)[0], p + 4
+        if code == STRING_ANY:
+            n, q = _read_stop_bit(buf, p, end, 0)
+            if n == -1:
+                return None, q
+            if n < 0 or q + n > end:
+                raise self._err("truncated text", pos)
+            return _decode_utf8(bytes(buf[q : q + n]), q), q + n
+        if code in (BYTES_LENGTH32, BYTES_LENGTH16, BYTES_LENGTH8):
+            return self._nested(code, pos, end, depth)
+        if code == TRUE:
+            return True, p
+        if code == FALSE:
+            return False, p
+        if code == NULL:
+            return None, p
+        scale = _FLOAT_STOP_SCALE.get(code)
+        if scale is not None:
+            n, q = _read_stop_bit(buf, p, end, 0)
+            return n / scale, q
+        if code == TYPE_PREFIX:
+            n, q = _read_stop_bit(buf, p, end, 0)
+            if n < 0 or q + n > end:
+                raise self._err("truncated type prefix", pos)
+            alias = _decode_utf8(bytes(buf[q : q + n]), q)
+            inner, q = self.value(q + n, end, depth + 1)
+            self.marked = True
+            return Typed(alias, inner), q
+        if code in _TEXTUAL_CODES:
+            n, q = _read_stop_bit(buf, p, end, 0)
+            if n == -1:
+                return None, q
+            if n < 0 or q + n > end:
+                raise self._err("truncated text", pos)
+            return _decode_utf8(bytes(buf[q : q + n]), q), q + n
+        if code == UUID:
+            if p + 16 > end:
+                raise self._err("truncated UUID", pos)
+            msb, lsb = _I64X2.unpack_from(buf, p)
+            return uuid.UUID(int=((msb & _U64_MASK) << 64) | (lsb & _U64_MASK)), p + 16
+        if code == U8_ARRAY:
+            return bytes(buf[p:end]), end
+        if code == HISTORY_MESSAGE:
+            return HistoryBytes(buf[p:end]), end
+        if code == I64_ARRAY:
+            if p + 16 > end:
+                raise self._err("truncated I64 array", pos)
+            capacity, used = _I64X2.unpack_from(buf, p)
+            if capacity < 0 or capacity > (end - p - 16) // 8 or not 0 <= used <= capacity:
+                raise self._err(f"I64 array capacity {capacity} exceeds the data", pos)
+            vals = list(struct.unpack_from(f"<{used}q", buf, p + 16))
+            return vals, p + 16 + 8 * capacity
+        if code in _KEY_CODES:
+            raise self._err(f"field name code 0x{code:02x} where a value was expected", pos)
+        raise self._err(f"unsupported wire code 0x{code:02x}", pos)
+
+    def _nested(self, code: int, pos: int, end: int, depth: int) -> tuple[object, int]:
+        buf = self.buf
+        if code == BYTES_LENGTH32:
+            if pos + 5 > end:
+                raise self._err("truncated length", pos)
+            n = _U32.unpack_from(buf, pos + 1)[0]
+            body = pos + 5
+        elif code == BYTES_LENGTH16:
+            if pos + 3 > end:
+                raise self._err("truncated length", pos)
+            n = _U16.unpack_from(buf, pos + 1)[0]
+            body = pos + 3
+        else:
+            if pos + 2 > end:
+                raise self._err("truncated length", pos)
+            n = buf[pos + 1]
+            body = pos + 2
+        body_end = body + n
+        if body_end > end:
+            raise self._err("truncated nested body", pos)
+        first = self.skip_padding(body, body_end)
+        if first >= body_end:
+            self.marked = True
+            return EmptyBody(), body_end
+        c = buf[first]
+        if c == U8_ARRAY:
+            return bytes(buf[first + 1 : body_end]), body_end
+        if c == HISTORY_MESSAGE:
+            return HistoryBytes(buf[first + 1 : body_end]), body_end
+        if c in _KEY_CODES:
+            return self.fields(first, body_end, depth + 1), body_end
+        out: list[object] = []
+        q = first
+        while q < body_end:
+            v, q = self.value(q, body_end, depth + 1)
+            out.append(v)
+            q = self.skip_padding(q, body_end)
+        return out, body_end

@@ -1,0 +1,270 @@
+"""Message history: where a message came from and when each hop saw it.
+
+The model is Java's ``VanillaMessageHistory``: a list of *sources* (the
+``sourceId`` of a queue and the index read from it) and a list of *timings*
+(nanoseconds).  A method writer on a queue whose ``sourceId`` is not 0 writes
+the history first in each excerpt; a method reader adds its own source (the
+``sourceId`` of the queue it reads and the index it read) and the time it read
+the message; a writer called while that message is being handled carries the
+history forward and adds the time it writes.  The last service of a chain so
+sees every hop's timings.
+
+On the wire (BinaryWire, as Java writes it by default)::
+
+    BA 80 00            FIELD_NUMBER -1 (the ``history`` event)
+    81 <u16 length>     BYTES_LENGTH16
+    86                  HISTORY_MESSAGE, then raw little-endian:
+    u8 sources, i32 sourceId[sources], i64 index[sources],
+    u8 timings + 1, i64 timing[timings], i64 now
+
+Java's self-describing alternative (``b9 "history" 81 <len> sources: [...]
+timings: [...]``) is read too.  Timings are ``time.monotonic_ns()``:
+``CLOCK_MONOTONIC``, the clock of Java's ``System.nanoTime()`` on Linux, so
+Python and Java services on one host compare.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
+from typing import Final
+
+from ._wire import WireError
+
+__all__ = ["MessageHistory", "current_history"]
+
+MAX_SOURCES: Final = 128
+"""Java's ``MESSAGE_HISTORY_LENGTH``: the most sources a history holds."""
+MAX_TIMINGS: Final = 254
+"""The most timings a history can hold and still be written (the count of
+timings plus the writer's own goes in one byte)."""
+
+HISTORY_KEY: Final = b"\xba\x80\x00"
+"""``FIELD_NUMBER -1``: the key Java writes before a binary history."""
+
+_now = time.monotonic_ns
+_I32 = struct.Struct("<i")
+_I64 = struct.Struct("<q")
+
+
+class MessageHistory:
+    """Sources and timings of a message, as Java's ``VanillaMessageHistory``.
+
+    Attributes:
+        sources: ``(source_id, index)`` pairs, oldest first.
+        timings: nanosecond timestamps (``time.monotonic_ns()``), oldest first.
+    """
+
+    __slots__ = ("sources", "timings")
+
+    def __init__(self, sources: Iterable[tuple[int, int]] = (),
+                 timings: Iterable[int] = ()) -> None:
+        """A history holding ``sources`` and ``timings``."""
+        self.sources: list[tuple[int, int]] = [(int(s), int(i)) for s, i in sources]
+        self.timings: list[int] = [int(t) for t in timings]
+
+    # -- the Java accessors ------------------------------------------------
+    def add_source(self, source_id: int, index: int) -> None:
+        """Append a ``(source_id, index)`` pair.
+
+        Raises:
+            ValueError: the history already holds :data:`MAX_SOURCES` sources.
+        """
+        if len(self.sources) >= MAX_SOURCES:
+            raise ValueError(f"a message history holds at most {MAX_SOURCES} sources")
+        self.sources.append((source_id, index))
+
+    def add_timing(self, ns: int) -> None:
+        """Append a timing (nanoseconds)."""
+        self.timings.append(ns)
+
+    @property
+    def last_source_id(self) -> int:
+        """The source id of the newest source, -1 when there is none."""
+        return self.sources[-1][0] if self.sources else -1
+
+    @property
+    def last_source_index(self) -> int:
+        """The index of the newest source, -1 when there is none."""
+        return self.sources[-1][1] if self.sources else -1
+
+    def latencies_ns(self) -> list[int]:
+        """The time between consecutive timings: one entry per hop.
+
+        In a chain *writer -> reader/writer -> reader* the timings are (write,
+        read, write, read) and the latencies (queue hop, processing, queue hop).
+        """
+        t = self.timings
+        return [t[i + 1] - t[i] for i in range(len(t) - 1)]
+
+    def copy(self) -> MessageHistory:
+        """An independent copy."""
+        return MessageHistory(self.sources, self.timings)
+
+    def to_dict(self) -> dict[str, list[int]]:
+        """``{"sources": [id, index, ...], "timings": [...]}`` (Java's YAML shape)."""
+        flat: list[int] = []
+        for s, i in self.sources:
+            flat += (s, i)
+        return {"sources": flat, "timings": list(self.timings)}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageHistory):
+            return NotImplemented
+        return self.sources == other.sources and self.timings == other.timings
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        src = ", ".join(f"{s}={i:#x}" for s, i in self.sources)
+        return f"MessageHistory(sources=[{src}], timings={self.timings})"
+
+    # -- encoding ----------------------------------------------------------
+    def to_bytes(self, now: int | None = None) -> bytes:
+        """The raw compact form (what follows the ``86`` code).
+
+        With ``now``, the writer's own timing is appended as Java does when it
+        writes (so the bytes hold one more timing than :attr:`timings`).
+
+        Raises:
+            ValueError: too many sources or timings to encode.
+        """
+        n = len(self.sources)
+        timings = self.timings if now is None else [*self.timings, now]
+        if n > MAX_SOURCES or len(timings) > MAX_TIMINGS + 1:
+            raise ValueError(f"a message history holds at most {MAX_SOURCES} sources "
+                             f"and {MAX_TIMINGS + 1} timings")
+        return struct.pack(f"<B{n}i{n}qB{len(timings)}q", n,
+                           *(s for s, _ in self.sources), *(i for _, i in self.sources),
+                           len(timings), *timings)
+
+    def wire_bytes(self, now: int | None = None) -> bytes:
+        """The history as a Java method writer writes it first in an excerpt:
+        ``BA 80 00 81 <u16 len> 86`` + :meth:`to_bytes`."""
+        raw = self.to_bytes(now)
+        return HISTORY_KEY + b"\x81" + struct.pack("<H", len(raw) + 1) + b"\x86" + raw
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | bytearray | memoryview) -> MessageHistory:
+        """Parse the raw compact form (the bytes after ``86``).
+
+        Raises:
+            WireError: the bytes are truncated.
+        """
+        buf = bytes(raw)
+        try:
+            n = buf[0]
+            ids = struct.unpack_from(f"<{n}i", buf, 1)
+            pos = 1 + 4 * n
+            idx = struct.unpack_from(f"<{n}q", buf, pos)
+            pos += 8 * n
+            t = buf[pos]
+            timings = struct.unpack_from(f"<{t}q", buf, pos + 1)
+        except (IndexError, struct.error):
+            raise WireError(f"truncated message history ({len(buf)} bytes)") from None
+        return cls(zip(ids, idx, strict=True), timings)
+
+    @classmethod
+    def from_plain(cls, value: object) -> MessageHistory:
+        """Build a history from its decoded form: raw bytes (:class:`HistoryBytes`),
+        or the self-describing ``{"sources": [id, index, ...], "timings": [...]}``.
+
+        Raises:
+            WireError: the value is not a history.
+        """
+        if isinstance(value, bytes | bytearray | memoryview):
+            return cls.from_bytes(value)
+        if isinstance(value, Mapping):
+            src = value.get("sources", [])
+            tim = value.get("timings", [])
+            if isinstance(src, list) and isinstance(tim, list):
+                if src and isinstance(src[0], list):  # pairs (our JSON form may use them)
+                    src = [x for pair in src for x in pair]
+                if (len(src) % 2 == 0 and all(type(x) is int for x in src)
+                        and all(type(x) is int for x in tim)):
+                    return cls(zip(src[::2], src[1::2], strict=True), tim)
+        raise WireError(f"not a message history: {value!r:.80}")
+
+
+# --------------------------------------------------------------------------
+# The message being handled
+# --------------------------------------------------------------------------
+
+
+class Incoming:
+    """What a method reader knows about the message it is dispatching; the
+    history is built only when someone asks for it."""
+
+    __slots__ = ("_history", "index", "raw", "read_ns", "source_id")
+
+    def __init__(self, raw: object, source_id: int, index: int, read_ns: int) -> None:
+        self.raw = raw  # HistoryBytes, a self-describing dict, or None
+        self.source_id = source_id
+        self.index = index
+        self.read_ns = read_ns
+        self._history: MessageHistory | None = None
+
+    def history(self) -> MessageHistory:
+        """The history as the handler sees it: the writer's, plus this read."""
+        h = self._history
+        if h is None:
+            h = MessageHistory() if self.raw is None else MessageHistory.from_plain(self.raw)
+            h.add_source(self.source_id, self.index)
+            h.add_timing(self.read_ns)
+            self._history = h
+        return h
+
+
+CURRENT: ContextVar[Incoming | None] = ContextVar("aiochronicle_history", default=None)
+
+
+def current_history() -> MessageHistory | None:
+    """The history of the message the current handler is handling (None outside
+    a method-reader dispatch, and for messages read without history tracking).
+
+    It lists the sources and timings the writer recorded, then the source this
+    reader read it from and when.  Method writers called from the handler carry
+    it forward.
+    """
+    inc = CURRENT.get()
+    return None if inc is None else inc.history()
+
+
+def outgoing_wire_bytes() -> bytes:
+    """The BinaryWire history prefix for an excerpt written now."""
+    inc = CURRENT.get()
+    h = MessageHistory() if inc is None else inc.history()
+    return h.wire_bytes(_now())
+
+
+def outgoing_raw() -> bytes:
+    """The raw compact history for an excerpt written now."""
+    inc = CURRENT.get()
+    h = MessageHistory() if inc is None else inc.history()
+    return h.to_bytes(_now())
+
+
+def outgoing_plain() -> dict[str, list[int]]:
+    """The self-describing history (for JSON) of an excerpt written now."""
+    inc = CURRENT.get()
+    h = MessageHistory() if inc is None else inc.history()
+    out = h.to_dict()
+    out["timings"].append(_now())
+    return out
+
+
+def check_history(raw: bytes) -> None:
+    """Check that compact history bytes are complete (cheaply, without parsing).
+
+    Raises:
+        WireError: the length does not match the counts.
+    """
+    try:
+        n = raw[0]
+        t = raw[1 + 12 * n]
+    except IndexError:
+        raise WireError(f"truncated message history ({len(raw)} bytes)") from None
+    if len(raw) < 2 + 12 * n + 8 * t:
+        raise WireError(f"truncated message history ({len(raw)} bytes)")

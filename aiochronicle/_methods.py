@@ -1,0 +1,1054 @@
+"""Method writers and method readers: typed interfaces over a queue.
+
+An *interface* is a class (or ``typing.Protocol``) whose public methods take
+msgspec Structs or plain values.  ``appender.method_writer(Iface)`` returns a
+proxy, typed as ``Iface``, whose every call appends one excerpt carrying the
+method (its name, or its ``@method_id`` number) and the arguments.
+``tailer.method_reader(handler, ...)`` reads excerpts and calls the handler
+methods of the same names, decoding the arguments into the handler's
+annotated types.
+
+Arguments are encoded before the excerpt is written (outside the write lock),
+so a call whose arguments cannot be encoded writes nothing.
+
+See ``_codecs`` for how calls are framed per codec; in BinaryWire they are the
+bytes a Java method writer writes, and the reader dispatches calls Java wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import keyword
+import logging
+import typing
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
+from dataclasses import dataclass
+from time import monotonic_ns as _mono_ns
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+
+import msgspec
+
+from ._codecs import (
+    HISTORY_EXT,
+    Codec,
+    CodecError,
+    Codecs,
+    convert_plain,
+    register_alias,
+    resolve_codec,
+    writer_for,
+)
+from ._errors import QueueClosedError
+from ._history import (
+    CURRENT,
+    Incoming,
+    MessageHistory,
+    check_history,
+    outgoing_plain,
+    outgoing_raw,
+    outgoing_wire_bytes,
+)
+from ._wire import HistoryBytes, PlainReader, WireError, WireWriter
+
+if TYPE_CHECKING:
+    from ._queue import Appender, Excerpt, Tailer
+
+__all__ = [
+    "MethodCall",
+    "MethodReader",
+    "MethodReaderStatistics",
+    "make_method_writer",
+    "method_id",
+]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+log = logging.getLogger("aiochronicle.methods")
+
+_ID_ATTR: Final = "__chronicle_method_id__"
+FILTER_METHOD: Final = "ignore_method_based_on_first_arg"
+"""A handler defining ``ignore_method_based_on_first_arg(method, first_arg)``
+(Java's ``MethodFilterOnFirstArg``) is asked before each of its methods is
+called; returning True skips the call without decoding the other arguments."""
+
+_DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, CodecError, WireError,
+                         UnicodeDecodeError, IndexError, ValueError, TypeError, KeyError)
+
+
+def method_id(number: int) -> Callable[[F], F]:
+    """Give an interface method a numeric id (Java's ``@MethodId``): writers
+    send the number instead of the name (``BA <stop-bit>`` in BinaryWire), and
+    readers dispatch it to the method of that name.
+
+    Raises:
+        ValueError: ``number`` is negative (-1 is the ``history`` field).
+    """
+    if not isinstance(number, int) or number < 0:
+        raise ValueError(f"a method id is a non-negative int, not {number!r}")
+
+    def mark(fn: F) -> F:
+        setattr(fn, _ID_ATTR, number)
+        return fn
+
+    return mark
+
+
+# --------------------------------------------------------------------------
+# Interfaces
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    """One method of an interface or handler."""
+
+    name: str
+    id: int | None
+    params: tuple[inspect.Parameter, ...]
+    types: tuple[Any, ...]
+
+    @property
+    def arity(self) -> int:
+        return len(self.params)
+
+
+_SKIP_BASES: Final = (object, typing.Protocol, typing.Generic)
+
+
+def _public_functions(cls: type) -> dict[str, Callable[..., Any]]:
+    """Public plain functions of ``cls`` and its bases (nearest definition wins)."""
+    out: dict[str, Callable[..., Any]] = {}
+    for klass in reversed(cls.__mro__):
+        if klass in _SKIP_BASES:
+            continue
+        for name, attr in vars(klass).items():
+            if name.startswith("_") or name == FILTER_METHOD:
+                continue
+            if inspect.isfunction(attr):
+                out[name] = attr
+            elif name in out:
+                del out[name]  # shadowed by a non-method
+    return out
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:  # unresolvable forward references: use what is there
+        return {k: v for k, v in getattr(fn, "__annotations__", {}).items()
+                if not isinstance(v, str)}
+
+
+def _spec(cls: type, name: str, fn: Callable[..., Any],
+          interfaces: tuple[type, ...] = ()) -> MethodSpec:
+    """The spec of ``cls.name``: parameters of ``fn``; each parameter's type
+    and the method id from the nearest class in the MRO (then in
+    ``interfaces``) that gives them, so a handler implementing an interface need
+    not repeat its annotations or ids."""
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())[1:]  # drop self
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"{cls.__name__}.{name}: *args/**kwargs are not supported "
+                            "in a method interface")
+    mid: int | None = None
+    types: list[Any] = [None] * len(params)
+    for klass in (*cls.__mro__, *(k for i in interfaces for k in i.__mro__)):
+        f = vars(klass).get(name)
+        if not inspect.isfunction(f):
+            continue
+        if mid is None:
+            got = getattr(f, _ID_ATTR, None)
+            if isinstance(got, int):
+                mid = got
+        if any(t is None for t in types):
+            hints = _hints(f)
+            fparams = list(inspect.signature(f).parameters.values())[1:]
+            for i, p in enumerate(fparams[:len(params)]):
+                if types[i] is None and p.name in hints:
+                    types[i] = hints[p.name]
+    resolved = tuple(Any if t is None else t for t in types)
+    for t in resolved:
+        _register_structs(t)
+    return MethodSpec(name, mid, tuple(params), resolved)
+
+
+def _register_structs(t: Any) -> None:
+    if isinstance(t, type) and issubclass(t, msgspec.Struct):
+        register_alias(t)
+    for a in typing.get_args(t):
+        _register_structs(a)
+
+
+def interface_methods(iface: type) -> dict[str, MethodSpec]:
+    """The methods of an interface class, by name."""
+    if not isinstance(iface, type):
+        raise TypeError(f"an interface is a class, not {iface!r}")
+    specs = {name: _spec(iface, name, fn) for name, fn in _public_functions(iface).items()}
+    if not specs:
+        raise TypeError(f"{iface.__name__} has no public methods")
+    ids: dict[int, str] = {}
+    for s in specs.values():
+        if s.id is not None:
+            if s.id in ids:
+                raise TypeError(f"{iface.__name__}: methods {ids[s.id]} and {s.name} share "
+                                f"method id {s.id}")
+            ids[s.id] = s.name
+    return specs
+
+
+# --------------------------------------------------------------------------
+# Method writers
+# --------------------------------------------------------------------------
+
+_MP_ENC = msgspec.msgpack.Encoder()
+_JSON_ENC = msgspec.json.Encoder()
+
+
+def _msgpack_ext(raw: bytes) -> bytes:
+    n = len(raw)
+    if n < 0x100:
+        return bytes((0xC7, n, HISTORY_EXT)) + raw
+    return bytes((0xC8, n >> 8, n & 0xFF, HISTORY_EXT)) + raw
+
+
+def _mp_history() -> bytes:
+    return b"\x93" + _msgpack_ext(outgoing_raw())
+
+
+def _json_history() -> bytes:
+    return b"[" + _JSON_ENC.encode(outgoing_plain()) + b","
+
+
+def _wire_key(spec: MethodSpec) -> bytes:
+    w = WireWriter(small_raw=False)
+    if spec.id is not None:
+        w.field_number(spec.id)
+    else:
+        w.event_name(spec.name)
+    return w.getvalue()
+
+
+def _wire_encoder(spec: MethodSpec) -> Callable[[tuple[Any, ...]], bytes]:
+    """Encode one call's arguments as Java's method writer does."""
+    key = _wire_key(spec)
+    writers = [writer_for(t) for t in spec.types]
+    n = len(writers)
+
+    def encode(args: tuple[Any, ...], history: bytes = b"") -> bytes:
+        w = WireWriter(small_raw=False)
+        buf = w.buf
+        buf += history
+        buf += key
+        if n == 0:
+            buf.append(0xE0)  # no argument: empty text
+        elif n == 1:
+            writers[0](w, args[0])
+        else:
+            token = w.begin_length32()
+            for put, a in zip(writers, args, strict=True):
+                put(w, a)
+            w.end_length32(token)
+        return bytes(buf)
+
+    return encode
+
+
+def _param_source(spec: MethodSpec) -> tuple[str, str, tuple[Any, ...] | None,
+                                             dict[str, Any] | None]:
+    """The parameter list, the argument tuple expression, and the defaults of
+    a generated proxy method."""
+    parts = ["self"]
+    names = []
+    defaults: list[Any] = []
+    kwdefaults: dict[str, Any] = {}
+    star = False
+    for p in spec.params:
+        if not p.name.isidentifier() or keyword.iskeyword(p.name) or p.name.startswith("_ac"):
+            raise TypeError(f"unsupported parameter name {p.name!r}")
+        if p.kind is p.KEYWORD_ONLY:
+            if not star:
+                parts.append("*")
+                star = True
+            if p.default is not p.empty:
+                kwdefaults[p.name] = p.default
+        elif p.default is not p.empty:
+            defaults.append(p.default)
+        parts.append(p.name)
+        names.append(p.name)
+    if any(p.kind is p.POSITIONAL_ONLY for p in spec.params):
+        k = sum(1 for p in spec.params if p.kind is p.POSITIONAL_ONLY)
+        parts.insert(k + 1, "/")
+    args = "(" + "".join(f"{n}, " for n in names) + ")"
+    return ", ".join(parts), args, tuple(defaults) or None, kwdefaults or None
+
+
+def _compile(spec: MethodSpec, body: str, env: dict[str, Any]) -> Callable[..., None]:
+    params, args, defaults, kwdefaults = _param_source(spec)
+    single = spec.params[0].name if spec.arity == 1 else "None"
+    src = (f"def {spec.name}({params}):\n"
+           + "".join(f"    {line}\n" for line in body.format(args=args, single=single)
+                     .splitlines()))
+    ns: dict[str, Any] = {}
+    exec(compile(src, f"<method writer {spec.name}>", "exec"), env, ns)
+    fn: Callable[..., None] = ns[spec.name]
+    fn.__defaults__ = defaults
+    fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
+def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
+                history: bool) -> Callable[..., None]:
+    """One proxy method: encode the call, then append it."""
+    env: dict[str, Any] = {"_ac_append": append, "_ac_bytes": bytes}
+    key: Any = spec.id if spec.id is not None else spec.name
+    if codec is Codecs.MSGPACK:
+        head = _MP_ENC.encode(key)
+        env["_ac_enc"] = _MP_ENC.encode
+        env["_ac_into"] = _MP_ENC.encode_into
+        if history:
+            env["_ac_hist"] = _mp_history
+            env["_ac_head"] = head
+            arg = {0: "b'\\xc0'", 1: "_ac_enc({single})"}.get(spec.arity, "_ac_enc({args})")
+            body = f"_ac_append(_ac_hist() + _ac_head + {arg})"
+        elif spec.arity == 0:
+            env["_ac_payload"] = b"\x92" + head + b"\xc0"
+            body = "_ac_append(_ac_payload)"
+        else:
+            # encoded into a per-method scratch buffer that keeps the header
+            scratch = bytearray(b"\x92" + head)
+            env["_ac_buf"] = scratch
+            env["_ac_hlen"] = len(scratch)
+            arg = "{single}" if spec.arity == 1 else "{args}"
+            body = (f"_ac_into({arg}, _ac_buf, _ac_hlen)\n"
+                    "_ac_append(_ac_bytes(_ac_buf))")
+    elif codec is Codecs.JSON:
+        env["_ac_enc"] = _JSON_ENC.encode
+        env["_ac_key"] = _JSON_ENC.encode(key) + b","
+        arg = {0: "b'null'", 1: "_ac_enc({single})"}.get(spec.arity, "_ac_enc({args})")
+        if history:
+            env["_ac_hist"] = _json_history
+            body = f"_ac_append(_ac_hist() + _ac_key + {arg} + b']')"
+        else:
+            env["_ac_open"] = b"["
+            body = f"_ac_append(_ac_open + _ac_key + {arg} + b']')"
+    elif codec is Codecs.BINARY_WIRE:
+        env["_ac_enc"] = _wire_encoder(spec)
+        if history:
+            env["_ac_hist"] = outgoing_wire_bytes
+            body = "_ac_append(_ac_enc({args}, _ac_hist()))"
+        else:
+            body = "_ac_append(_ac_enc({args}))"
+    else:
+        raise ValueError(f"the {codec.name} codec cannot carry method calls")
+    return _compile(spec, body, env)
+
+
+def make_method_writer(appender: Appender, iface: type[T], *, codec: Codec | str | None = None,
+                       record_history: bool | None = None) -> T:
+    """See :meth:`Appender.method_writer`."""
+    queue = appender.queue
+    specs = interface_methods(iface)
+    c = resolve_codec(queue, codec, writing=True)
+    if record_history is None:
+        history = queue.source_id != 0
+    elif record_history and queue.source_id == 0:
+        raise ValueError("record_history needs a queue with a non-zero source_id "
+                         "(open_queue(..., source_id=N)), as Java's history does")
+    else:
+        history = bool(record_history)
+    append = appender.append
+    ns: dict[str, Any] = {name: _method_for(spec, c, append, history)
+                          for name, spec in specs.items()}
+    ns["__slots__"] = ()
+    ns["__init__"] = _proxy_init
+    ns["__repr__"] = _proxy_repr
+    ns["__module__"] = iface.__module__
+    ns["_ac_info"] = (iface.__name__, c.name, history, queue.path)
+    name = f"{iface.__name__}MethodWriter"
+    proxy: Any
+    try:
+        proxy = type(name, (iface,), ns)()
+    except TypeError:  # an interface that cannot be subclassed or instantiated
+        proxy = type(name, (), ns)()
+    return typing.cast(T, proxy)
+
+
+def _proxy_init(self: object) -> None:
+    pass
+
+
+def _proxy_repr(self: Any) -> str:
+    iface, codec, history, path = self._ac_info
+    return (f"<{iface} method writer on {path!r} codec={codec}"
+            f"{' history' if history else ''}>")
+
+
+# --------------------------------------------------------------------------
+# Method readers
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MethodReaderStatistics:
+    """Counters of a :class:`MethodReader`.
+
+    Attributes:
+        read: excerpts read.
+        dispatched: method calls delivered to at least one handler.
+        unknown: events no handler has a method for (skipped).
+        ignored: calls skipped by a first-argument filter.
+        errors: excerpts that could not be decoded (given to the error handler).
+    """
+
+    read: int
+    dispatched: int
+    unknown: int
+    ignored: int
+    errors: int
+
+
+class MethodCall(NamedTuple):
+    """A call a method reader dispatched (what ``async for`` yields)."""
+
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose
+    method: str
+    args: tuple[Any, ...]
+    history: MessageHistory | None
+
+
+class _Target:
+    __slots__ = ("fn", "is_async", "owner")
+
+    def __init__(self, fn: Callable[..., Any], owner: object) -> None:
+        self.fn = fn
+        self.owner = owner
+        self.is_async = inspect.iscoroutinefunction(fn)
+
+
+_Filter = Callable[[str, Any], bool]
+
+
+class _Entry:
+    """Everything the reader needs to dispatch one method name."""
+
+    __slots__ = ("fast", "filtered", "filters", "has_async", "id", "jdecs", "json_dec",
+                 "mp_dec", "mp_decs", "n", "name", "spec", "targets")
+
+    def __init__(self, name: str, spec: MethodSpec) -> None:
+        self.name = name
+        self.spec = spec
+        self.id = spec.id
+        self.targets: list[_Target] = []
+        self.filters: list[_Filter | None] = []
+        self.has_async = False
+        self.filtered = False
+        self.fast: Callable[[Any], Any] | None = None  # the one sync target of a 1-arg call
+        self.n = n = spec.arity
+        mp, js = Codecs.MSGPACK, Codecs.JSON
+        whole: Any = Any
+        if n == 1:
+            whole = spec.types[0]
+        elif n > 1:
+            whole = tuple.__class_getitem__(spec.types)
+        self.mp_dec = mp.decoder(whole)
+        self.json_dec = js.decoder(whole)
+        self.mp_decs = [mp.decoder(t) for t in spec.types]
+        self.jdecs = [js.decoder(t) for t in spec.types]
+
+    def add(self, target: _Target, flt: _Filter | None) -> None:
+        self.targets.append(target)
+        self.filters.append(flt)
+        self.has_async = self.has_async or target.is_async
+        self.filtered = self.filtered or flt is not None
+        self.refresh()
+
+    def refresh(self) -> None:
+        t = self.targets
+        self.fast = (t[0].fn if len(t) == 1 and self.n == 1 and not self.filtered
+                     and not self.has_async else None)
+
+    def fill(self, got: list[Any]) -> tuple[Any, ...]:
+        """Complete positional arguments from defaults (an older writer sent
+        fewer); drop extra ones (a newer writer sent more)."""
+        params = self.spec.params
+        if len(got) > len(params):
+            return tuple(got[: len(params)])
+        for p in params[len(got):]:
+            if p.default is p.empty:
+                raise CodecError(f"{self.name}: missing argument {p.name!r}")
+            got.append(p.default)
+        return tuple(got)
+
+    def decode_rest(self, raws: list[Any], decs: list[Any], first: Any) -> tuple[Any, ...]:
+        got = [first, *(decs[i].decode(raws[i]) for i in range(1, min(len(raws), len(decs))))]
+        return self.fill(got)
+
+
+_Live = list[_Target]
+
+
+class MethodReader:
+    """Reads excerpts from a tailer and calls the matching handler methods.
+
+    Create one with :meth:`Tailer.method_reader`.  Every public method of every
+    handler is a target; several handlers with the same method are called in
+    order.  Argument types come from the handler's annotations, or from the
+    interface it inherits.
+
+    * :meth:`read_one` handles one excerpt (sync handlers only);
+      :meth:`read_available` handles all there are now.
+    * ``await`` :meth:`run` handles excerpts as they come, waiting with the
+      tailer's pauser; ``async for call in reader`` does the same and yields a
+      :class:`MethodCall` per dispatched call.  Handlers may be ``async def``.
+    * An event no handler knows is skipped and counted; an excerpt that cannot
+      be decoded goes to ``on_error(exc, excerpt)`` (default: log a warning)
+      and reading goes on.  Exceptions raised by handlers propagate (the tailer
+      has already moved past that excerpt).
+
+    Calls written in msgpack, JSON and BinaryWire (including Java's) are all
+    recognised by their first byte, whatever the queue records.
+    """
+
+    def __init__(self, tailer: Tailer, *handlers: object,
+                 on_error: Callable[[Exception, Excerpt], None] | None = None,
+                 ignore_first_arg: Callable[[str, Any], bool] | None = None,
+                 history: bool | None = None, interfaces: Iterable[type] = ()) -> None:
+        """See :meth:`Tailer.method_reader`."""
+        if not handlers:
+            raise TypeError("method_reader needs at least one handler")
+        self._interfaces = tuple(interfaces)
+        self.tailer = tailer
+        self.handlers = handlers
+        self.on_error = on_error if on_error is not None else _log_error
+        self._reader_filter = ignore_first_arg
+        self._history = history
+        self._source_id = tailer.queue.source_id
+        self._track = history is True or (history is None and self._source_id != 0)
+        self._by_name: dict[str, _Entry] = {}
+        self._by_id: dict[int, _Entry] = {}
+        self._mp: dict[bytes, _Entry] = {}
+        self._chain_cache: dict[int, MethodReader] = {}
+        for h in handlers:
+            self._add_handler(h)
+        if not self._by_name:
+            raise TypeError("the handlers have no public methods")
+        if ignore_first_arg is not None:
+            for e in self._by_name.values():
+                e.filtered = True
+                e.refresh()
+        self._has_async = any(e.has_async for e in self._by_name.values())
+        self._read = self._dispatched = self._unknown = self._ignored = self._errors = 0
+        self._stopping = False
+        self._waiter: asyncio.Future[Excerpt] | None = None
+        self._last: tuple[str, tuple[Any, ...], Incoming | None] | None = None
+        self._recording = False  # keep _last (for async iteration)
+
+    def _add_handler(self, h: object) -> None:
+        cls = type(h)
+        flt_fn = getattr(h, FILTER_METHOD, None)
+        for name, fn in _public_functions(cls).items():
+            spec = _spec(cls, name, fn, self._interfaces)
+            entry = self._by_name.get(name)
+            if entry is None:
+                entry = self._by_name[name] = _Entry(name, spec)
+                self._mp[_MP_ENC.encode(name)] = entry
+                self._mp[name.encode()] = entry  # the fast path looks up the bare name
+            elif entry.n != spec.arity:
+                raise TypeError(f"handlers disagree on the arguments of {name}")
+            if spec.id is not None:
+                other = self._by_id.get(spec.id)
+                if other is not None and other is not entry:
+                    raise TypeError(f"methods {other.name} and {name} share id {spec.id}")
+                self._by_id[spec.id] = entry
+                self._mp[_MP_ENC.encode(spec.id)] = entry
+                if entry.id is None:
+                    entry.id = spec.id
+            entry.add(_Target(getattr(h, name), h), flt_fn if callable(flt_fn) else None)
+
+    def __repr__(self) -> str:
+        names = ", ".join(type(h).__name__ for h in self.handlers)
+        return f"<MethodReader {names} on {self.tailer!r}>"
+
+    def statistics(self) -> MethodReaderStatistics:
+        """The counters so far."""
+        return MethodReaderStatistics(self._read, self._dispatched, self._unknown,
+                                      self._ignored, self._errors)
+
+    # -- the sync API ------------------------------------------------------
+    def read_one(self) -> bool:
+        """Read and handle one excerpt; False when there is none yet.
+
+        True means an excerpt was consumed: dispatched, skipped as unknown,
+        filtered out, or handed to the error handler.
+
+        Raises:
+            TypeError: a handler method is ``async def`` (use ``await
+                aread_one()`` or ``run()``).
+        """
+        if self._has_async:
+            raise TypeError("this reader has async handlers: use await aread_one() or run()")
+        ex = self.tailer.read_nowait()
+        if ex is None:
+            return False
+        self._process(ex)
+        return True
+
+    def read_available(self, limit: int | None = None) -> int:
+        """Handle every excerpt available now (at most ``limit``); returns how many.
+
+        Raises:
+            TypeError: a handler method is ``async def``.
+        """
+        if self._has_async:
+            raise TypeError("this reader has async handlers: use await run(until_end=True)")
+        read = self.tailer.read_nowait
+        process = self._process
+        n = 0
+        while limit is None or n < limit:
+            ex = read()
+            if ex is None:
+                break
+            process(ex)
+            n += 1
+        return n
+
+    # -- the async API -----------------------------------------------------
+    async def aread_one(self) -> bool:
+        """:meth:`read_one` for any handlers (awaits ``async def`` ones)."""
+        ex = self.tailer.read_nowait()
+        if ex is None:
+            return False
+        r = self._process(ex)
+        if r is not None:
+            await r
+        return True
+
+    def _closed(self) -> bool:
+        return self.tailer._closed or self.tailer.queue.closed
+
+    async def _wait(self) -> Excerpt | None:
+        """The next excerpt, waiting with the tailer's pauser; None once the
+        reader is stopped or the tailer closed."""
+        if self._stopping:
+            return None
+        fut = self._waiter = asyncio.ensure_future(self.tailer.read())
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if self._stopping and not _current_task_cancelling():
+                return None
+            raise
+        except QueueClosedError:
+            if self._closed():
+                return None
+            raise
+        finally:
+            self._waiter = None
+            if not fut.done():
+                fut.cancel()
+
+    def _poll(self) -> Excerpt | None:
+        try:
+            return self.tailer.read_nowait()
+        except QueueClosedError:
+            if self._closed():
+                self._stopping = True
+                return None
+            raise
+
+    async def run(self, *, until_end: bool = False) -> int:
+        """Handle excerpts as they come until :meth:`stop`, the tailer or its
+        queue closes, or (``until_end``) there is nothing more to read now.
+        Returns the number of excerpts handled.  Gives the event loop a turn
+        every ``tailer.checkpoint_every`` excerpts.
+
+        Raises:
+            Exception: whatever a handler raised.
+        """
+        self._stopping = False
+        every = max(1, self.tailer.checkpoint_every)
+        process = self._process
+        poll = self._poll
+        n = k = 0
+        while not self._stopping:
+            ex = poll()
+            if ex is None:
+                if until_end or self._stopping:
+                    break
+                ex = await self._wait()
+                if ex is None:
+                    break
+                k = 0
+            r = process(ex)
+            if r is not None:
+                await r
+            n += 1
+            k += 1
+            if k >= every:
+                k = 0
+                await asyncio.sleep(0)
+        return n
+
+    def stop(self) -> None:
+        """Make :meth:`run` (and ``async for``) return after the current excerpt."""
+        self._stopping = True
+        w = self._waiter
+        if w is not None and not w.done():
+            w.cancel()
+
+    def __aiter__(self) -> AsyncIterator[MethodCall]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[MethodCall]:
+        self._stopping = False
+        self._recording = True
+        every = max(1, self.tailer.checkpoint_every)
+        k = 0
+        while not self._stopping:
+            ex = self._poll()
+            if ex is None:
+                ex = await self._wait()
+                if ex is None:
+                    return
+                k = 0
+            self._last = None
+            r = self._process(ex)
+            if r is not None:
+                await r
+            last = self._last
+            if last is not None:
+                name, args, inc = last
+                yield MethodCall(ex.index, name, args, None if inc is None else inc.history())
+            k += 1
+            if k >= every:
+                k = 0
+                await asyncio.sleep(0)
+
+    # -- processing --------------------------------------------------------
+    def _process(self, ex: Excerpt) -> Awaitable[None] | None:
+        """Decode one excerpt and call sync handlers; returns an awaitable when
+        async handlers remain to be awaited."""
+        self._read += 1
+        p = ex.payload
+        if p and p[0] == 0x92 and not self._track:
+            # the common case first: [name, arg] in msgpack, one sync handler
+            k = p[1]
+            if 0xA0 <= k <= 0xBF:
+                end = k - 0x9E
+                entry = self._mp.get(p[2:end])
+                if entry is not None and entry.fast is not None:
+                    try:
+                        arg = entry.mp_dec.decode(memoryview(p)[end:])
+                    except _DECODE_ERRORS as exc:
+                        self._error(exc, ex)
+                        return None
+                    self._dispatched += 1
+                    if self._recording:
+                        self._last = (entry.name, (arg,), None)
+                    entry.fast(arg)
+                    return None
+        if not p:
+            self._error(CodecError("empty excerpt"), ex)
+            return None
+        b0 = p[0]
+        if b0 == 0x92 or b0 == 0x93:
+            return self._process_msgpack(ex, p, b0)
+        if b0 == 0x5B:
+            return self._process_json(ex, p)
+        return self._process_wire(ex, p)
+
+    def _error(self, exc: Exception, ex: Excerpt) -> None:
+        self._errors += 1
+        self.on_error(exc, ex)
+
+    def _unknown_method(self, key: object, ex: Excerpt) -> None:
+        self._unknown += 1
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("unknown method %r at index %#x", key, ex.index)
+
+    def _incoming(self, raw: object, ex: Excerpt) -> Incoming | None:
+        if raw is not None:
+            if self._history is False:
+                return None
+        elif not self._track:
+            return None
+        return Incoming(raw, self._source_id, ex.index, _mono_ns())
+
+    def _live(self, entry: _Entry, first: Any) -> _Live | None:
+        """The targets that still want a call once its first argument is known
+        (None, counted as ignored, when none does)."""
+        rf = self._reader_filter
+        if rf is not None and rf(entry.name, first):
+            self._ignored += 1
+            return None
+        live = [t for t, f in zip(entry.targets, entry.filters, strict=True)
+                if f is None or not f(entry.name, first)]
+        if not live:
+            self._ignored += 1
+            return None
+        return live
+
+    # msgpack ---------------------------------------------------------------
+    def _process_msgpack(self, ex: Excerpt, p: bytes, b0: int) -> Awaitable[None] | None:
+        raw: HistoryBytes | None = None
+        live: _Live | None
+        try:
+            pos = 1
+            if b0 == 0x93:
+                c = p[1]
+                if c == 0xC7:
+                    n, typ, pos = p[2], p[3], 4
+                elif c == 0xC8:
+                    n, typ, pos = (p[2] << 8) | p[3], p[4], 5
+                elif c == 0xC9:
+                    n, typ, pos = int.from_bytes(p[2:6], "big"), p[6], 7
+                else:
+                    raise CodecError("a 3-item call must start with a history ext")
+                if typ != HISTORY_EXT:
+                    raise CodecError(f"unexpected msgpack ext type {typ}")
+                raw = HistoryBytes(p[pos:pos + n])
+                check_history(raw)
+                pos += n
+            k = p[pos]
+            if 0xA0 <= k <= 0xBF:
+                end = pos + 1 + (k - 0xA0)
+            elif k < 0x80 or k >= 0xE0:
+                end = pos + 1
+            else:
+                end = pos + _MP_KEY_LEN[k] + (p[pos + 1] if k == 0xD9 else 0)
+            entry = self._mp.get(p[pos:end])
+            if entry is None:
+                self._unknown_method(msgspec.msgpack.decode(p[pos:end]), ex)
+                return None
+            body = memoryview(p)[end:]
+            n = entry.n
+            if n == 1:
+                args: tuple[Any, ...] = (entry.mp_dec.decode(body),)
+                live = self._live(entry, args[0]) if entry.filtered else entry.targets
+            elif n == 0:
+                args, live = (), entry.targets
+            elif entry.filtered:
+                raws = _MP_RAWS.decode(body)
+                first = entry.mp_decs[0].decode(raws[0])
+                live = self._live(entry, first)
+                if live is None:
+                    return None
+                args = entry.decode_rest(raws, entry.mp_decs, first)
+            else:
+                try:
+                    args = entry.mp_dec.decode(body)
+                except msgspec.ValidationError:  # fewer or more arguments than declared
+                    raws = _MP_RAWS.decode(body)
+                    args = entry.decode_rest(raws, entry.mp_decs,
+                                             entry.mp_decs[0].decode(raws[0]))
+                live = entry.targets
+        except _DECODE_ERRORS as exc:
+            self._error(exc, ex)
+            return None
+        if live is None:
+            return None
+        return self._call(entry, args, self._incoming(raw, ex), live)
+
+    # JSON ------------------------------------------------------------------
+    def _process_json(self, ex: Excerpt, p: bytes) -> Awaitable[None] | None:
+        live: _Live | None
+        try:
+            parts = _JSON_RAWS.decode(p)
+            hist_raw: object = None
+            if len(parts) == 3:
+                hist_raw = msgspec.json.decode(parts[0])
+                MessageHistory.from_plain(hist_raw)  # validate now, not in the handler
+                parts = parts[1:]
+            if len(parts) != 2:
+                raise CodecError(f"a JSON call is [method, args], not {len(parts)} items")
+            key = msgspec.json.decode(parts[0])
+            entry = (self._by_id.get(key) if type(key) is int
+                     else self._by_name.get(key) if type(key) is str else None)
+            if entry is None:
+                self._unknown_method(key, ex)
+                return None
+            n = entry.n
+            if n == 0:
+                args: tuple[Any, ...] = ()
+                live = entry.targets
+            elif n == 1:
+                args = (entry.json_dec.decode(parts[1]),)
+                live = self._live(entry, args[0]) if entry.filtered else entry.targets
+            else:
+                raws = _JSON_RAWS.decode(parts[1])
+                first = entry.jdecs[0].decode(raws[0])
+                live = self._live(entry, first) if entry.filtered else entry.targets
+                if live is None:
+                    return None
+                args = entry.decode_rest(raws, entry.jdecs, first)
+        except _DECODE_ERRORS as exc:
+            self._error(exc, ex)
+            return None
+        if live is None:
+            return None
+        return self._call(entry, args, self._incoming(hist_raw, ex), live)
+
+    # BinaryWire ------------------------------------------------------------
+    def _process_wire(self, ex: Excerpt, p: bytes) -> Awaitable[None] | None:
+        gen = self._wire_steps(ex, p)
+        try:
+            aw = next(gen)
+        except StopIteration:
+            return None
+        return _drive(gen, aw)
+
+    def _wire_steps(self, ex: Excerpt, p: bytes) -> Generator[Awaitable[Any], Any, None]:
+        """Dispatch every event of a BinaryWire excerpt in order; yields the
+        awaitables of async handlers (their results come back by ``send``)."""
+        r = PlainReader(p)
+        end = len(p)
+        raw: object = None
+        inc: Incoming | None = None
+        reader: MethodReader = self
+        first_event = True
+        try:
+            pos = r.skip_padding(0, end)
+            if pos < end and not r.at_key(pos):
+                raise CodecError(f"not a method call (code 0x{p[pos]:02x} at offset {pos})")
+        except _DECODE_ERRORS as exc:
+            self._error(exc, ex)
+            return
+        while True:
+            live: _Live | None
+            try:
+                pos = r.skip_padding(pos, end)
+                if pos >= end:
+                    return
+                key, pos = r.key(pos, end)
+                if key == -1 or key == "history":
+                    raw, pos = r.value(pos, end)
+                    if isinstance(raw, HistoryBytes):
+                        check_history(raw)
+                    else:
+                        MessageHistory.from_plain(raw)  # validate
+                    continue
+                entry = (reader._by_id.get(key) if type(key) is int
+                         else reader._by_name.get(key))  # type: ignore[arg-type]
+                if entry is None:
+                    _, pos = r.value(pos, end)  # skip it
+                    self._unknown_method(key, ex)
+                    reader = self
+                    continue
+                args, pos, live = reader._wire_args(r, pos, end, entry)
+            except _DECODE_ERRORS as exc:
+                self._error(exc, ex)
+                return
+            if live is None:
+                reader = self
+                continue
+            if first_event:
+                inc = self._incoming(raw, ex)
+                first_event = False
+            self._dispatched += 1
+            if self._recording:
+                self._last = (entry.name, args, inc)
+            token = CURRENT.set(inc) if inc is not None else None
+            try:
+                result = None
+                for t in live:
+                    out = t.fn(*args)
+                    if t.is_async:
+                        out = yield out
+                    result = out
+            finally:
+                if token is not None:
+                    CURRENT.reset(token)
+            # Java: a handler method returning an object chains the next event to it
+            reader = self._chained(result) if result is not None else self
+
+    def _chained(self, obj: object) -> MethodReader:
+        cached = self._chain_cache.get(id(obj))
+        if cached is None or cached.handlers[0] is not obj:
+            try:
+                cached = MethodReader(self.tailer, obj, on_error=self.on_error,
+                                      interfaces=self._interfaces)
+            except TypeError:
+                return self
+            if len(self._chain_cache) > 64:
+                self._chain_cache.clear()
+            self._chain_cache[id(obj)] = cached
+        return cached
+
+    def _wire_args(self, r: PlainReader, pos: int, end: int,
+                   entry: _Entry) -> tuple[tuple[Any, ...], int, _Live | None]:
+        n = entry.n
+        types = entry.spec.types
+        value, pos = r.value(pos, end)
+        if n == 0:
+            return (), pos, entry.targets
+        if n == 1:
+            arg = convert_plain(value, types[0], r.marked)
+            return (arg,), pos, self._live(entry, arg) if entry.filtered else entry.targets
+        if not isinstance(value, list):
+            value = [value]  # a single value where several were declared
+        first = convert_plain(value[0], types[0], r.marked) if value else None
+        live = self._live(entry, first) if entry.filtered else entry.targets
+        if live is None:
+            return (), pos, None
+        got = [first, *(convert_plain(v, t, r.marked)
+                        for v, t in zip(value[1:], types[1:], strict=False))] if value else []
+        return entry.fill(got), pos, live
+
+    # -- calls ---------------------------------------------------------------
+    def _call(self, entry: _Entry, args: tuple[Any, ...], inc: Incoming | None,
+              live: _Live) -> Awaitable[None] | None:
+        self._dispatched += 1
+        if self._recording:
+            self._last = (entry.name, args, inc)
+        if entry.has_async:
+            return self._call_async(args, inc, live)
+        if inc is None:
+            for t in live:
+                t.fn(*args)
+            return None
+        token = CURRENT.set(inc)
+        try:
+            for t in live:
+                t.fn(*args)
+        finally:
+            CURRENT.reset(token)
+        return None
+
+    async def _call_async(self, args: tuple[Any, ...], inc: Incoming | None,
+                          live: _Live) -> None:
+        token = CURRENT.set(inc) if inc is not None else None
+        try:
+            for t in live:
+                out = t.fn(*args)
+                if t.is_async:
+                    await out
+        finally:
+            if token is not None:
+                CURRENT.reset(token)
+
+
+async def _drive(gen: Generator[Awaitable[Any], Any, None], aw: Awaitable[Any]) -> None:
+    while True:
+        res = await aw
+        try:
+            aw = gen.send(res)
+        except StopIteration:
+            return
+
+
+def _current_task_cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _log_error(exc: Exception, ex: Excerpt) -> None:
+    log.warning("skipping excerpt %#x that could not be decoded: %s", ex.index, exc)
+
+
+_MP_RAWS = msgspec.msgpack.Decoder(list[msgspec.Raw])
+_JSON_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_MP_KEY_LEN: Final = {0xD9: 2, 0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9,
+                      0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}
