@@ -346,10 +346,13 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
     return _compile(spec, body, env)
 
 
-def make_method_writer(appender: Appender, iface: type[T], *, codec: Codec | str | None = None,
+def make_method_writer(appender: Appender, iface: type[T] | Callable[..., T], *,
+                       codec: Codec | str | None = None,
                        record_history: bool | None = None) -> T:
     """See :meth:`Appender.method_writer`."""
     queue = appender.queue
+    if not isinstance(iface, type):
+        raise TypeError(f"an interface is a class, not {iface!r}")
     specs = interface_methods(iface)
     c = resolve_codec(queue, codec, writing=True)
     if record_history is None:

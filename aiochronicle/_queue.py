@@ -68,8 +68,14 @@ _unpack = ffi.unpack
 _tuple_new = tuple.__new__
 
 
+def _lock_holder(value: int) -> int:
+    """The PID in a lock value, as Java reads it: its low 32 bits, signed."""
+    low = value & 0xFFFFFFFF
+    return low - (1 << 32) if low >= 1 << 31 else low
+
+
 def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
+    if pid <= 0 or pid >= 1 << 31:
         return False
     try:
         os.kill(pid, 0)
@@ -233,14 +239,19 @@ class Queue:
             raise CorruptQueueError(f"metadata roll settings are malformed: {exc}",
                                     self.meta.path, 4) from None
         stored = RollCycles.by_format(fmt)
-        if stored is None or stored.length_ms != length:
-            stored = make_roll_cycle("CUSTOM", fmt, length, index_count or rc.index_count,
-                                     index_spacing or rc.index_spacing)
-        elif index_count is not None or index_spacing is not None:
-            stored = make_roll_cycle(stored.name, stored.format, stored.length_ms,
-                                     index_count or stored.index_count,
-                                     index_spacing or stored.index_spacing,
-                                     stored.default_epoch)
+        try:
+            if stored is None or stored.length_ms != length:
+                stored = make_roll_cycle("CUSTOM", fmt, length, index_count or rc.index_count,
+                                         index_spacing or rc.index_spacing)
+            elif index_count is not None or index_spacing is not None:
+                stored = make_roll_cycle(stored.name, stored.format, stored.length_ms,
+                                         index_count or stored.index_count,
+                                         index_spacing or stored.index_spacing,
+                                         stored.default_epoch)
+        except ValueError as exc:
+            raise CorruptQueueError(f"metadata holds an unusable roll cycle "
+                                    f"(format {fmt!r}, length {length}): {exc}",
+                                    self.meta.path, 4) from None
         if requested is not None and (requested.format != stored.format
                                       or requested.length_ms != stored.length_ms):
             warnings.warn(
@@ -263,8 +274,14 @@ class Queue:
                 if lay.roll_format is not None and lay.roll_length is not None:
                     found = RollCycles.by_format(lay.roll_format)
                     if found is None or found.length_ms != lay.roll_length:
-                        found = make_roll_cycle("CUSTOM", lay.roll_format, lay.roll_length,
-                                                lay.index_count, lay.index_spacing)
+                        try:
+                            found = make_roll_cycle("CUSTOM", lay.roll_format,
+                                                    lay.roll_length, lay.index_count,
+                                                    lay.index_spacing)
+                        except ValueError as exc:
+                            raise CorruptQueueError(
+                                f"cycle file header holds an unusable roll cycle: {exc}",
+                                probe.path, 4) from None
                     return found, lay.roll_epoch or 0
             finally:
                 probe.close()
@@ -282,7 +299,7 @@ class Queue:
             value = self.meta.get(key)
             if value is None or value == UNLOCKED:
                 continue
-            holder = value & 0xFFFFFFFF
+            holder = _lock_holder(value)
             if holder != os.getpid() and not _pid_alive(holder):
                 self.meta.cas(key, value, UNLOCKED)
 
@@ -494,7 +511,7 @@ class Queue:
             value = int(lock[0])
             if value == UNLOCKED:
                 return
-            holder = value & 0xFFFFFFFF
+            holder = _lock_holder(value)
             if (mode is not UnlockMode.NEVER and holder != os.getpid()
                     and not _pid_alive(holder)):
                 meta.cas("chronicle.write.lock", value, UNLOCKED)
@@ -931,7 +948,8 @@ class Appender:
         """Append ``text`` as BinaryWire text, byte-compatible with Java's ``writeText``."""
         return self.append(text_bytes(text))
 
-    def method_writer(self, iface: type[_T], *, codec: Codec | str | None = None,
+    def method_writer(self, iface: type[_T] | Callable[..., _T], *,
+                      codec: Codec | str | None = None,
                       record_history: bool | None = None) -> _T:
         """A proxy of the interface ``iface`` whose every method call appends one
         excerpt holding the method and its encoded arguments (see ``_methods``).
@@ -1030,7 +1048,7 @@ class Appender:
         value = meta.get("chronicle.append.lock")
         if value is None or value == UNLOCKED:
             return
-        holder = value & 0xFFFFFFFF
+        holder = _lock_holder(value)
         if not _pid_alive(holder):
             meta.cas("chronicle.append.lock", value, UNLOCKED)
             return
@@ -1521,7 +1539,7 @@ class Tailer(AsyncTailerMixin):
                 st = self._store
                 assert st is not None
                 need = int(c.need)
-                if not st.file.ensure(need):
+                if not st.file.ensure(need, grow=False):
                     if need == int(c.err_pos) + 4:
                         return None
                     raise CorruptQueueError("an excerpt runs past the end of the file",
@@ -1584,7 +1602,7 @@ class Tailer(AsyncTailerMixin):
         c.pos = pos
         c.seq = seq
         n = _cq_read(c)
-        while n == lib.CQ_NEED_MAP and st.file.ensure(int(c.need)):
+        while n == lib.CQ_NEED_MAP and st.file.ensure(int(c.need), grow=False):
             c.pos = pos
             c.seq = seq
             n = _cq_read(c)

@@ -1,0 +1,580 @@
+"""Method writers and readers: every codec, dispatch rules, errors, async handlers,
+and Java interop (BinaryWire bytes spelled out from the format notes, section 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import msgspec
+import pytest
+
+import aiochronicle as ac
+
+uvloop = pytest.importorskip("uvloop")
+
+CODECS = ["msgpack", "json", "binary_wire"]
+
+
+class Price(msgspec.Struct):
+    symbol: str
+    bid: float
+    ask: float
+    qty: int = 0
+
+
+class PriceListener(Protocol):
+    def on_price(self, price: Price) -> None: ...
+
+    def on_pair(self, symbol: str, qty: int, venue: str = "any") -> None: ...
+
+    @ac.method_id(7)
+    def heartbeat(self) -> None: ...
+
+
+class Recorder:
+    """Implements PriceListener (structurally) and records the calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def on_price(self, price: Price) -> None:
+        self.calls.append(("on_price", price))
+
+    def on_pair(self, symbol: str, qty: int, venue: str = "any") -> None:
+        self.calls.append(("on_pair", symbol, qty, venue))
+
+    def heartbeat(self) -> None:
+        self.calls.append(("heartbeat",))
+
+
+P1 = Price("EURUSD", 1.1, 1.2, 5)
+
+
+@pytest.fixture
+def queue(tmp_path: Path) -> Iterator[ac.Queue]:
+    with ac.open_queue(tmp_path / "q") as q:
+        yield q
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Iterator[Callable[[Awaitable[Any]], Any]]:
+    """Run a coroutine on each loop, in debug mode, failing on loop errors."""
+    factory = asyncio.new_event_loop if request.param == "asyncio" else uvloop.new_event_loop
+    errors: list[dict[str, Any]] = []
+
+    def runner(coro: Awaitable[Any]) -> Any:
+        with asyncio.Runner(loop_factory=factory, debug=True) as r:
+            r.get_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+            return r.run(coro)  # type: ignore[arg-type]
+
+    yield runner
+    assert not errors, f"the event loop reported: {errors}"
+
+
+# --------------------------------------------------------------------------
+# Writing and reading
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_round_trip(queue: ac.Queue, codec: str) -> None:
+    w = queue.appender().method_writer(PriceListener, codec=codec)
+    w.on_price(P1)
+    w.on_pair("GBPUSD", 3)
+    w.on_pair(symbol="USDJPY", qty=4, venue="EBS")
+    w.heartbeat()
+    assert queue.entry_count() == 4  # one excerpt per call
+    rec = Recorder()
+    reader = queue.tailer().method_reader(rec, interfaces=[PriceListener])
+    assert reader.read_one()
+    assert reader.read_available() == 3
+    assert not reader.read_one()
+    assert rec.calls == [("on_price", P1), ("on_pair", "GBPUSD", 3, "any"),
+                         ("on_pair", "USDJPY", 4, "EBS"), ("heartbeat",)]
+    assert reader.statistics() == ac.MethodReaderStatistics(4, 4, 0, 0, 0)
+    assert queue.codec is ac.Codecs.get(codec)
+
+
+def test_proxy_is_typed_as_the_interface(queue: ac.Queue) -> None:
+    class Base:
+        def on_text(self, text: str) -> None:
+            raise AssertionError("the proxy replaces every method")
+
+    w = queue.appender().method_writer(Base)
+    assert isinstance(w, Base)
+    w.on_text("x")
+    assert "Base method writer" in repr(w) and "msgpack" in repr(w)
+    with pytest.raises(TypeError):
+        w.on_text()  # type: ignore[call-arg]  # the signature is the interface's
+    with pytest.raises(TypeError, match="no public methods"):
+        queue.appender().method_writer(int)
+
+
+def test_default_codec(tmp_path: Path) -> None:
+    with ac.open_queue(tmp_path / "empty") as q:
+        q.appender().method_writer(PriceListener)
+        assert q.codec is ac.Codecs.MSGPACK  # an empty queue: msgpack, recorded
+        with pytest.raises(ac.CodecMismatchError):
+            q.appender().method_writer(PriceListener, codec="json")
+    with ac.open_queue(tmp_path / "java") as q:
+        q.appender().append_text("written before, e.g. by Java")
+        q.appender().method_writer(PriceListener).heartbeat()
+        assert q.codec is ac.Codecs.BINARY_WIRE
+    with ac.open_queue(tmp_path / "raw") as q:
+        ac.set_queue_codec(q, "raw")
+        with pytest.raises(ValueError, match="cannot hold method calls"):
+            q.appender().method_writer(PriceListener)
+
+
+def test_mixed_codecs_in_one_queue(queue: ac.Queue) -> None:
+    """A reader recognises each excerpt's framing by its first byte."""
+    a = queue.appender()
+    a.append(msgspec.msgpack.encode(["on_price", P1]))
+    a.append(msgspec.json.encode(["on_pair", ["X", 1, "Y"]]))
+    a.append(b"\xb9\x09heartbeat\xe0")
+    rec = Recorder()
+    assert queue.tailer().method_reader(rec).read_available() == 3
+    assert rec.calls == [("on_price", P1), ("on_pair", "X", 1, "Y"), ("heartbeat",)]
+
+
+def test_several_handlers_are_called_in_order(queue: ac.Queue) -> None:
+    queue.appender().method_writer(PriceListener).on_price(P1)
+    a, b = Recorder(), Recorder()
+    order: list[str] = []
+
+    class Other:
+        def on_price(self, price: Price) -> None:
+            order.append("other")
+
+    reader = queue.tailer().method_reader(a, Other(), b)
+    reader.read_available()
+    assert a.calls == b.calls == [("on_price", P1)] and order == ["other"]
+
+
+def test_encoding_failure_writes_nothing(queue: ac.Queue) -> None:
+    w = queue.appender().method_writer(PriceListener)
+    with pytest.raises(TypeError):
+        w.on_price(object())  # type: ignore[arg-type]
+    assert queue.last_index is None
+    with ac.open_queue(queue.path + "-bw") as q2:
+        w2 = q2.appender().method_writer(PriceListener, codec="binary_wire")
+        with pytest.raises(ac.CodecError):
+            w2.on_pair("X", "not an int")  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            w2.on_pair("X", 1 << 70)
+        assert q2.last_index is None
+        w2.on_pair("X", 1)
+        assert q2.entry_count() == 1
+
+
+# --------------------------------------------------------------------------
+# Dispatch rules
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_unknown_methods_are_skipped_and_counted(queue: ac.Queue, codec: str) -> None:
+    w = queue.appender().method_writer(PriceListener, codec=codec)
+    w.on_price(P1)
+    w.heartbeat()
+    w.on_pair("X", 1)
+
+    class OnlyPairs:
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def on_pair(self, symbol: str, qty: int, venue: str = "any") -> None:
+            self.seen.append(symbol)
+
+    h = OnlyPairs()
+    reader = queue.tailer().method_reader(h)
+    assert reader.read_available() == 3
+    assert h.seen == ["X"]
+    assert reader.statistics().unknown == 2 and reader.statistics().dispatched == 1
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_bad_messages_go_to_the_error_handler(queue: ac.Queue, codec: str,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    w = queue.appender().method_writer(PriceListener, codec=codec)
+    w.on_price(P1)
+    a = queue.appender()
+    a.append(ac.Codecs.get(codec).encode(["on_price", {"symbol": 1}]) if codec != "binary_wire"
+             else b"\xb9\x08on_price\x82\x09\x00\x00\x00\xc6symbol\xa1\x01")
+    a.append(b"")  # empty: stored as one padding byte, an excerpt with no call in it
+    a.append(b"\x93\xc7\x01\x00\x00")  # msgpack with a bad history ext
+    a.append(b"\xb9\x08on_price\x82\xff\xff\x00\x00")  # truncated
+    a.append(b"\xe3one")  # Java writeText: not a method call
+    w.on_price(P1)
+    errors: list[tuple[Exception, ac.Excerpt]] = []
+    rec = Recorder()
+    reader = queue.tailer().method_reader(rec, on_error=lambda e, ex: errors.append((e, ex)))
+    assert reader.read_available() == 7
+    assert rec.calls == [("on_price", P1), ("on_price", P1)]  # one bad message stops nothing
+    assert len(errors) == 4 and reader.statistics().errors == 4
+    assert all(isinstance(ex, ac.Excerpt) for _, ex in errors)
+    # the default error handler logs and goes on
+    caplog.set_level(logging.WARNING, "aiochronicle.methods")
+    rec2 = Recorder()
+    assert queue.tailer().method_reader(rec2).read_available() == 7
+    assert len(rec2.calls) == 2
+    assert sum("could not be decoded" in r.message for r in caplog.records) == 4
+
+
+def test_handler_exceptions_propagate(queue: ac.Queue) -> None:
+    w = queue.appender().method_writer(PriceListener)
+    w.heartbeat()
+    w.heartbeat()
+
+    class Boom:
+        n = 0
+
+        def heartbeat(self) -> None:
+            self.n += 1
+            if self.n == 1:
+                raise RuntimeError("handler bug")
+
+    h = Boom()
+    reader = queue.tailer().method_reader(h, interfaces=[PriceListener])
+    with pytest.raises(RuntimeError, match="handler bug"):
+        reader.read_one()
+    assert reader.read_one() and h.n == 2  # the next message follows
+
+
+class Venue(msgspec.Struct):
+    name: str
+
+
+class Filtered:
+    """Java's MethodFilterOnFirstArg."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, Price]] = []
+
+    def ignore_method_based_on_first_arg(self, method: str, first: Any) -> bool:
+        return method == "routed" and first != "mine"
+
+    def routed(self, account: str, price: Price) -> None:
+        self.got.append((account, price))
+
+
+class Router(Protocol):
+    def routed(self, account: str, price: Venue) -> None: ...
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_filter_on_first_argument_before_full_decode(queue: ac.Queue, codec: str) -> None:
+    # the second argument is a Venue, which would not decode as a Price: a call
+    # filtered out on its first argument must not get as far as decoding it
+    w = queue.appender().method_writer(Router, codec=codec)
+    w.routed("other", Venue("X"))
+    w.routed("mine", Venue("X"))
+    h = Filtered()
+    errors: list[Exception] = []
+    reader = queue.tailer().method_reader(h, on_error=lambda e, ex: errors.append(e))
+    assert reader.read_available() == 2
+    assert h.got == [] and reader.statistics().ignored == 1
+    assert len(errors) == 1  # "mine" passed the filter, then its Venue failed as a Price
+
+
+def test_reader_level_filter(queue: ac.Queue) -> None:
+    w = queue.appender().method_writer(PriceListener)
+    for sym in ("A", "B", "A"):
+        w.on_pair(sym, 1)
+    rec = Recorder()
+    reader = queue.tailer().method_reader(rec, ignore_first_arg=lambda m, a: a == "A")
+    reader.read_available()
+    assert rec.calls == [("on_pair", "B", 1, "any")]
+    assert reader.statistics().ignored == 2
+
+
+class PriceV2(msgspec.Struct):
+    symbol: str
+    bid: float
+    ask: float
+    qty: int = 0
+    venue: str = "unknown"
+
+
+class PriceListenerV2(Protocol):
+    def on_price(self, price: PriceV2) -> None: ...
+
+    def on_pair(self, symbol: str, qty: int, venue: str = "any",
+                urgent: bool = False) -> None: ...
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_schema_evolution(queue: ac.Queue, codec: str) -> None:
+    old = queue.appender().method_writer(PriceListener, codec=codec)
+    new = queue.appender().method_writer(PriceListenerV2, codec=codec)
+    old.on_price(P1)
+    new.on_price(PriceV2("EURUSD", 1.1, 1.2, 5, "LMAX"))
+    old.on_pair("X", 1)
+    new.on_pair("Y", 2, "EBS", True)  # one more argument than the old reader knows
+
+    class NewReader:
+        def __init__(self) -> None:
+            self.got: list[Any] = []
+
+        def on_price(self, price: PriceV2) -> None:
+            self.got.append(price)
+
+        def on_pair(self, symbol: str, qty: int, venue: str = "any",
+                    urgent: bool = False) -> None:
+            self.got.append((symbol, qty, venue, urgent))
+
+    old_reader, new_reader = Recorder(), NewReader()
+    assert queue.tailer().method_reader(old_reader).read_available() == 4
+    assert queue.tailer().method_reader(new_reader).read_available() == 4
+    assert old_reader.calls == [("on_price", P1), ("on_price", P1),
+                                ("on_pair", "X", 1, "any"), ("on_pair", "Y", 2, "EBS")]
+    assert new_reader.got == [PriceV2("EURUSD", 1.1, 1.2, 5), PriceV2("EURUSD", 1.1, 1.2, 5,
+                                                                     "LMAX"),
+                              ("X", 1, "any", False), ("Y", 2, "EBS", True)]
+
+
+# --------------------------------------------------------------------------
+# async handlers
+# --------------------------------------------------------------------------
+
+
+class AsyncRecorder:
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    async def on_price(self, price: Price) -> None:
+        await asyncio.sleep(0)
+        self.calls.append(price)
+
+    def on_pair(self, symbol: str, qty: int, venue: str = "any") -> None:
+        self.calls.append(symbol)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_async_handlers(queue: ac.Queue, codec: str, run: Callable[[Awaitable[Any]], Any]) -> None:
+    w = queue.appender().method_writer(PriceListener, codec=codec)
+    w.on_price(P1)
+    w.on_pair("X", 1)
+
+    async def main() -> None:
+        h = AsyncRecorder()
+        reader = queue.tailer().method_reader(h)
+        with pytest.raises(TypeError, match="async handlers"):
+            reader.read_one()
+        assert await reader.aread_one()
+        assert await reader.run(until_end=True) == 1
+        assert h.calls == [P1, "X"]
+        assert not await reader.aread_one()
+
+    run(main())
+
+
+def test_run_waits_for_new_calls_and_stops(queue: ac.Queue,
+                                           run: Callable[[Awaitable[Any]], Any]) -> None:
+    async def main() -> None:
+        w = queue.appender().method_writer(PriceListener)
+        h = AsyncRecorder()
+        reader = queue.tailer(pauser=ac.Pauser.busy()).method_reader(h)
+        task = asyncio.create_task(reader.run())
+        await asyncio.sleep(0.02)
+        w.on_price(P1)
+        for _ in range(1000):
+            if h.calls:
+                break
+            await asyncio.sleep(0.005)
+        assert h.calls == [P1]
+        reader.stop()
+        assert await asyncio.wait_for(task, 5) == 1
+
+    run(main())
+
+
+def test_run_ends_when_the_tailer_closes(queue: ac.Queue,
+                                         run: Callable[[Awaitable[Any]], Any]) -> None:
+    async def main() -> None:
+        tailer = queue.tailer()
+        reader = tailer.method_reader(Recorder())
+        task = asyncio.create_task(reader.run())
+        await asyncio.sleep(0.02)
+        tailer.close()
+        assert await asyncio.wait_for(task, 5) == 0
+
+    run(main())
+
+
+def test_async_for_yields_method_calls(queue: ac.Queue,
+                                       run: Callable[[Awaitable[Any]], Any]) -> None:
+    async def main() -> None:
+        w = queue.appender().method_writer(PriceListener)
+        w.on_price(P1)
+        w.on_pair("X", 2)
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.02, w.heartbeat)
+        reader = queue.tailer().method_reader(AsyncRecorder(), Recorder(),
+                                              interfaces=[PriceListener])
+        got = []
+        async for call in reader:
+            got.append(call)
+            if call.method == "heartbeat":
+                reader.stop()
+        assert [(c.method, c.args) for c in got] == [
+            ("on_price", (P1,)), ("on_pair", ("X", 2, "any")), ("heartbeat", ())]
+        assert got[0].index == queue.first_index and got[0].history is None
+
+    run(main())
+
+
+def test_cancelling_run_loses_nothing(queue: ac.Queue,
+                                      run: Callable[[Awaitable[Any]], Any]) -> None:
+    async def main() -> None:
+        w = queue.appender().method_writer(PriceListener)
+        rec = Recorder()
+        reader = queue.tailer().method_reader(rec, interfaces=[PriceListener])
+        task = asyncio.create_task(reader.run())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        w.heartbeat()
+        assert await reader.run(until_end=True) == 1
+        assert rec.calls == [("heartbeat",)]
+
+    run(main())
+
+
+# --------------------------------------------------------------------------
+# Java interop (BinaryWire)
+# --------------------------------------------------------------------------
+
+
+class CAPTData(msgspec.Struct):
+    value: int = 0
+
+
+class Handler(Protocol):
+    def handle(self, data: Any) -> None: ...  # declared as a base type: Java writes it typed
+
+
+class EventListener(Protocol):
+    def event(self, a: str, b: str) -> None: ...
+
+
+class Numbered(Protocol):
+    @ac.method_id(200)
+    def tick(self, n: int) -> None: ...
+
+
+def _payloads(q: ac.Queue) -> list[bytes]:
+    return [ex.payload for ex in q.tailer()]
+
+
+def test_java_method_writer_bytes(queue: ac.Queue) -> None:
+    a = queue.appender()
+    a.method_writer(Handler, codec="binary_wire").handle(CAPTData(0))
+    a.method_writer(EventListener, codec="binary_wire").event("two", "two")
+    a.method_writer(Numbered, codec="binary_wire").tick(100)
+    got = _payloads(queue)
+    # W-test ClassAliasPoolTest: 1f 00 00 00 | b9 06 "handle" | b6 08 "CAPTData" |
+    # 82 08 00 00 00 | c5 "value" a1 00
+    assert got[0] == (b"\xb9\x06handle" + b"\xb6\x08CAPTData" + b"\x82\x08\x00\x00\x00"
+                      + b"\xc5value\xa1\x00")
+    assert len(got[0]) == 0x1F
+    # W-test MethodWriterTest: 14 00 00 00 | b9 05 "event" | 82 08 00 00 00 | e3 two e3 two
+    assert got[1] == b"\xb9\x05event\x82\x08\x00\x00\x00\xe3two\xe3two"
+    assert len(got[1]) == 0x14
+    # @MethodId(200): BA + stop-bit 200 (c8 01), then the int compacted
+    assert got[2] == b"\xba\xc8\x01\xa1\x64"
+
+
+class JavaSide:
+    """A handler for calls as Java writes them."""
+
+    def __init__(self) -> None:
+        self.got: list[Any] = []
+
+    def handle(self, data: CAPTData) -> None:
+        self.got.append(data)
+
+    def event(self, a: str, b: str) -> None:
+        self.got.append((a, b))
+
+    @ac.method_id(200)
+    def tick(self, n: int) -> None:
+        self.got.append(n)
+
+    def to(self, who: str) -> Greeter:
+        self.got.append(("to", who))
+        return Greeter(self.got)
+
+
+class Greeter:
+    def __init__(self, got: list[Any]) -> None:
+        self.got = got
+
+    def say(self, text: str) -> None:
+        self.got.append(("say", text))
+
+
+JAVA_HISTORY = (b"\xba\x80\x00\x81\x27\x00\x86\x01" + b"\x01\x00\x00\x00"
+                + b"\x02\x00\x00\x00\x00\x00\x00\x00" + b"\x03"
+                + (1111).to_bytes(8, "little") + (2222).to_bytes(8, "little")
+                + (120962203520100).to_bytes(8, "little"))
+
+
+def test_reader_dispatches_java_written_calls(queue: ac.Queue) -> None:
+    a = queue.appender()
+    a.append(b"\xb9\x06handle\xb6\x08CAPTData\x82\x08\x00\x00\x00\xc5value\xa1\x00")
+    a.append(b"\xb9\x05event\x82\x08\x00\x00\x00\xe3two\xe3two")
+    a.append(b"\xba\xc8\x01\xa1\x64")
+    a.append(JAVA_HISTORY + b"\xb9\x05event\x82\x08\x00\x00\x00\xe3one\xe3two")  # history first
+    a.append(b"\xb9\x06handle\x82\x07\x00\x00\x00\xc5value\x07" + b"\x8f\x8f\x8f")  # raw int, pad
+    a.append(b"\xb9\x06handle\x82\x07\x00\x00\x00\xc5value\x07" + b"\x8e\x02\x00\x00\x00\0\0")
+    a.append(b"\xb9\x02to\xe3one\xb9\x03say\xe2hi")  # a chained call: to("one").say("hi")
+    a.append(b"\xb9\x07unknown\xe0\xb9\x05event\x82\x06\x00\x00\x00\xe1a\xe1b\xe1c")
+    h = JavaSide()
+    errors: list[Exception] = []
+    reader = queue.tailer().method_reader(h, on_error=lambda e, ex: errors.append(e))
+    assert reader.read_available() == 8
+    assert errors == []
+    assert h.got == [CAPTData(0), ("two", "two"), 100, ("one", "two"), CAPTData(7), CAPTData(7),
+                     ("to", "one"), ("say", "hi"), ("a", "b")]
+    assert reader.statistics().unknown == 1
+
+
+def test_java_bytes_round_trip_through_python_writer(queue: ac.Queue) -> None:
+    """What Python writes in BinaryWire mode, Java's reader shape reads back the same."""
+    w = queue.appender().method_writer(PriceListener, codec="binary_wire")
+    w.on_price(Price("EURUSD", 1.5, 100.0, 2))
+    payload = _payloads(queue)[0]
+    assert payload == (b"\xb9\x08on_price\x82\x21\x00\x00\x00" + b"\xc6symbol\xe6EURUSD"
+                       + b"\xc3bid\x92\x96\x01" + b"\xc3ask\xa1\x64" + b"\xc3qty\xa1\x02")
+    rec = Recorder()
+    queue.tailer().method_reader(rec).read_available()
+    assert rec.calls == [("on_price", Price("EURUSD", 1.5, 100.0, 2))]
+
+
+# --------------------------------------------------------------------------
+# Typing
+# --------------------------------------------------------------------------
+
+
+def test_mypy_sees_the_proxy_as_the_interface() -> None:
+    root = Path(__file__).resolve().parents[1]
+    target = root / "tests" / "typing" / "check_method_writer.py"
+    out = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", str(target)],
+                         capture_output=True, text=True, cwd=root, timeout=300)
+    lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
+    notes = [ln for ln in lines if "Revealed type" in ln]
+    errors = [ln for ln in lines if ": error:" in ln]
+    assert notes and all("check_method_writer.Quotes" in n for n in notes[:1]), out.stdout
+    assert 'Revealed type is "aiochronicle._methods.MethodReader"' in out.stdout
+    # exactly the deliberate mistakes are reported, on the lines marked "# E:"
+    marked = [i + 1 for i, ln in enumerate(target.read_text().splitlines()) if "# E:" in ln]
+    got = sorted(int(e.split(":")[1]) for e in errors)
+    assert got == marked, out.stdout
