@@ -101,17 +101,18 @@ class MappedFile:
                                 "written")
         return False
 
-    def ensure(self, need: int) -> bool:
-        """Make the mapping cover ``need`` bytes; grow the file if writable.
+    def ensure(self, need: int, grow: bool = True) -> bool:
+        """Make the mapping cover ``need`` bytes; grow the file if writable
+        and ``grow`` (readers pass False: they never change a file).
 
-        Returns False when a read-only mapping cannot cover ``need`` because
-        the file is shorter.
+        Returns False when the mapping cannot cover ``need`` because the file
+        is shorter.
         """
         if need <= self.c.map_len:
             return True
         size = self.file_size()
         if size < need:
-            if not self.writable:
+            if not self.writable or not grow:
                 if size > self.c.map_len:
                     self._map(size)
                 return False

@@ -151,6 +151,10 @@ def parse_layout(f: MappedFile) -> StoreLayout:
         if n <= 0 or n & (n - 1) or n > (1 << 24):
             raise CorruptQueueError(f"index count/spacing {n} is not a power of two",
                                     f.path, 4)
+    # the native core updates these in place with 8-byte atomics
+    wp_off, wp_seq_off, i2i_off, last_off = (
+        o if o % 8 == 0 and o + 8 <= 4 + length else 0
+        for o in (wp_off, wp_seq_off, i2i_off, last_off))
     align = 4 if data_format == 1 else 1
     data_start = _align4(4 + length) if align == 4 else 4 + length
     return StoreLayout(count, spacing, align, wp_off, wp_seq_off, i2i_off, last_off, data_start,

@@ -163,6 +163,9 @@ class TableStore:
         header = doc.get("header")
         if header is None or not isinstance(header.value, Document):
             raise CorruptQueueError("table store has no `header` document", self.path, 4)
+        if header.type_name not in (None, "STStore"):
+            raise CorruptQueueError(f"expected a `!STStore` table store header, found "
+                                    f"`!{header.type_name}` (a cycle file?)", self.path, 4)
         self._end = _align4(4 + length)
         return header.value
 

@@ -43,6 +43,12 @@ static inline uint64_t align_up(const cq_store *s, uint64_t pos) {
     return s->align == 4 ? (pos + 3) & ~(uint64_t)3 : pos;
 }
 
+/* [off, off+n) lies inside the mapping; written so that file-supplied
+ * offsets near 2^64 cannot wrap around */
+static inline int fits(const cq_store *s, uint64_t off, uint64_t n) {
+    return s->map_len >= n && off <= s->map_len - n;
+}
+
 static inline uint32_t hdr_load(const cq_store *s, uint64_t pos) {
     const uint8_t *p = s->base + pos;
     if ((pos & 3) == 0)
@@ -197,7 +203,7 @@ int cq_unlock(int64_t *lock, int64_t pid) {
  * Returns CQ_OK and the offsets, or CQ_CORRUPT. */
 static int array_at(const cq_store *s, uint64_t doc_pos, uint64_t *vals, uint64_t *used_off,
                     uint64_t *cap_out) {
-    if (doc_pos < 4 || doc_pos + 4 > s->map_len) return CQ_CORRUPT;
+    if (doc_pos < 4 || !fits(s, doc_pos, 4)) return CQ_CORRUPT;
     uint32_t h = hdr_load(s, doc_pos);
     if (not_ready(h) || !(h & CQ_HDR_META)) return CQ_CORRUPT;
     uint64_t end = doc_pos + 4 + (h & CQ_HDR_LENGTH_MASK);
@@ -219,7 +225,7 @@ static int array_at(const cq_store *s, uint64_t doc_pos, uint64_t *vals, uint64_
         }
         break;
     }
-    if (p + 17 > end || b[p] != 0x8D) return CQ_CORRUPT;
+    if (p + 17 > end || b[p] != 0x8D || ((p + 1) & 7)) return CQ_CORRUPT;
     int64_t cap;
     memcpy(&cap, b + p + 1, 8);
     if (cap <= 0 || (uint64_t)cap > (end - p - 17) / 8) return CQ_CORRUPT;
@@ -235,7 +241,7 @@ static void index_floor(const cq_store *s, uint64_t target, uint64_t *pos, uint6
     *pos = 0;
     *seq = 0;
     if (!s->i2i_off || s->index_count == 0) return;
-    if (s->i2i_off + 8 > s->map_len) return;
+    if (!fits(s, s->i2i_off, 8) || (s->i2i_off & 7)) return;
     uint64_t i2i = (uint64_t)ld64(s, s->i2i_off);
     uint64_t vals, used_off, cap;
     if (!i2i || array_at(s, i2i, &vals, &used_off, &cap) != CQ_OK) return;
@@ -244,19 +250,26 @@ static void index_floor(const cq_store *s, uint64_t target, uint64_t *pos, uint6
     int64_t used = ld64(s, used_off);
     if (used <= 0) return;
     if ((uint64_t)used > cap) used = (int64_t)cap;
+    if ((uint64_t)used > s->index_count) used = (int64_t)s->index_count;
     int whole = 0;
+    /* a damaged index must not turn a lookup into a scan of millions of
+     * slots: past this budget, walk from the file start instead */
+    uint64_t budget = 4u * s->index_count + 64;
     if (n2 >= (uint64_t)used) { n2 = (uint64_t)used - 1; whole = 1; }
     for (int64_t i = (int64_t)n2; i >= 0; i--) {
+        if (budget-- == 0) { *pos = 0; *seq = 0; return; }
         uint64_t page = (uint64_t)ld64(s, vals + 8 * (uint64_t)i);
         uint64_t pv, pu, pc;
         if (!page || array_at(s, page, &pv, &pu, &pc) != CQ_OK) continue;
+        if (pc > s->index_count) pc = s->index_count;
         uint64_t k = (i == (int64_t)n2 && !whole)
                          ? (target >> s->spacing_bits) & (s->index_count - 1)
                          : pc - 1;
         if (k >= pc) k = pc - 1;
         for (int64_t j = (int64_t)k; j >= 0; j--) {
+            if (budget-- == 0) { *pos = 0; *seq = 0; return; }
             uint64_t p = (uint64_t)ld64(s, pv + 8 * (uint64_t)j);
-            if (!p || p + 4 > s->map_len) continue;
+            if (!p || !fits(s, p, 4)) continue;
             uint32_t h = hdr_load(s, p);
             if (not_ready(h) || (h & CQ_HDR_META)) continue; /* hole or stale entry */
             *pos = p;
@@ -269,10 +282,11 @@ static void index_floor(const cq_store *s, uint64_t target, uint64_t *pos, uint6
 /* The (position, sequence) of the last excerpt recorded in writePosition,
  * validated against its packed second long.  Returns 0 when unusable. */
 static int write_position(const cq_store *s, uint64_t *pos, uint64_t *seq) {
-    if (!s->wp_off || !s->wp_seq_off) return 0;
+    if (!s->wp_off || !s->wp_seq_off || !fits(s, s->wp_off, 8) || !fits(s, s->wp_seq_off, 8))
+        return 0;
     uint64_t wp = (uint64_t)ld64(s, s->wp_off);
     uint64_t v = (uint64_t)ld64(s, s->wp_seq_off);
-    if (wp == 0 || wp + 4 > s->map_len) return 0;
+    if (wp == 0 || !fits(s, wp, 4) || (s->wp_off & 7) || (s->wp_seq_off & 7)) return 0;
     unsigned sh = (unsigned)s->file_shift;
     if (sh == 0 || sh >= 64) return 0;
     uint64_t hi_mask = (1ull << (64 - sh)) - 1;
@@ -340,7 +354,7 @@ int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
 }
 
 int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out) {
-    if (pos + 4 > s->map_len) return CQ_NEED_MAP;
+    if (!fits(s, pos, 4)) return CQ_NEED_MAP;
     uint32_t h = hdr_load(s, pos);
     *hdr_out = h;
     *next_out = align_up(s, pos + 4 + (h & CQ_HDR_LENGTH_MASK));
@@ -350,7 +364,7 @@ int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out) {
 int cq_write_eof(cq_store *s, uint64_t hint) {
     uint64_t p, q, need = 0, err = 0;
     if (!write_position(s, &p, &q)) index_floor(s, UINT64_MAX, &p, &q);
-    if (hint > p && hint < s->map_len) {
+    if (hint > p && fits(s, hint, 8)) {
         /* the hint is a committed boundary known to the caller; walking
          * from the furthest known point is shortest */
         uint32_t h = hdr_load(s, hint);
@@ -485,6 +499,7 @@ static int new_index_page(cq_appender *a, uint64_t n2, uint64_t i2i_vals, uint64
 static int index_entry(cq_appender *a, uint64_t seq, uint64_t pos, uint64_t *next) {
     cq_store *s = a->store;
     if (!s->i2i_off || !s->index_count) return CQ_OK;
+    if (!fits(s, s->i2i_off, 8) || (s->i2i_off & 7)) return CQ_OK;
     if (seq & (s->index_spacing - 1)) return CQ_OK;
     unsigned bits = (unsigned)(s->count_bits + s->spacing_bits);
     uint64_t n2 = seq >> bits;
@@ -528,11 +543,12 @@ static int commit(cq_appender *a, uint64_t pos, uint64_t seq, uint64_t plen, int
         if (s->wp_off) max64((int64_t *)(b + s->wp_off), (int64_t)pos);
         if (s->wp_seq_off)
             st64(s, s->wp_seq_off, (int64_t)((pos << s->file_shift) | seq));
-        int rc = index_entry(a, seq, pos, &next);
+        /* the excerpt is published: from here on nothing may report failure.
+         * A damaged index only leaves a hole, which lookups tolerate. */
+        (void)index_entry(a, seq, pos, &next);
         a->last_index = (int64_t)(((uint64_t)s->cycle << a->queue_shift) | seq);
         a->seq = seq + 1;
         a->pos = next;
-        if (rc != CQ_OK) return rc;
     } else {
         a->seq = seq;
         a->pos = next;
@@ -714,7 +730,7 @@ int64_t cq_read(cq_tailer *t) {
                 t->data = (const char *)(s->base + pos + 4);
                 t->len = len;
                 t->is_meta = 1;
-                if (len <= t->scratch_cap) memcpy(t->scratch, t->data, (size_t)len);
+                if (len && len <= t->scratch_cap && t->scratch) memcpy(t->scratch, t->data, (size_t)len);
                 t->index = (int64_t)(((uint64_t)s->cycle << t->queue_shift) | t->seq);
                 t->pos = align_up(s, end);
                 return (int64_t)len;
@@ -725,7 +741,7 @@ int64_t cq_read(cq_tailer *t) {
         t->data = (const char *)(s->base + pos + 4);
         t->len = len;
         t->is_meta = 0;
-        if (len <= t->scratch_cap) memcpy(t->scratch, t->data, (size_t)len);
+        if (len && len <= t->scratch_cap && t->scratch) memcpy(t->scratch, t->data, (size_t)len);
         t->index = (int64_t)(((uint64_t)s->cycle << t->queue_shift) | t->seq);
         t->seq++;
         t->pos = align_up(s, end);
