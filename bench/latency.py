@@ -9,7 +9,9 @@ Latency: a producer process sends messages of 40 and 256 bytes at 10k/s and
 number.  The consumer process takes the time as soon as it has the message;
 the differences go into a log-linear histogram (1.6% buckets) from which
 p50/p90/p99/p99.9 are read; max is exact.  The first ``--warmup`` seconds are
-left out.  The two processes are pinned to different CPUs (``--no-pin`` not to).
+left out.  The two processes are pinned to different CPUs (``--no-pin`` not to)
+and run with the cyclic garbage collector frozen and disabled, whoever the
+contender.
 
 Contenders (consumer side; every producer is a plain loop):
 
@@ -42,6 +44,7 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
+import gc
 import multiprocessing as mp
 import os
 import shutil
@@ -231,7 +234,16 @@ def idle_meter(spec: Spec, out: Connection) -> None:
     threading.Thread(target=measure, daemon=True).start()
 
 
+def quiet_gc() -> None:
+    """What latency-minded Python services do: no cyclic GC passes mid-stream
+    (the same for every contender)."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+
+
 def consume(spec: Spec, ready: Any, out: Connection, shared: dict[str, Any]) -> None:
+    quiet_gc()
     if spec.pin:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, {1 % (os.cpu_count() or 1)})
@@ -448,6 +460,7 @@ def consume_ring(spec: Spec, ready: Any, sink: Recorder | Counter, name: str) ->
 # -- producer side --------------------------------------------------------------------------
 
 def produce(spec: Spec, ready: Any, shared: dict[str, Any]) -> None:
+    quiet_gc()
     if spec.pin:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, {0})
@@ -788,8 +801,10 @@ def main() -> None:
         return True
 
     common = {"pin": not args.no_pin, "loop": args.loop}
+    load0 = os.getloadavg()[0]
     print(f"aiochronicle {ac.__version__}: two-process latency and throughput; "
-          f"{os.cpu_count()} CPUs; loop {args.loop}; queues in {root}", flush=True)
+          f"{os.cpu_count()} CPUs; loop {args.loop}; load average {load0:.2f}; "
+          f"queues in {root}", flush=True)
     case = 0
     out: list[str] = []
     lat: dict[tuple[str, int, int], dict[str, Any]] = {}
@@ -871,14 +886,18 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
-    print(f"total {time.monotonic() - t_start:.0f} s")
+    load1 = os.getloadavg()[0]
+    print(f"total {time.monotonic() - t_start:.0f} s; load average {load1:.2f}")
     if args.write_docs:
         docs = os.path.join(os.path.dirname(__file__), "..", "docs")
         png = "latency-40B-100k.png"
         plotted = plot(lat, 40, 100_000, os.path.join(docs, png))
         body = [f"Measured by `bench/latency.py` on {time.strftime('%Y-%m-%d')}, "
                 f"{os.cpu_count()} vCPUs, loop {args.loop}, {args.seconds:g} s per latency "
-                "case (one-way latency in µs; ratios against iceoryx2 in the same run):", *out]
+                f"case, the machine's load average {load0:.1f} at the start and {load1:.1f} "
+                "at the end (other work was running: the tails above p99 are mostly "
+                "scheduling).  One-way latency in µs; ratios against iceoryx2 in the same "
+                "run:", *out]
         if plotted:
             body += ["", f"![one-way latency, 40 B at 100k msgs/s]({png})"]
         write_docs(os.path.join(docs, "performance.md"), body)
