@@ -578,3 +578,20 @@ def test_mypy_sees_the_proxy_as_the_interface() -> None:
     marked = [i + 1 for i, ln in enumerate(target.read_text().splitlines()) if "# E:" in ln]
     got = sorted(int(e.split(":")[1]) for e in errors)
     assert got == marked, out.stdout
+
+
+# --------------------------------------------------------------------------
+# The three-service pipeline example
+# --------------------------------------------------------------------------
+
+
+def test_pipeline_example(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "examples" / "pipeline" / "run.py"),
+                          str(tmp_path / "p"), "--ticks", "2000", "--rate", "20000"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "strategy: read 2,000 ticks" in out.stdout
+    routed = [ln for ln in out.stdout.splitlines() if ln.startswith("router:")]
+    assert routed and "sources per order [(1, 2)]" in routed[0]
+    assert "end to end" in out.stdout

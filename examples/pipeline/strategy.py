@@ -1,0 +1,59 @@
+"""Strategy: an async method reader on ``md`` whose handler sends orders on the
+``orders`` queue through an ``OrderFlow`` method writer.  Writing from inside
+the handler carries each tick's message history forward to the router.
+
+Usage: python strategy.py MD_QUEUE ORDERS_QUEUE READY_DIR
+"""
+
+from __future__ import annotations
+
+import sys
+
+from messages import MarketData, Order, OrderFlow, Tick, mark_ready, pauser_from_env, run_async
+
+import aiochronicle as ac
+
+
+class Momentum(MarketData):
+    """Buys after three upticks of a symbol, sells after three downticks."""
+
+    def __init__(self, orders: OrderFlow) -> None:
+        self.orders = orders
+        self.last: dict[str, float] = {}
+        self.run: dict[str, int] = {}
+        self.sent = 0
+        self.reader: ac.MethodReader | None = None
+
+    def on_tick(self, tick: Tick) -> None:
+        mid = (tick.bid + tick.ask) / 2
+        prev = self.last.get(tick.symbol, mid)
+        self.last[tick.symbol] = mid
+        step = 1 if mid > prev else -1 if mid < prev else 0
+        run = self.run.get(tick.symbol, 0)
+        run = run + step if step and (run == 0 or (run > 0) == (step > 0)) else step
+        self.run[tick.symbol] = run
+        if abs(run) >= 3:
+            self.run[tick.symbol] = 0
+            side = "BUY" if run > 0 else "SELL"
+            limit = tick.ask if side == "BUY" else tick.bid
+            self.orders.on_order(Order(tick.symbol, side, 1_000_000, limit, tick.seq))
+            self.sent += 1
+
+    def end_of_day(self, ticks: int) -> None:
+        self.orders.end_of_day(self.sent)
+        print(f"strategy: read {ticks:,} ticks, sent {self.sent:,} orders", flush=True)
+        assert self.reader is not None
+        self.reader.stop()
+
+
+async def main(md_path: str, orders_path: str, ready_dir: str) -> None:
+    with ac.open_queue(md_path) as md, ac.open_queue(orders_path) as out:
+        strategy = Momentum(out.appender().method_writer(OrderFlow))
+        reader = md.tailer(pauser=pauser_from_env()).method_reader(strategy)
+        strategy.reader = reader
+        mark_ready(ready_dir, "strategy")
+        await reader.run()
+
+
+if __name__ == "__main__":
+    run_async(main(sys.argv[1], sys.argv[2], sys.argv[3]))
