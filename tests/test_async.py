@@ -417,3 +417,27 @@ def test_notify_helper_thread_stops_when_the_queue_closes(run: Run[None],
         assert notifier_for(q) is None  # a closed queue gets no new one
 
     run(main())
+
+
+def test_apause_unpause_and_timeout(run: Run[None]) -> None:
+    async def main() -> None:
+        p = ac.Pauser.millis(20_000)
+        task = asyncio.create_task(p.apause())
+        await asyncio.sleep(0.02)
+        assert not task.done()
+        threading.Timer(0.01, p.unpause).start()  # from another thread
+        await asyncio.wait_for(task, 5)
+        b = ac.Pauser.busy()
+        for _ in range(10):
+            await b.apause()
+        assert b.count_paused == 10 and b.time_paused_ns > 0
+        with pytest.raises(TimeoutError):
+            while True:
+                await b.apause(0.01)
+        s = ac.Pauser.sleepy()
+        t0 = time.monotonic()
+        for _ in range(20):
+            await s.apause()
+        assert time.monotonic() - t0 < 5
+
+    run(main())
