@@ -1713,7 +1713,8 @@ class Tailer(AsyncTailerMixin):
                       on_error: Callable[[Exception, Excerpt], None] | None = None,
                       ignore_first_arg: Callable[[str, Any], bool] | None = None,
                       history: bool | None = None,
-                      interfaces: Iterable[type] = ()) -> MethodReader:
+                      interfaces: Iterable[type] = (),
+                      batch: bool | None = None) -> MethodReader:
         """A reader dispatching the method calls in this tailer's excerpts to the
         handlers' methods of the same names (see :class:`MethodReader`).
 
@@ -1723,13 +1724,15 @@ class Tailer(AsyncTailerMixin):
         message history (default: when the message carries one or this queue's
         source_id is not 0).  ``interfaces`` lend their annotations and
         ``@method_id`` numbers to handler methods of the same names (handlers
-        that subclass their interface get them anyway).
+        that subclass their interface get them anyway).  ``batch`` (default:
+        for an unnamed tailer) reads excerpts ahead in batches, so this tailer's
+        position may run ahead of the calls handled so far.
         """
         from ._methods import MethodReader
 
         return MethodReader(self, *handlers, on_error=on_error,
                             ignore_first_arg=ignore_first_arg, history=history,
-                            interfaces=interfaces)
+                            interfaces=interfaces, batch=batch)
 
     def __iter__(self) -> Iterator[Excerpt]:
         """Iterate over the excerpts available now (stops at the current end)."""

@@ -247,6 +247,34 @@ def test_handler_exceptions_propagate(queue: ac.Queue) -> None:
     assert reader.read_one() and h.n == 2  # the next message follows
 
 
+def test_named_tailer_resumes_after_the_last_call_handled(queue: ac.Queue) -> None:
+    w = queue.appender().method_writer(PriceListener)
+    for i in range(5):
+        w.on_pair("X", i)
+    rec = Recorder()
+    reader = queue.tailer("svc").method_reader(rec)
+    assert reader.read_one() and reader.read_one()
+    rec2 = Recorder()
+    assert queue.tailer("svc").method_reader(rec2).read_available() == 3  # no read-ahead
+    assert [c[2] for c in rec.calls + rec2.calls] == [0, 1, 2, 3, 4]
+
+
+def test_read_ahead_keeps_what_it_took(queue: ac.Queue) -> None:
+    w = queue.appender().method_writer(PriceListener)
+    for i in range(10):
+        w.on_pair("X", i)
+    rec = Recorder()
+    tailer = queue.tailer()
+    reader = tailer.method_reader(rec)
+    assert reader.read_available(limit=3) == 3
+    assert tailer.index > queue.first_index + 3  # the tailer ran ahead ...
+    assert reader.read_available() == 7  # ... the reader still hands out every call
+    assert [c[2] for c in rec.calls] == list(range(10))
+    exact = queue.tailer()
+    r2 = exact.method_reader(Recorder(), batch=False)
+    assert r2.read_one() and exact.index == queue.first_index + 1
+
+
 class Venue(msgspec.Struct):
     name: str
 
