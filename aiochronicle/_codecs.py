@@ -40,6 +40,7 @@ import datetime as _dt
 import enum
 import json
 import math
+import struct
 import uuid
 from collections.abc import Callable, Mapping
 from decimal import Decimal
@@ -58,6 +59,7 @@ from ._wire import (
     Typed,
     WireError,
     WireWriter,
+    encode_stop_bit,
 )
 
 if TYPE_CHECKING:
@@ -381,39 +383,93 @@ def struct_writer(cls: type) -> _Writer:
     if not isinstance(info, mi.StructType):
         raise TypeError(f"{cls!r} is not a msgspec Struct")
     register_alias(cls)
-    fields: list[tuple[bytes, str, _Writer]] = []
-
-    def write(w: WireWriter, value: Any) -> None:
-        token = w.begin_length32()
-        buf = w.buf
-        for key, attr, put in fields:
-            buf += key
-            put(w, getattr(value, attr))
-        w.end_length32(token)
-
-    # registered before the fields are compiled, so recursive types terminate
+    # generated straight-line code: one key constant and one writer per field
+    env: dict[str, Any] = {"_pack": _U32_PACK_INTO, "_open": b"\x82\0\0\0\0"}
+    lines = ["def write(w, v):", "    buf = w.buf", "    buf += _open", "    start = len(buf)"]
+    for i, f in enumerate(info.fields):
+        if not f.name.isidentifier():
+            raise TypeError(f"{cls.__name__}: unsupported field name {f.name!r}")
+        env[f"_k{i}"] = _key_bytes(f.encode_name)
+        env[f"_p{i}"] = writer_for(f.type)
+        lines += [f"    buf += _k{i}", f"    _p{i}(w, v.{f.name})"]
+    lines.append("    _pack(buf, start - 4, len(buf) - start)")
+    ns: dict[str, Any] = {}
+    exec(compile("\n".join(lines) + "\n", f"<BinaryWire writer of {cls.__name__}>", "exec"),
+         env, ns)
+    write: _Writer = ns["write"]
     _STRUCT_WRITERS[cls] = write
-    for f in info.fields:
-        fields.append((_key_bytes(f.encode_name), f.name, writer_for(f.type)))
     return write
 
 
+_U32_PACK_INTO = struct.Struct("<I").pack_into
+_A1 = [bytes((0xA1, i)) for i in range(256)]  # 0..255 as Java writes them: UINT8
+_E = [bytes((0xE0 + n,)) for n in range(32)]  # STRING_0 + length
+
+
 def _int_writer(w: WireWriter, v: Any) -> None:
-    if type(v) is not int and not isinstance(v, int):
+    if type(v) is int and 0 <= v <= 255:
+        w.buf += _A1[v]
+        return
+    if not isinstance(v, int) or isinstance(v, bool):
         raise CodecError(f"expected an int, got {type(v).__name__}")
     w.int_compact(v)
 
 
-def _float_writer(w: WireWriter, v: Any) -> None:
-    if type(v) is not float:
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise CodecError(f"expected a float, got {type(v).__name__}")
-        v = float(v)
-    w.float64(v)
+def _float_writer(w: WireWriter, d: Any) -> None:
+    """Java's ``writeNumber(double)``, with the common cases inline (checked
+    against ``WireWriter.float64`` by the tests)."""
+    if type(d) is not float:
+        if isinstance(d, bool) or not isinstance(d, int | float):
+            raise CodecError(f"expected a float, got {type(d).__name__}")
+        d = float(d)
+    if -1e12 < d < 1e12:
+        i = int(d)
+        if i == d:
+            if 0 <= i <= 255:
+                w.buf += _A1[i]
+                return
+        else:
+            # fixed point: the first of 2, 4, 6 decimals that round-trips
+            x = d * 1e6
+            fl = math.floor(x)
+            l6 = fl + 1 if x - fl >= 0.5 else fl
+            if l6 / 1e6 == d and -(1 << 35) < l6 < (1 << 42):
+                a = -l6 if l6 < 0 else l6
+                buf = w.buf
+                i2 = a // 10000 if l6 >= 0 else -(a // 10000)
+                if i2 / 1e2 == d:
+                    buf.append(0x92)
+                    buf += _stop_bit(i2)
+                    return
+                i4 = a // 100 if l6 >= 0 else -(a // 100)
+                if i4 / 1e4 == d:
+                    buf.append(0x94)
+                    buf += _stop_bit(i4)
+                    return
+                buf.append(0x96)
+                buf += _stop_bit(l6)
+                return
+    w.float64(d)
+
+
+def _stop_bit(n: int) -> bytes:
+    if 0 <= n < 0x80:
+        return _BYTE[n]
+    if 0 <= n < 0x4000:
+        return bytes((0x80 | (n & 0x7F), n >> 7))
+    return encode_stop_bit(n)
+
+
+_BYTE = [bytes((i,)) for i in range(256)]
 
 
 def _str_writer(w: WireWriter, v: Any) -> None:
-    if type(v) is not str and not isinstance(v, str):
+    if type(v) is str and len(v) < 32 and v.isascii():
+        buf = w.buf
+        buf += _E[len(v)]
+        buf += v.encode("ascii")
+        return
+    if not isinstance(v, str):
         raise CodecError(f"expected a str, got {type(v).__name__}")
     w.text(v)
 
@@ -421,7 +477,7 @@ def _str_writer(w: WireWriter, v: Any) -> None:
 def _bool_writer(w: WireWriter, v: Any) -> None:
     if type(v) is not bool:
         raise CodecError(f"expected a bool, got {type(v).__name__}")
-    w.bool(v)
+    w.buf += b"\xb1" if v else b"\xb0"
 
 
 def writer_for(t: Any) -> _Writer:
@@ -617,6 +673,147 @@ def _untyped(v: object) -> object:
     if isinstance(v, list):
         return [_untyped(x) for x in v]
     return v
+
+
+# -- reading: typed readers (the fast path for declared Struct and scalar types) --
+
+_Reader = Callable[[PlainReader, int, int], tuple[Any, int]]
+_READERS: dict[Any, _Reader] = {}
+_NUMBER_CODES: Final = frozenset([*range(0x80), 0x90, 0x91, 0x92, 0x94, 0x96,
+                                  0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7, 0xAF])
+
+
+def _read_float(r: PlainReader, pos: int, end: int) -> tuple[Any, int]:
+    v, q = r.value(pos, end)
+    if type(v) is float:
+        return v, q
+    if type(v) is int:
+        return float(v), q
+    raise CodecError(f"expected a number at offset {pos}, got {type(v).__name__}")
+
+
+def _read_int(r: PlainReader, pos: int, end: int) -> tuple[Any, int]:
+    v, q = r.value(pos, end)
+    if type(v) is int:
+        return v, q
+    if type(v) is float and v.is_integer():
+        return min(int(v), (1 << 63) - 1), q  # a long sent as FLOAT32 (Java saturates)
+    raise CodecError(f"expected an integer at offset {pos}, got {type(v).__name__}")
+
+
+def _read_str(r: PlainReader, pos: int, end: int) -> tuple[Any, int]:
+    v, q = r.value(pos, end)
+    if type(v) is str:
+        return v, q
+    raise CodecError(f"expected text at offset {pos}, got {type(v).__name__}")
+
+
+def _read_bool(r: PlainReader, pos: int, end: int) -> tuple[Any, int]:
+    v, q = r.value(pos, end)
+    if type(v) is bool:
+        return v, q
+    raise CodecError(f"expected a bool at offset {pos}, got {type(v).__name__}")
+
+
+def _plain_reader(t: Any) -> _Reader:
+    def read(r: PlainReader, pos: int, end: int) -> tuple[Any, int]:
+        v, q = r.value(pos, end)
+        return convert_plain(v, t, r.marked), q
+
+    return read
+
+
+def _unconstrained(t: mi.Type) -> bool:
+    return all(getattr(t, a, None) is None
+               for a in ("gt", "ge", "lt", "le", "multiple_of", "pattern", "min_length",
+                         "max_length"))
+
+
+def typed_reader(t: Any) -> _Reader:
+    """A reader of one BinaryWire value straight into the declared type ``t``
+    (Java's lax numbers coerced); declared Structs are filled field by field."""
+    rd = _READERS.get(t)
+    if rd is not None:
+        return rd
+    rd = _plain_reader(t)
+    if t is not Any:
+        info = _info(t)
+        if isinstance(info, mi.FloatType) and _unconstrained(info):
+            rd = _read_float
+        elif isinstance(info, mi.IntType) and _unconstrained(info):
+            rd = _read_int
+        elif isinstance(info, mi.StrType) and _unconstrained(info):
+            rd = _read_str
+        elif isinstance(info, mi.BoolType):
+            rd = _read_bool
+        elif (isinstance(info, mi.StructType) and not info.forbid_unknown_fields
+              and not info.array_like):
+            rd = _struct_reader(info, t)
+    _READERS[t] = rd
+    return rd
+
+
+def _struct_reader(info: mi.StructType, t: Any) -> _Reader:
+    cls = info.cls
+    fallback = _plain_reader(t)
+    fields: dict[bytes, tuple[str, Any]] = {}
+    for f in info.fields:
+        fields[f.encode_name.encode("latin-1", "replace")] = (f.name, f.type)
+    hints = _struct_hints(cls)
+    readers: dict[bytes, tuple[str, _Reader]] = {}
+
+    def read(r: PlainReader, pos: int, end: int) -> tuple[Any, int]:
+        buf = r.buf
+        pos = r.skip_padding(pos, end)
+        code = buf[pos] if pos < end else -1
+        if code == 0x82 and pos + 5 <= end:
+            body = pos + 5
+            body_end = body + _U32_UNPACK_FROM(buf, pos + 1)[0]
+        else:  # typed, empty, short lengths, null ...: the general path
+            return fallback(r, pos, end)
+        if body_end > end:
+            raise CodecError(f"truncated marshallable at offset {pos}")
+        if not readers:
+            for k, (name, _) in fields.items():
+                readers[k] = (name, typed_reader(hints.get(name, Any)))
+        kw: dict[str, Any] = {}
+        p = body
+        while p < body_end:
+            c = buf[p]
+            if 0xC0 <= c < 0xE0:
+                q = p + 1 + c - 0xC0
+                key = bytes(buf[p + 1:q])
+            else:
+                q = r.skip_padding(p, body_end)
+                if q != p:
+                    p = q
+                    continue
+                name_or_number, q = r.key(p, body_end)
+                key = str(name_or_number).encode("latin-1", "replace")
+            got = readers.get(key)
+            if got is None:
+                _, p = r.value(q, body_end)  # a field this version does not have
+                continue
+            v, p = got[1](r, q, body_end)
+            kw.setdefault(got[0], v)
+        try:
+            return cls(**kw), body_end
+        except TypeError as exc:  # a required field is missing
+            raise CodecError(f"{cls.__name__}: {exc}") from exc
+
+    return read
+
+
+def _struct_hints(cls: type) -> dict[str, Any]:
+    import typing
+
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:
+        return {}
+
+
+_U32_UNPACK_FROM = struct.Struct("<I").unpack_from
 
 
 class BinaryWireCodec(Codec):

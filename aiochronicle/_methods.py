@@ -34,9 +34,9 @@ from ._codecs import (
     Codec,
     CodecError,
     Codecs,
-    convert_plain,
     register_alias,
     resolve_codec,
+    typed_reader,
     writer_for,
 )
 from ._errors import QueueClosedError
@@ -415,7 +415,7 @@ class _Entry:
     """Everything the reader needs to dispatch one method name."""
 
     __slots__ = ("fast", "filtered", "filters", "has_async", "id", "jdecs", "json_dec",
-                 "mp_dec", "mp_decs", "n", "name", "spec", "targets")
+                 "mp_dec", "mp_decs", "n", "name", "spec", "targets", "wire_readers")
 
     def __init__(self, name: str, spec: MethodSpec) -> None:
         self.name = name
@@ -437,6 +437,7 @@ class _Entry:
         self.json_dec = js.decoder(whole)
         self.mp_decs = [mp.decoder(t) for t in spec.types]
         self.jdecs = [js.decoder(t) for t in spec.types]
+        self.wire_readers = [typed_reader(t) for t in spec.types]
 
     def add(self, target: _Target, flt: _Filter | None) -> None:
         self.targets.append(target)
@@ -1073,22 +1074,37 @@ class MethodReader:
     def _wire_args(self, r: PlainReader, pos: int, end: int,
                    entry: _Entry) -> tuple[tuple[Any, ...], int, _Live | None]:
         n = entry.n
-        types = entry.spec.types
-        value, pos = r.value(pos, end)
         if n == 0:
+            _, pos = r.value(pos, end)
             return (), pos, entry.targets
+        readers = entry.wire_readers
         if n == 1:
-            arg = convert_plain(value, types[0], r.marked)
+            arg, pos = readers[0](r, pos, end)
             return (arg,), pos, self._live(entry, arg) if entry.filtered else entry.targets
-        if not isinstance(value, list):
-            value = [value]  # a single value where several were declared
-        first = convert_plain(value[0], types[0], r.marked) if value else None
-        live = self._live(entry, first) if entry.filtered else entry.targets
-        if live is None:
-            return (), pos, None
-        got = [first, *(convert_plain(v, t, r.marked)
-                        for v, t in zip(value[1:], types[1:], strict=False))] if value else []
-        return entry.fill(got), pos, live
+        buf = r.buf
+        pos = r.skip_padding(pos, end)
+        if pos < end and buf[pos] in (0x80, 0x81, 0x82):
+            body, body_end = _body(buf, pos, end)
+        else:  # a single value where several were declared
+            body, body_end = pos, r.value(pos, end)[1]
+        got: list[Any] = []
+        p = r.skip_padding(body, body_end)
+        live = entry.targets
+        for i, read in enumerate(readers):
+            if p >= body_end:
+                break
+            v, p = read(r, p, body_end)
+            got.append(v)
+            if i == 0 and entry.filtered:
+                live = self._live(entry, v)  # type: ignore[assignment]
+                if live is None:
+                    return (), body_end, None
+            p = r.skip_padding(p, body_end)
+        if not got and entry.filtered:
+            live = self._live(entry, None)  # type: ignore[assignment]
+            if live is None:
+                return (), body_end, None
+        return entry.fill(got), body_end, live
 
     # -- calls ---------------------------------------------------------------
     def _call(self, entry: _Entry, args: tuple[Any, ...], inc: Incoming | None,
@@ -1135,6 +1151,26 @@ async def _drive(gen: Generator[Awaitable[Any], Any, None], aw: Awaitable[Any]) 
 def _current_task_cancelling() -> bool:
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
+
+
+def _body(buf: Any, pos: int, end: int) -> tuple[int, int]:
+    """The body range of the ``80/81/82`` length-prefixed value at ``pos``."""
+    code = buf[pos]
+    if code == 0x82:
+        if pos + 5 > end:
+            raise CodecError(f"truncated length at offset {pos}")
+        body, n = pos + 5, int.from_bytes(buf[pos + 1:pos + 5], "little")
+    elif code == 0x81:
+        if pos + 3 > end:
+            raise CodecError(f"truncated length at offset {pos}")
+        body, n = pos + 3, int.from_bytes(buf[pos + 1:pos + 3], "little")
+    else:
+        if pos + 2 > end:
+            raise CodecError(f"truncated length at offset {pos}")
+        body, n = pos + 2, buf[pos + 1]
+    if body + n > end:
+        raise CodecError(f"truncated sequence at offset {pos}")
+    return body, body + n
 
 
 def _excerpt(index: int, payload: bytes) -> Excerpt:

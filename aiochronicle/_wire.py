@@ -1221,6 +1221,7 @@ class EmptyBody(dict[str, object]):
 
 
 _KEY_CODES: Final = frozenset([FIELD_NAME_ANY, EVENT_NAME, FIELD_NUMBER, *range(0xC0, 0xE0)])
+_PAD_CODES: Final = frozenset([PADDING, PADDING32, COMMENT])
 _U16 = struct.Struct("<H")
 
 
@@ -1295,14 +1296,26 @@ class PlainReader:
     def fields(self, pos: int, end: int, depth: int = 0) -> dict[Key, object]:
         """Read ``key value`` pairs up to ``end`` into a dict (first key wins)."""
         out: dict[Key, object] = {}
-        while True:
-            pos = self.skip_padding(pos, end)
-            if pos >= end:
-                return out
-            k, pos = self.key(pos, end)
-            if type(k) is int:
-                self.marked = True
-            v, pos = self.value(pos, end, depth)
+        buf = self.buf
+        value = self.value
+        while pos < end:
+            code = buf[pos]
+            if code in _PAD_CODES:
+                pos = self.skip_padding(pos, end)
+                if pos >= end:
+                    break
+                code = buf[pos]
+            if FIELD_NAME0 <= code < STRING_0:  # the usual short field name, inline
+                q = pos + 1 + code - FIELD_NAME0
+                if q > end:
+                    raise self._err("truncated field name", pos)
+                k: Key = bytes(buf[pos + 1 : q]).decode("latin-1")
+                pos = q
+            else:
+                k, pos = self.key(pos, end)
+                if type(k) is int:
+                    self.marked = True
+            v, pos = value(pos, end, depth)
             if k not in out:
                 out[k] = v
         return out
@@ -1313,10 +1326,14 @@ class PlainReader:
         if depth > _MAX_DEPTH:
             raise self._err("nesting too deep", pos)
         buf = self.buf
-        pos = self.skip_padding(pos, end)
         if pos >= end:
             raise self._err("missing value", pos)
         code = buf[pos]
+        if code in _PAD_CODES:
+            pos = self.skip_padding(pos, end)
+            if pos >= end:
+                raise self._err("missing value", pos)
+            code = buf[pos]
         p = pos + 1
         if code >= STRING_0:
             q = p + code - STRING_0

@@ -384,3 +384,21 @@ def test_auto_decoder_knows_msgpack_calls() -> None:
     assert got.kind == "msgpack" and got.line == "on_price: {symbol: EURUSD, bid: 1.5}"
     assert decode_auto(b"\xe3one").kind == "text"
     assert decode_auto(b"\x92\x01").kind != "msgpack"  # looks like msgpack, is not a call
+
+
+_prices = st.builds(lambda m, k: round(m, k),
+                    st.floats(min_value=-1e9, max_value=1e9, allow_nan=False), st.integers(0, 7))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.floats(), _prices, st.integers(-(1 << 53), 1 << 53).map(float)))
+def test_fast_double_writer_matches_java_compaction(d: float) -> None:
+    """The inlined float writer of Struct fields writes what ``float64`` writes."""
+    assert _bw(float, d) == WireWriter(small_raw=False).float64(d).getvalue()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-(1 << 63), (1 << 63) - 1), st.text(max_size=40))
+def test_fast_int_and_text_writers(n: int, s: str) -> None:
+    assert _bw(int, n) == WireWriter(small_raw=False).int_compact(n).getvalue()
+    assert _bw(str, s) == WireWriter(small_raw=False).text(s).getvalue()

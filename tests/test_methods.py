@@ -4,9 +4,12 @@ and Java interop (BinaryWire bytes spelled out from the format notes, section 10
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import enum
 import logging
 import subprocess
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -99,6 +102,62 @@ def test_round_trip(queue: ac.Queue, codec: str) -> None:
                          ("on_pair", "USDJPY", 4, "EBS"), ("heartbeat",)]
     assert reader.statistics() == ac.MethodReaderStatistics(4, 4, 0, 0, 0)
     assert queue.codec is ac.Codecs.get(codec)
+
+
+class Side(enum.Enum):
+    BUY = "BUY"
+    SELL = "SELL"
+
+
+class Fill(msgspec.Struct):
+    venue: str
+    qty: int
+    price: float
+
+
+class Execution(msgspec.Struct):
+    order_id: int
+    side: Side
+    fills: list[Fill]
+    parent: Fill | None = None
+    tags: dict[str, str] = {}
+    note: str | None = None
+
+
+class Executions(Protocol):
+    def on_execution(self, e: Execution, when: dt.datetime, ref: uuid.UUID) -> None: ...
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_nested_types_round_trip(queue: ac.Queue, codec: str) -> None:
+    e = Execution(1 << 40, Side.SELL, [Fill("X", 5, 1.25), Fill("Y", 300, 99.5)],
+                  Fill("Z", 0, 0.0), {"desk": "fx"})
+    when = dt.datetime(2021, 11, 18, 15, 45, 0, 123000)
+    ref = uuid.UUID(int=12345678901234567890)
+    queue.appender().method_writer(Executions, codec=codec).on_execution(e, when, ref)
+    got: list[Any] = []
+
+    class H:
+        def on_execution(self, e: Execution, when: dt.datetime, ref: uuid.UUID) -> None:
+            got.append((e, when, ref))
+
+    errors: list[Exception] = []
+    queue.tailer().method_reader(H(), on_error=lambda x, ex: errors.append(x)).read_available()
+    assert errors == [] and got == [(e, when, ref)]
+
+
+def test_missing_required_field_is_a_decode_error(queue: ac.Queue) -> None:
+    # a Java-written Fill without its price
+    queue.appender().append(b"\xb9\x06on_one\x82\x0e\x00\x00\x00\xc5venue\xe1X\xc3qty\xa1\x01")
+
+    class H:
+        def on_one(self, f: Fill) -> None:
+            raise AssertionError("not called")
+
+    errors: list[Exception] = []
+    reader = queue.tailer().method_reader(H(), on_error=lambda x, ex: errors.append(x))
+    assert reader.read_available() == 1
+    assert len(errors) == 1 and "price" in str(errors[0])
 
 
 def test_proxy_is_typed_as_the_interface(queue: ac.Queue) -> None:

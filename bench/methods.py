@@ -1,0 +1,275 @@
+"""Method writers and readers against raw appends and reads of the same bytes.
+
+Run:  .venv/bin/python bench/methods.py [--quick] [--dir DIR] [--codecs msgpack,binary_wire]
+
+For a 5-field Struct (``Quote``: symbol, bid, ask, size, ts) and each codec it
+measures, in one process and one run:
+
+* ``method writer``: calls of ``appender.method_writer(QuoteListener).on_quote(q)``
+  (encoding included, one excerpt per call);
+* ``raw append``: ``appender.append(payload)`` of the very bytes one such call
+  writes (what the queue costs without the method layer);
+* ``method reader``: ``tailer.method_reader(handler).read_available()`` over
+  those excerpts, decoding each Quote and calling a trivial handler;
+* ``async reader``: the same through ``await reader.run(until_end=True)`` on
+  uvloop;
+* ``raw read_nowait`` / ``raw read_many``: reading the same excerpts without
+  decoding, one by one and in batches;
+* ``encode only`` / ``decode only``: the codec alone, no queue.
+
+Ratios are against the raw figures of the same run (this machine is noisy:
+compare ratios, not absolute rates, across runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import msgspec
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import aiochronicle as ac
+from aiochronicle._codecs import typed_reader, writer_for
+from aiochronicle._wire import PlainReader, WireWriter
+
+
+class Quote(msgspec.Struct):
+    symbol: str
+    bid: float
+    ask: float
+    size: int
+    ts: int
+
+
+class QuoteListener(Protocol):
+    def on_quote(self, quote: Quote) -> None: ...
+
+
+class Sink:
+    """A handler that only counts."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def on_quote(self, quote: Quote) -> None:
+        self.n += 1
+
+
+QUOTE = Quote("EURUSD", 1.08421, 1.08424, 1_000_000, 1_700_000_000_000_000_000)
+
+
+def timed(fn: Callable[[], int]) -> float:
+    """Items per second of one run of ``fn`` (which returns the item count)."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        n = fn()
+        return n / (time.perf_counter() - t0)
+    finally:
+        gc.enable()
+
+
+Keep = Callable[[str, float], None]
+
+
+def run_codec(root: str, codec: str, count: int, repeats: int) -> dict[str, float]:
+    best: dict[str, float] = {}
+
+    def keep(name: str, rate: float) -> None:
+        best[name] = max(best.get(name, 0.0), rate)
+
+    size = 0
+    for r in range(repeats):
+        size = _queues(os.path.join(root, f"{codec}-{r}"), codec, count, keep)
+        _codec_only(codec, count, keep)
+    best["payload bytes"] = float(size)
+    return best
+
+
+def _queues(path: str, codec: str, count: int, keep: Keep) -> int:
+    """Write and read ``count`` calls through the method layer and raw."""
+    raw_path = path + "-raw"
+    for p in (path, raw_path):
+        shutil.rmtree(p, ignore_errors=True)
+    with (ac.open_queue(path, roll_cycle=ac.RollCycles.HUGE_DAILY) as q,
+          ac.open_queue(raw_path, roll_cycle=ac.RollCycles.HUGE_DAILY) as raw_q):
+        writer = q.appender().method_writer(QuoteListener, codec=codec)
+        writer.on_quote(QUOTE)  # the cycle file is created outside the timing
+        first = q.tailer().read_nowait()
+        assert first is not None
+        payload = first.payload
+        raw_append = raw_q.appender().append
+        raw_append(payload)
+
+        def do_raw_append() -> int:
+            append = raw_append
+            data = payload
+            for _ in range(count):
+                append(data)
+            return count
+
+        def do_write() -> int:
+            call = writer.on_quote
+            quote = QUOTE
+            for _ in range(count):
+                call(quote)
+            return count
+
+        # one after the other, so both see the same machine state
+        keep("raw append", timed(do_raw_append))
+        keep("method writer", timed(do_write))
+
+        def do_raw_read() -> int:
+            read = raw_q.tailer().read_nowait
+            n = 0
+            while read() is not None:
+                n += 1
+            return n
+
+        def do_raw_read_many() -> int:
+            t = raw_q.tailer()
+            n = 0
+            while True:
+                got = len(t.read_many(1024, 256 << 10))
+                if not got:
+                    return n
+                n += got
+
+        def do_read() -> int:
+            sink = Sink()
+            n = q.tailer().method_reader(sink).read_available()
+            assert sink.n == n == count + 1, (sink.n, n)
+            return n
+
+        def do_async_read() -> int:
+            sink = Sink()
+            reader = q.tailer().method_reader(sink)
+
+            async def go() -> int:
+                return await reader.run(until_end=True)
+
+            n = _run_on_uvloop(go)
+            assert sink.n == n == count + 1, (sink.n, n)
+            return n
+
+        keep("raw read_nowait", timed(do_raw_read))
+        keep("raw read_many", timed(do_raw_read_many))
+        keep("method reader", timed(do_read))
+        keep("async reader", timed(do_async_read))
+    for p in (path, raw_path):
+        shutil.rmtree(p, ignore_errors=True)
+    return len(payload)
+
+
+def _codec_only(codec: str, count: int, keep: Keep) -> None:
+    """Encode and decode one Quote ``count`` times, no queue."""
+    c = ac.Codecs.get(codec)
+    encode_once: Callable[[], object]
+    decode_once: Callable[[], object]
+    if c is ac.Codecs.BINARY_WIRE:
+        put = writer_for(Quote)
+
+        def encode_wire() -> bytes:
+            w = WireWriter(small_raw=False)
+            put(w, QUOTE)
+            return bytes(w.buf)
+
+        body = encode_wire()
+
+        read = typed_reader(Quote)
+
+        def decode_wire() -> object:
+            return read(PlainReader(body), 0, len(body))[0]
+
+        encode_once, decode_once = encode_wire, decode_wire
+    else:
+        enc = c.encoder.encode  # type: ignore[attr-defined]
+        dec = c.decoder(Quote).decode  # type: ignore[attr-defined]
+        data = enc(QUOTE)
+
+        def encode_msgspec() -> object:
+            return enc(QUOTE)
+
+        def decode_msgspec() -> object:
+            return dec(data)
+
+        encode_once, decode_once = encode_msgspec, decode_msgspec
+
+    def do_encode() -> int:
+        for _ in range(count):
+            encode_once()
+        return count
+
+    def do_decode() -> int:
+        for _ in range(count):
+            decode_once()
+        return count
+
+    keep("encode only", timed(do_encode))
+    keep("decode only", timed(do_decode))
+
+
+def _run_on_uvloop(coro_fn: Callable[[], object]) -> int:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover
+        factory = None
+    else:
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        n: int = runner.run(coro_fn())  # type: ignore[arg-type]
+    return n
+
+
+ROWS = [
+    ("method writer", "raw append"),
+    ("raw append", None),
+    ("method reader", "raw read_nowait"),
+    ("async reader", "raw read_nowait"),
+    ("raw read_nowait", None),
+    ("raw read_many", None),
+    ("encode only", None),
+    ("decode only", None),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small counts (smoke run)")
+    parser.add_argument("--dir", default=None, help="where to put the queues (default: a temp dir)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--count", type=int, default=200_000,
+                        help="calls per measurement for msgpack (BinaryWire: a quarter)")
+    parser.add_argument("--codecs", default="msgpack,binary_wire")
+    args = parser.parse_args()
+    count = max(1000, args.count // 20) if args.quick else args.count
+    root = args.dir or tempfile.mkdtemp(prefix="aiochronicle-bench-")
+    print(f"aiochronicle {ac.__version__} method writers/readers, one process, best of "
+          f"{args.repeats}; 5-field Struct; queues in {root}")
+    try:
+        for codec in args.codecs.split(","):
+            n = count if codec != "binary_wire" else max(1000, count // 4)
+            rates = run_codec(root, codec, n, args.repeats)
+            print(f"\n{codec}: {n:,} calls, {rates['payload bytes']:.0f}-byte excerpts")
+            print(f"  {'what':<18}{'per second':>14}   ratio")
+            for what, ref in ROWS:
+                ratio = f"{rates[what] / rates[ref]:.2f} x {ref}" if ref else ""
+                print(f"  {what:<18}{rates[what]:>14,.0f}   {ratio}")
+    finally:
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
