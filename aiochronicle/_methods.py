@@ -34,6 +34,7 @@ from ._codecs import (
     Codec,
     CodecError,
     Codecs,
+    recorded_codec,
     register_alias,
     resolve_codec,
     typed_reader,
@@ -108,6 +109,7 @@ class MethodSpec:
     id: int | None
     params: tuple[inspect.Parameter, ...]
     types: tuple[Any, ...]
+    chain: type | None = None  # the interface a chained call returns (Java's DSL style)
 
     @property
     def arity(self) -> int:
@@ -155,6 +157,7 @@ def _spec(cls: type, name: str, fn: Callable[..., Any],
                             "in a method interface")
     mid: int | None = None
     types: list[Any] = [None] * len(params)
+    returns: Any = None
     for klass in (*cls.__mro__, *(k for i in interfaces for k in i.__mro__)):
         f = vars(klass).get(name)
         if not inspect.isfunction(f):
@@ -163,6 +166,8 @@ def _spec(cls: type, name: str, fn: Callable[..., Any],
             got = getattr(f, _ID_ATTR, None)
             if isinstance(got, int):
                 mid = got
+        if returns is None and "return" in getattr(f, "__annotations__", {}):
+            returns = _hints(f).get("return", type(None))
         if any(t is None for t in types):
             hints = _hints(f)
             fparams = list(inspect.signature(f).parameters.values())[1:]
@@ -172,7 +177,19 @@ def _spec(cls: type, name: str, fn: Callable[..., Any],
     resolved = tuple(Any if t is None else t for t in types)
     for t in resolved:
         _register_structs(t)
-    return MethodSpec(name, mid, tuple(params), resolved)
+    return MethodSpec(name, mid, tuple(params), resolved, _chain_target(returns))
+
+
+def _chain_target(rt: Any) -> type | None:
+    """The interface a method returns, if it is one (Java chains such calls
+    into one excerpt: ``to("one").say("hi")``)."""
+    if (not isinstance(rt, type) or rt.__module__ == "builtins"
+            or issubclass(rt, msgspec.Struct) or rt.__module__.startswith("typing")):
+        return None
+    try:
+        return rt if _public_functions(rt) else None
+    except TypeError:
+        return None
 
 
 def _register_structs(t: Any) -> None:
@@ -289,7 +306,9 @@ def _compile(spec: MethodSpec, body: str, env: dict[str, Any]) -> Callable[..., 
 
 
 def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
-                history: bool) -> Callable[..., None]:
+                history: bool,
+                chain: Callable[[type], Callable[[bytes], Any]] | None = None
+                ) -> Callable[..., None]:
     """One proxy method: encode the call, then append it."""
     env: dict[str, Any] = {"_ac_append": append}
     key: Any = spec.id if spec.id is not None else spec.name
@@ -313,11 +332,14 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
             body = f"_ac_append(_ac_enc((_ac_key, {arg})))"
     elif codec is Codecs.BINARY_WIRE:
         env["_ac_enc"] = _wire_encoder(spec)
+        hist = ", _ac_hist()" if history else ""
         if history:
             env["_ac_hist"] = outgoing_wire_bytes
-            body = "_ac_append(_ac_enc({args}, _ac_hist()))"
+        if spec.chain is not None and chain is not None:
+            env["_ac_chain"] = chain(spec.chain)
+            body = f"return _ac_chain(_ac_enc({{args}}{hist}))"
         else:
-            body = "_ac_append(_ac_enc({args}))"
+            body = f"_ac_append(_ac_enc({{args}}{hist}))"
     else:
         raise ValueError(f"the {codec.name} codec cannot carry method calls")
     return _compile(spec, body, env)
@@ -331,6 +353,18 @@ def make_method_writer(appender: Appender, iface: type[T] | Callable[..., T], *,
     if not isinstance(iface, type):
         raise TypeError(f"an interface is a class, not {iface!r}")
     specs = interface_methods(iface)
+    chained = _chained_interfaces(specs)
+    if chained:
+        # Java's chained calls exist in BinaryWire only: the default for such an
+        # interface, an error (before anything is recorded) with another codec
+        rec = recorded_codec(queue)
+        if codec is None and rec is None:
+            codec = Codecs.BINARY_WIRE
+        want = Codecs.get(codec) if codec is not None else rec
+        if want is not Codecs.BINARY_WIRE:
+            raise TypeError(f"{iface.__name__} has chained methods (returning "
+                            f"{', '.join(sorted(x.__name__ for x in chained))}): they need "
+                            "codec='binary_wire'")
     c = resolve_codec(queue, codec, writing=True)
     if record_history is None:
         history = queue.source_id != 0
@@ -340,7 +374,8 @@ def make_method_writer(appender: Appender, iface: type[T] | Callable[..., T], *,
     else:
         history = bool(record_history)
     append = appender.append
-    ns: dict[str, Any] = {name: _method_for(spec, c, append, history)
+    chain = _chain_maker(append)
+    ns: dict[str, Any] = {name: _method_for(spec, c, append, history, chain)
                           for name, spec in specs.items()}
     ns["__slots__"] = ()
     ns["__init__"] = _proxy_init
@@ -354,6 +389,59 @@ def make_method_writer(appender: Appender, iface: type[T] | Callable[..., T], *,
     except TypeError:  # an interface that cannot be subclassed or instantiated
         proxy = type(name, (), ns)()
     return typing.cast(T, proxy)
+
+
+def _chained_interfaces(specs: dict[str, MethodSpec]) -> set[type]:
+    """Every interface reachable through chained methods."""
+    seen: set[type] = set()
+    todo = [s.chain for s in specs.values() if s.chain is not None]
+    while todo:
+        rt = todo.pop()
+        if rt is None or rt in seen:
+            continue
+        seen.add(rt)
+        todo += [s.chain for s in interface_methods(rt).values() if s.chain is not None]
+    return seen
+
+
+def _chain_maker(append: Callable[[bytes], int]) -> Callable[[type], Callable[[bytes], Any]]:
+    """Proxies for the interfaces chained calls return: each method adds its
+    event to the excerpt begun by the first call; a method returning None
+    appends the whole excerpt (BinaryWire only)."""
+    made: dict[type, Callable[[bytes], Any]] = {}
+
+    def chain(rt: type) -> Callable[[bytes], Any]:
+        got = made.get(rt)
+        if got is not None:
+            return got
+        box: list[type] = []
+
+        def make(prefix: bytes) -> Any:
+            obj: Any = object.__new__(box[0])
+            obj._ac_prefix = prefix
+            return obj
+
+        made[rt] = make  # before the methods, for interfaces that chain to themselves
+        ns: dict[str, Any] = {"__module__": rt.__module__, "__repr__": _chain_repr}
+        for name, spec in interface_methods(rt).items():
+            env: dict[str, Any] = {"_ac_append": append, "_ac_enc": _wire_encoder(spec)}
+            if spec.chain is not None:
+                env["_ac_chain"] = chain(spec.chain)
+                body = "return _ac_chain(self._ac_prefix + _ac_enc({args}))"
+            else:
+                body = "_ac_append(self._ac_prefix + _ac_enc({args}))"
+            ns[name] = _compile(spec, body, env)
+        try:
+            box.append(type(f"{rt.__name__}Chained", (rt,), ns))
+        except TypeError:
+            box.append(type(f"{rt.__name__}Chained", (), ns))
+        return make
+
+    return chain
+
+
+def _chain_repr(self: Any) -> str:
+    return f"<chained call, {len(self._ac_prefix)} bytes so far>"
 
 
 def _proxy_init(self: object) -> None:

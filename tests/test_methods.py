@@ -18,6 +18,7 @@ import msgspec
 import pytest
 
 import aiochronicle as ac
+from aiochronicle._codecs import recorded_codec
 
 uvloop = pytest.importorskip("uvloop")
 
@@ -632,6 +633,32 @@ def test_reader_dispatches_java_written_calls(queue: ac.Queue) -> None:
     assert h.got == [CAPTData(0), ("two", "two"), 100, ("one", "two"), CAPTData(7), CAPTData(7),
                      ("to", "one"), ("say", "hi"), ("a", "b")]
     assert reader.statistics().unknown == 1
+
+
+class Greeting(Protocol):
+    def say(self, text: str) -> None: ...
+
+
+class To(Protocol):
+    def to(self, who: str) -> Greeting: ...
+
+
+def test_chained_calls_are_one_excerpt(queue: ac.Queue) -> None:
+    """Java's chained method writer: to("one").say("hi") is one excerpt with two events."""
+    w = queue.appender().method_writer(To, codec="binary_wire")
+    pending = w.to("one")
+    assert queue.last_index is None  # nothing is written until the chain ends
+    pending.say("hi")
+    assert _payloads(queue) == [b"\xb9\x02to\xe3one\xb9\x03say\xe2hi"]
+    h = JavaSide()
+    queue.tailer().method_reader(h).read_available()
+    assert h.got == [("to", "one"), ("say", "hi")]
+    with ac.open_queue(queue.path + "-mp") as q2:
+        with pytest.raises(TypeError, match="binary_wire"):
+            q2.appender().method_writer(To, codec="msgpack")
+        assert recorded_codec(q2) is None  # nothing recorded by the failure
+        q2.appender().method_writer(To).to("x").say("y")  # the default for chains
+        assert q2.codec is ac.Codecs.BINARY_WIRE
 
 
 def test_java_bytes_round_trip_through_python_writer(queue: ac.Queue) -> None:
