@@ -9,6 +9,7 @@ __all__ = [
     "ChronicleError",
     "CorruptQueueError",
     "DiskFullError",
+    "IllegalIndexError",
     "IndexFullError",
     "MessageTooLargeError",
     "QueueClosedError",
@@ -59,6 +60,11 @@ class ReadOnlyQueueError(ChronicleError):
 
 class MessageTooLargeError(ChronicleError, ValueError):
     """A payload is larger than the format allows (1 GiB - 1 bytes)."""
+
+
+class IllegalIndexError(ChronicleError, ValueError):
+    """A positioned write (``Appender.write_at``) would leave a gap or land in a
+    cycle that is already closed."""
 
 
 class IndexFullError(ChronicleError):

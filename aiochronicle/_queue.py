@@ -19,6 +19,7 @@ from ._errors import (
     AppendLockedError,
     ChronicleError,
     CorruptQueueError,
+    IllegalIndexError,
     IndexFullError,
     MessageTooLargeError,
     QueueClosedError,
@@ -1130,6 +1131,85 @@ class Appender:
         self._refresh_append_lock()
         if old is not None:
             self.queue._release_store(old)
+
+    def write_at(self, index: int, data: bytes | bytearray | memoryview) -> bool:
+        """Write ``data`` as the excerpt at ``index`` exactly (Java's positioned
+        ``writeBytes(index, bytes)``, what a replication sink does so indices
+        mean the same on every host).
+
+        Returns True when written, False when an excerpt already exists at
+        ``index`` (a replayed write is ignored). Raises IllegalIndexError when
+        earlier indices are missing, or ``index`` lies in a cycle that is
+        already closed. Moves to (and creates) the cycle of ``index`` whatever
+        the clock says.
+        """
+        rc_ = self.queue.roll_cycle
+        cycle, seq = rc_.to_cycle(index), rc_.to_sequence(index)
+        if type(data) is not bytes:
+            data = self._coerce(data)
+        c = self._c
+        for _ in range(10_000):
+            st = self._store
+            if st is None or st.cycle < cycle:
+                self._roll_to(cycle)
+                continue
+            if st.cycle > cycle:
+                older = self.queue._acquire_store(cycle)
+                count = 0
+                if older is not None:
+                    try:
+                        count = older.end()[1]
+                    finally:
+                        self.queue._release_store(older)
+                if seq < count:
+                    return False
+                raise IllegalIndexError(
+                    f"cannot write {index:#x}: cycle {cycle} is closed (this queue writes "
+                    f"cycle {st.cycle})")
+            r = lib.cq_append_at(c, data, len(data), seq)
+            if r >= 0:
+                return True
+            if r == lib.CQ_DUPLICATE:
+                return False
+            if r == lib.CQ_GAP:
+                raise IllegalIndexError(
+                    f"cannot write {index:#x}: earlier excerpts of cycle {cycle} are missing "
+                    f"(next is {rc_.to_index(cycle, st.end()[1]):#x})")
+            if r == lib.CQ_EOF:
+                older = self.queue._acquire_store(cycle)
+                try:
+                    count = older.end()[1] if older is not None else 0
+                finally:
+                    self.queue._release_store(older)
+                if seq < count:
+                    return False
+                raise IllegalIndexError(f"cannot write {index:#x}: cycle {cycle} is closed")
+            self._handle(int(r), len(data))
+        raise ChronicleError("positioned write did not settle")
+
+    def _roll_to(self, cycle: int) -> None:
+        """Move to ``cycle`` (creating it) regardless of the clock, closing every
+        older cycle that lacks an EOF."""
+        q = self.queue
+        q._check_open()
+        self._lock()
+        try:
+            q._invalidate_listing()
+            for older in reversed([x for x in q.cycles() if x < cycle]):
+                st = q._acquire_store(older)
+                if st is None:
+                    continue
+                try:
+                    if st.end()[2]:
+                        break
+                    st.write_eof()
+                finally:
+                    q._release_store(st)
+            st = q._acquire_store(cycle, create=True)
+            assert st is not None
+            self._set_store(st)
+        finally:
+            self._unlock()
 
     def append_many(self, messages: Iterable[bytes]) -> int:
         """Append every message of ``messages`` (bytes) in order, holding the

@@ -620,6 +620,26 @@ int64_t cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta) {
     return meta ? 0 : a->last_index;
 }
 
+int64_t cq_append_at(cq_appender *a, const uint8_t *data, uint64_t len, uint64_t want) {
+    if (a->doc_open) return CQ_BAD_STATE;
+    uint64_t pos, seq;
+    int check = a->check_cycle;
+    a->check_cycle = 0;
+    int rc = begin(a, len, 0, &pos, &seq);
+    a->check_cycle = check;
+    if (rc != CQ_OK) return rc;
+    if (seq != want) {
+        cq_unlock(a->write_lock, a->pid);
+        return seq > want ? CQ_DUPLICATE : CQ_GAP;
+    }
+    if (len) memcpy(a->store->base + pos + 4, data, len);
+    rc = commit(a, pos, seq, len, 0);
+    cq_unlock(a->write_lock, a->pid);
+    populate(a);
+    if (rc != CQ_OK) return rc;
+    return a->last_index;
+}
+
 int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets, uint64_t n,
                     uint64_t *done) {
     *done = 0;

@@ -34,6 +34,8 @@
 #define CQ_ERRNO -12
 #define CQ_NO_SPACE -13
 #define CQ_BAD_STATE -14
+#define CQ_DUPLICATE -15
+#define CQ_GAP -16
 
 #define CQ_HDR_LENGTH_MASK 0x3FFFFFFF
 #define CQ_HDR_META 0x40000000
@@ -139,6 +141,10 @@ int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out);
 
 /* appending (each takes and releases the write lock unless a document is open) */
 int64_t cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta);
+/* positioned write (replication): only sequence `seq` of the appender's
+ * cycle is accepted: CQ_DUPLICATE if it exists already, CQ_GAP if earlier
+ * sequences are missing; no roll check (the caller picks the cycle) */
+int64_t cq_append_at(cq_appender *a, const uint8_t *data, uint64_t len, uint64_t seq);
 int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets,
                     uint64_t n, uint64_t *done);
 int cq_doc_begin(cq_appender *a, uint64_t reserve, int meta);
