@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import math
-import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -322,27 +323,22 @@ def test_codec_record_race(tmp_path: Path) -> None:
     """Two processes setting different codecs: exactly one wins."""
     with ac.open_queue(tmp_path):
         pass
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        code = 0
-        try:
-            with ac.open_queue(tmp_path) as q:
-                ac.set_queue_codec(q, "msgpack")
-        except ac.CodecMismatchError:
-            code = 3
-        except BaseException:
-            code = 1
-        os._exit(code)
+    script = ("import sys, aiochronicle as ac\n"
+              "q = ac.open_queue(sys.argv[1])\n"
+              "try:\n"
+              "    ac.set_queue_codec(q, 'msgpack')\n"
+              "except ac.CodecMismatchError:\n"
+              "    sys.exit(3)\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)])
     mine_ok = True
     with ac.open_queue(tmp_path) as q:
         try:
             ac.set_queue_codec(q, "json")
         except ac.CodecMismatchError:
             mine_ok = False
-    _, status = os.waitpid(pid, 0)
-    child = os.waitstatus_to_exitcode(status)
-    assert child in (0, 3)
-    assert mine_ok != (child == 0)
+    code = child.wait(timeout=60)
+    assert code in (0, 3)
+    assert mine_ok != (code == 0)
 
 
 class _Sink:
