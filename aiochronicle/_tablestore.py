@@ -179,7 +179,7 @@ class TableStore:
                 break
             length = word & LENGTH_MASK
             end = pos + 4 + length
-            if end > f.size and not f.ensure(end):
+            if end > f.size and not f.ensure(end, grow=False):
                 raise CorruptQueueError("table store record runs past the end of the file",
                                         self.path, pos)
             if not word & HDR_META:

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "cq.h"
+#include "pause.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -583,6 +584,12 @@ static void populate(cq_appender *a) {
     a->populated = to;
 }
 
+/* Outside the lock, after a publish: pre-fault ahead, wake parked readers. */
+static void after_publish(cq_appender *a) {
+    populate(a);
+    if (a->notify) cq_notify_commit((cq_notify_watch *)a->notify);
+}
+
 static int begin(cq_appender *a, uint64_t len, int meta, uint64_t *pos, uint64_t *seq) {
     if (!a->store || !a->store->base || !a->write_lock) return CQ_BAD_STATE;
     if (len > CQ_HDR_LENGTH_MASK) return CQ_TOO_LARGE;
@@ -615,7 +622,7 @@ int64_t cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta) {
     if (len) memcpy(a->store->base + pos + 4, data, len);
     rc = commit(a, pos, seq, len, meta);
     cq_unlock(a->write_lock, a->pid);
-    populate(a);
+    after_publish(a);
     if (rc != CQ_OK) return rc;
     return meta ? 0 : a->last_index;
 }
@@ -635,7 +642,7 @@ int64_t cq_append_at(cq_appender *a, const uint8_t *data, uint64_t len, uint64_t
     if (len) memcpy(a->store->base + pos + 4, data, len);
     rc = commit(a, pos, seq, len, 0);
     cq_unlock(a->write_lock, a->pid);
-    populate(a);
+    after_publish(a);
     if (rc != CQ_OK) return rc;
     return a->last_index;
 }
@@ -673,7 +680,8 @@ int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets,
     }
     cq_unlock(a->write_lock, a->pid);
     *done = i;
-    populate(a);
+    if (i) after_publish(a);
+    else populate(a);
     return rc;
 }
 
@@ -705,7 +713,7 @@ int cq_doc_commit(cq_appender *a, uint64_t len) {
     a->doc_open = 0;
     rc = commit(a, a->doc_pos, a->seq, len, a->doc_meta);
     cq_unlock(a->write_lock, a->pid);
-    populate(a);
+    after_publish(a);
     return rc;
 }
 

@@ -79,6 +79,7 @@ typedef struct cq_appender {
     uint64_t populate_step;   /* 0 disables pre-faulting */
     uint64_t dropped;         /* pages before this offset have been released */
     uint64_t allocated;       /* disk blocks are reserved below this offset */
+    void *notify;             /* cq_notify_watch * (pause.h) or NULL: wake waiters */
     /* outputs */
     int64_t last_index;       /* index of the last data excerpt appended */
     int64_t want_cycle;       /* on CQ_ROLL: the cycle the clock asks for */

@@ -12,9 +12,8 @@ flips), then open it read-only and writable and read it every way there is:
 Each of those either works or raises :class:`aiochronicle.CorruptQueueError` whose
 ``path`` names a file of the queue; never another exception type, never a
 crash, and a reader never changes the size of a cycle file (not even in a
-writable queue).  One known bug remains (BUG_TABLE_STORE_GROWS: a writable open
-grows metadata.cq4t for a key record whose length runs past its end); its
-tests are strict xfails, so a fix shows up as XPASS and the markers can go.
+writable queue, and a writable open never grows metadata.cq4t for a key record
+whose length runs past its end).
 
 The damaged queues are read in a child process (this file run as a script,
 ``serve``), so a segfault or a hang fails the test instead of killing pytest.
@@ -74,11 +73,6 @@ HDR_NOT_COMPLETE = 0x80000000
 HDR_EOF = 0xC0000000
 LENGTH_MASK = 0x3FFFFFFF
 
-BUG_TABLE_STORE_GROWS = (
-    "known bug (Python layer): TableStore._scan (aiochronicle/_tablestore.py) calls "
-    "MappedFile.ensure(end) for a key record whose header length runs past the end of "
-    "metadata.cq4t; in a writable queue that grows the file to the record's length (up "
-    "to 1 GiB) before the record fails to parse; it should be ensure(end, grow=False)")
 
 V5_ARCHIVE = "cqv5-sample-input.tar.bz2"
 V4_ARCHIVE = "cqv4-sample-input.tar.bz2"
@@ -899,9 +893,7 @@ def _table_records(meta: bytes) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize("read_only", [
-    True, pytest.param(False, marks=pytest.mark.xfail(strict=True,
-                                                      reason=BUG_TABLE_STORE_GROWS))])
+@pytest.mark.parametrize("read_only", [True, False])
 def test_metadata_record_length_past_end_of_file(worker: Worker, tmp_path: Path,
                                                  lib_queue: Path, read_only: bool) -> None:
     """A key record whose length runs past the end of metadata.cq4t: opening
@@ -1177,7 +1169,6 @@ def test_random_flips_in_metadata(worker: Worker, tmp_path: Path, lib_queue: Pat
     _check_flips(worker.run("flips", spec), min_iterations=2 * FLIPS)
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_TABLE_STORE_GROWS)
 def test_random_flips_in_metadata_writable(worker: Worker, tmp_path: Path, lib_queue: Path,
                                            lib_layout: Layout) -> None:
     spec = _flip_spec(tmp_path, lib_queue, lib_layout, 5, iterations=FLIPS, read_only=False,
