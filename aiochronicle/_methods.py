@@ -606,7 +606,8 @@ class MethodReader:
         self._track = history is True or (history is None and self._source_id != 0)
         self._by_name: dict[str, _Entry] = {}
         self._by_id: dict[int, _Entry] = {}
-        self._mp: dict[Any, _Entry] = {}  # msgpack key bytes (and bare names) -> entry
+        self._mp: dict[Any, _Entry] = {}  # msgpack-encoded key (name or id) -> entry
+        self._names: dict[Any, _Entry] = {}  # name as bytes -> entry (the fast path)
         self._chain_cache: dict[int, MethodReader] = {}
         for h in handlers:
             self._add_handler(h)
@@ -643,7 +644,7 @@ class MethodReader:
             if entry is None:
                 entry = self._by_name[name] = _Entry(name, spec)
                 self._mp[_MP_ENC.encode(name)] = entry
-                self._mp[name.encode()] = entry  # the fast path looks up the bare name
+                self._names[name.encode()] = entry
             elif entry.n != spec.arity:
                 raise TypeError(f"handlers disagree on the arguments of {name}")
             if spec.id is not None:
@@ -750,7 +751,7 @@ class MethodReader:
         end = self._pend_n if limit < 0 else min(self._pend_n, i + limit)
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         process = self._process
-        mp_get = self._mp.get
+        mp_get = self._names.get
         inline = not self._track and not self._recording
         fast = 0
         try:
@@ -918,7 +919,7 @@ class MethodReader:
             k = p[1]
             if 0xA0 <= k <= 0xBF:
                 end = k - 0x9E
-                entry = self._mp.get(p[2:end])
+                entry = self._names.get(p[2:end])
                 if entry is not None and entry.fast is not None:
                     try:
                         arg = entry.mp_dec.decode(p[end:])

@@ -203,6 +203,30 @@ def test_mixed_codecs_in_one_queue(queue: ac.Queue) -> None:
     assert rec.calls == [("on_price", P1), ("on_pair", "X", 1, "Y"), ("heartbeat",)]
 
 
+def test_method_names_and_ids_do_not_collide(queue: ac.Queue) -> None:
+    class Iface(Protocol):
+        def a(self, x: int) -> None: ...  # "a" is also the msgpack byte of the int 97
+
+        @ac.method_id(97)
+        def other(self, x: str) -> None: ...
+
+    w = queue.appender().method_writer(Iface)
+    w.a(1)
+    w.other("s")
+    got: list[Any] = []
+
+    class H(Iface):
+        def a(self, x: int) -> None:
+            got.append(("a", x))
+
+        def other(self, x: str) -> None:
+            got.append(("other", x))
+
+    errors: list[Exception] = []
+    queue.tailer().method_reader(H(), on_error=lambda e, ex: errors.append(e)).read_available()
+    assert got == [("a", 1), ("other", "s")] and errors == []
+
+
 def test_several_handlers_are_called_in_order(queue: ac.Queue) -> None:
     queue.appender().method_writer(PriceListener).on_price(P1)
     a, b = Recorder(), Recorder()

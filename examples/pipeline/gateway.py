@@ -10,7 +10,7 @@ import asyncio
 import random
 import sys
 
-from messages import SYMBOLS, MarketData, Tick, run_async
+from messages import SYMBOLS, MarketData, Tick, run_async, say
 
 import aiochronicle as ac
 
@@ -29,7 +29,7 @@ async def main(md_path: str, ticks: int, rate: float) -> None:
             if seq % 20 == 19:  # pace the feed: 20 ticks, then wait for their slot
                 await asyncio.sleep(max(0.0, start + (seq + 1) / rate - loop.time()))
         feed.end_of_day(ticks)
-        print(f"gateway:  published {ticks:,} ticks at ~{rate:,.0f}/s to {md_path}", flush=True)
+        say(f"gateway:  published {ticks:,} ticks at ~{rate:,.0f}/s to {md_path}")
 
 
 if __name__ == "__main__":

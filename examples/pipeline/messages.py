@@ -81,6 +81,13 @@ def pauser_from_env() -> ac.Pauser:
     return pauser
 
 
+def say(text: str) -> None:
+    """Print ``text`` in one ``write`` (the services share the launcher's
+    stdout; one write of less than PIPE_BUF bytes is never interleaved)."""
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), (text + "\n").encode())
+
+
 def mark_ready(directory: str, name: str) -> None:
     """Tell the launcher this service is reading (a file ``<name>.ready``)."""
     with open(os.path.join(directory, f"{name}.ready"), "w"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from messages import Order, mark_ready, pauser_from_env, run_async
+from messages import Order, mark_ready, pauser_from_env, run_async, say
 
 import aiochronicle as ac
 
@@ -38,18 +38,19 @@ class Router:
 
     def end_of_day(self, orders: int) -> None:
         got = len(self.hops[0])
-        print(f"router:   routed {got:,} of {orders:,} orders, sources per order "
-              f"{sorted(self.sources)}, notional {self.notional:,.0f}", flush=True)
-        print(f"{'per-hop latency from message history (µs)':<44}"
-              f"{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}")
+        lines = [f"router:   routed {got:,} of {orders:,} orders, sources per order "
+                 f"{sorted(self.sources)}, notional {self.notional:,.0f}",
+                 f"{'per-hop latency from message history (µs)':<44}"
+                 f"{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}"]
         for name, values in zip(HOPS, self.hops, strict=True):
             v = sorted(values) or [0]
 
             def pct(p: float, v: list[int] = v) -> float:
                 return v[min(len(v) - 1, int(p * len(v)))] / 1000
 
-            print(f"  {name:<42}{pct(0.5):>10.1f}{pct(0.9):>10.1f}{pct(0.99):>10.1f}"
-                  f"{v[-1] / 1000:>10.1f}", flush=True)
+            lines.append(f"  {name:<42}{pct(0.5):>10.1f}{pct(0.9):>10.1f}{pct(0.99):>10.1f}"
+                         f"{v[-1] / 1000:>10.1f}")
+        say("\n".join(lines))
         assert self.reader is not None
         self.reader.stop()
 

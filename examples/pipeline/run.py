@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         with ac.open_queue(path, source_id=source_id) as q:
             ac.set_queue_codec(q, args.codec)
     print(f"pipeline: queues {md} (sourceId 1) and {orders} (sourceId 2), codec {args.codec}, "
-          f"readers wait with Pauser.{args.pauser}()")
+          f"readers wait with Pauser.{args.pauser}()", flush=True)
 
     py = sys.executable
     env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", ".."),

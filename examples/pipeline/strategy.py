@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from messages import MarketData, Order, OrderFlow, Tick, mark_ready, pauser_from_env, run_async
+from messages import MarketData, Order, OrderFlow, Tick, mark_ready, pauser_from_env, run_async, say
 
 import aiochronicle as ac
 
@@ -41,7 +41,7 @@ class Momentum(MarketData):
 
     def end_of_day(self, ticks: int) -> None:
         self.orders.end_of_day(self.sent)
-        print(f"strategy: read {ticks:,} ticks, sent {self.sent:,} orders", flush=True)
+        say(f"strategy: read {ticks:,} ticks, sent {self.sent:,} orders")
         assert self.reader is not None
         self.reader.stop()
 
