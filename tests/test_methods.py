@@ -707,7 +707,8 @@ def test_mypy_sees_the_proxy_as_the_interface() -> None:
     target = root / "tests" / "typing" / "check_method_writer.py"
     out = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", str(target)],
                          capture_output=True, text=True, cwd=root, timeout=300)
-    lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
+    # only this file's lines: the package itself is checked by the main mypy run
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("tests/typing/")]
     notes = [ln for ln in lines if "Revealed type" in ln]
     errors = [ln for ln in lines if ": error:" in ln]
     assert notes and all("check_method_writer.Quotes" in n for n in notes[:1]), out.stdout
