@@ -298,6 +298,10 @@ def cmd_tail(args: argparse.Namespace) -> int:
         raise NotAQueueError(f"{path} is a file: tail reads a queue directory "
                              "(use `aiochronicle dump` for a single file)")
     q = open_existing_queue(path, writable=args.named is not None)
+    if args.decode == "auto":
+        from ._codecs import payload_decoder
+
+        decoder = payload_decoder(q)  # follow the codec the queue records
     out = sys.stdout
     try:
         direction = TailerDirection.BACKWARD if args.backward else TailerDirection.FORWARD
