@@ -60,6 +60,16 @@ from ._queue import Tailer as Tailer
 from ._queue import TailerDirection as TailerDirection
 from ._queue import UnlockMode as UnlockMode
 from ._queue import open_queue as open_queue
+from ._replication import DivergenceError as DivergenceError
+from ._replication import IncompatibleQueueError as IncompatibleQueueError
+from ._replication import ReplicationAuthError as ReplicationAuthError
+from ._replication import ReplicationError as ReplicationError
+from ._replication import ReplicationGapError as ReplicationGapError
+from ._replication import ReplicationProtocolError as ReplicationProtocolError
+from ._replication import ReplicationSink as ReplicationSink
+from ._replication import ReplicationSource as ReplicationSource
+from ._replication import ReplicationTimeoutError as ReplicationTimeoutError
+from ._replication import SinkInfo as SinkInfo
 from ._rollcycles import RollCycle as RollCycle
 from ._rollcycles import RollCycles as RollCycles
 from ._version import __version__ as __version__
@@ -76,9 +86,11 @@ __all__ = [
     "Codecs",
     "CorruptQueueError",
     "DiskFullError",
+    "DivergenceError",
     "DocumentContext",
     "Excerpt",
     "IllegalIndexError",
+    "IncompatibleQueueError",
     "IndexFullError",
     "LockState",
     "MessageHistory",
@@ -97,12 +109,20 @@ __all__ = [
     "QueueClosedError",
     "QueueStats",
     "ReadOnlyQueueError",
+    "ReplicationAuthError",
+    "ReplicationError",
+    "ReplicationGapError",
+    "ReplicationProtocolError",
+    "ReplicationSink",
+    "ReplicationSource",
+    "ReplicationTimeoutError",
     "Retention",
     "RetentionDecision",
     "RollCycle",
     "RollCycleMismatchWarning",
     "RollCycles",
     "SetTimeProvider",
+    "SinkInfo",
     "StoreFileListener",
     "SyncMode",
     "SystemTimeProvider",

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ._aio import AsyncTailerMixin
+from ._aio import _sleep as _loop_turn
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
 from ._errors import (
     AppendLockedError,
@@ -365,18 +366,23 @@ class Queue:
 
     def tailer(self, name: str | None = None, *,
                direction: TailerDirection = TailerDirection.FORWARD,
-               include_metadata: bool = False, pauser: Pauser | None = None) -> Tailer:
+               include_metadata: bool = False, pauser: Pauser | None = None,
+               read_after_replica_acknowledged: bool = False) -> Tailer:
         """A new tailer at the start of the queue.
 
         A named tailer persists its position in ``metadata.cq4t`` under
         ``index.<name>`` (Java's key) and resumes there when created again.
         ``pauser`` says how ``await read()`` and ``read_blocking()`` wait
-        (default ``Pauser.balanced()``).
+        (default ``Pauser.balanced()``).  ``read_after_replica_acknowledged``
+        returns only excerpts a replication sink has acknowledged (see
+        :attr:`Tailer.read_after_replica_acknowledged`).
         """
         self._check_open()
         t = Tailer(self, name, direction, include_metadata)
         if pauser is not None:
             t.pauser = pauser
+        if read_after_replica_acknowledged:
+            t.read_after_replica_acknowledged = True
         self._children.add(t)
         return t
 
@@ -1319,6 +1325,85 @@ class Appender:
             self.sync(wait=q.sync_mode is SyncMode.SYNC)
         return index
 
+    # -- replication acknowledgements -------------------------------------
+    def _acked_target(self, index: int | None) -> tuple[Any, int]:
+        meta = self.queue.meta
+        self.queue._check_open()
+        assert meta is not None
+        if index is None:
+            index = int(self._c.last_index)
+            if index < 0:
+                raise ValueError("this appender has not written anything yet: give an index")
+        return meta.ptr(ACK_KEY, -1), index
+
+    async def wait_replicated(self, index: int | None = None,
+                              timeout: float | None = None) -> int:
+        """Wait until a replica has acknowledged ``index`` (default: the last
+        excerpt this appender wrote), i.e. until
+        ``chronicle.lastAcknowledgedIndexReplicated`` reaches it; returns that
+        value.  Polls it: a few loop turns first, then sleeps growing to 2 ms.
+
+        Raises:
+            ReplicationTimeoutError: ``timeout`` seconds passed first.
+            QueueClosedError: the queue was closed meanwhile.
+        """
+        import asyncio
+
+        cell, target = self._acked_target(index)
+        value = int(cell[0])
+        if value >= target:
+            return value
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        deadline = None if timeout is None else t0 + timeout
+        delay = 0.0
+        while True:
+            await asyncio.sleep(delay)
+            self.queue._check_open()
+            value = int(cell[0])
+            if value >= target:
+                return value
+            now = loop.time()
+            if deadline is not None and now >= deadline:
+                _raise_replication_timeout(self.queue, target, value, timeout)
+            if now - t0 > 200e-6:
+                delay = min(max(delay * 2, 50e-6), 2e-3)
+            if deadline is not None:
+                delay = min(delay, deadline - now)
+
+    def wait_replicated_blocking(self, index: int | None = None,
+                                 timeout: float | None = None) -> int:
+        """:meth:`wait_replicated` for threads: blocks (sleeping 20 µs growing
+        to 1 ms between looks) until a replica has acknowledged ``index``."""
+        cell, target = self._acked_target(index)
+        t0 = time.monotonic()
+        deadline = None if timeout is None else t0 + timeout
+        delay = 20e-6
+        while True:
+            value = int(cell[0])
+            if value >= target:
+                return value
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                _raise_replication_timeout(self.queue, target, value, timeout)
+            time.sleep(delay if deadline is None else min(delay, deadline - now))
+            delay = min(delay * 2, 1e-3)
+            self.queue._check_open()
+
+
+ACK_KEY = "chronicle.lastAcknowledgedIndexReplicated"
+
+
+def _raise_replication_timeout(queue: Queue, target: int, value: int,
+                               timeout: float | None) -> None:
+    from ._replication import ReplicationTimeoutError
+
+    raise ReplicationTimeoutError(
+        f"no replica of {queue.path} acknowledged {target:#x} within {timeout}s "
+        f"(last acknowledged: {value:#x})" if value >= 0 else
+        f"no replica of {queue.path} acknowledged {target:#x} within {timeout}s "
+        f"(none acknowledged yet)")
+
 
 class Batch:
     """Excerpts read in one native call: payloads packed back to back.
@@ -1788,6 +1873,119 @@ class Tailer(AsyncTailerMixin):
         if ex is not None and self._named_off is not None:
             self._save()
         return _batch_of([ex] if ex is not None else [])
+
+    # -- replication: only what a replica acknowledged ---------------------
+    _ack_cell: Any = None
+    _ungated_read: Callable[[], Excerpt | None] | None = None
+
+    @property
+    def read_after_replica_acknowledged(self) -> bool:
+        """When True, reads return only excerpts whose index is at most
+        ``chronicle.lastAcknowledgedIndexReplicated``, the highest index a
+        replication sink has acknowledged (Java's
+        ``readAfterReplicaAcknowledged``; Java's default check is ``index ==
+        lastAck`` within a cycle, this one is ``index <= lastAck``).  Until
+        then the excerpt reads as not written yet; ``await read()`` and
+        ``read_blocking()`` wait for the acknowledgement with the pauser.
+
+        Setting it swaps this tailer's read methods for checked ones, so
+        tailers without it pay nothing.
+        """
+        return self._ack_cell is not None
+
+    @read_after_replica_acknowledged.setter
+    def read_after_replica_acknowledged(self, value: bool) -> None:
+        self._check()
+        if bool(value) == (self._ack_cell is not None):
+            return
+        d = self.__dict__
+        if value:
+            meta = self.queue.meta
+            if meta is None or (self.queue.read_only and meta.offset(ACK_KEY) is None):
+                raise ReadOnlyQueueError(f"queue {self.queue.path} has no {ACK_KEY} value")
+            self._ack_cell = meta.ptr(ACK_KEY, -1)
+            self._ungated_read = d.get("read_nowait")
+            d["read_nowait"] = self._read_acked
+            d["read_many"] = self._read_many_acked
+            d["read"] = self._read_acked_async
+            d["read_blocking"] = self._read_blocking_acked
+        else:
+            self._ack_cell = None
+            inner = self._ungated_read
+            self._ungated_read = None
+            if inner is not None:
+                d["read_nowait"] = inner
+            else:
+                d.pop("read_nowait", None)
+            for attr in ("read_many", "read", "read_blocking"):
+                d.pop(attr, None)
+
+    def _acked_limit(self) -> int | None:
+        """The highest readable index, or None when nothing may be read now."""
+        if self._closed or self.queue._closed:
+            self._check()
+        ack = int(self._ack_cell[0])
+        if ack < 0 or (self._direction == TailerDirection.FORWARD and self.index > ack):
+            return None
+        return ack
+
+    def _read_acked(self) -> Excerpt | None:
+        ack = self._acked_limit()
+        if ack is None:
+            return None
+        inner = self._ungated_read
+        ex = inner() if inner is not None else Tailer.read_nowait(self)
+        if ex is not None and ex.index > ack:
+            self.move_to_index(ex.index)  # not acknowledged yet: read it again later
+            return None
+        return ex
+
+    def _read_many_acked(self, max_count: int = 65536, max_bytes: int = 1 << 20) -> Batch:
+        ack = self._acked_limit()
+        if ack is None:
+            return _batch_of([])
+        rc = self.queue.roll_cycle
+        if self._direction == TailerDirection.FORWARD and self.cycle == rc.to_cycle(ack):
+            max_count = max(1, min(max_count, ack - self.index + 1))
+        b = Tailer.read_many(self, max_count, max_bytes)
+        idx = b.indices
+        if len(idx) and idx[-1] > ack:
+            k = next(i for i, x in enumerate(idx) if x > ack)
+            self.move_to_index(idx[k])
+            o = b.offsets
+            return Batch(b.data[:o[k]], o[:k + 1], idx[:k])
+        return b
+
+    async def _read_acked_async(self) -> Excerpt:
+        if self._unyielded >= self.checkpoint_every:
+            self._unyielded = 0
+            await _loop_turn(0)
+        ex = self.read_nowait()
+        if ex is not None:
+            self._unyielded += 1
+            return ex
+        pauser = self.pauser
+        pauser.reset()
+        while True:
+            await pauser.apause()
+            ex = self.read_nowait()
+            if ex is not None:
+                self._unyielded = 1
+                return ex
+
+    def _read_blocking_acked(self, timeout: float | None = None) -> Excerpt | None:
+        ex = self.read_nowait()
+        if ex is not None:
+            return ex
+        pauser = self.pauser
+        pauser.reset()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while deadline is None or time.monotonic() < deadline:
+            pauser.pause()
+            ex = self.read_nowait()
+            if ex is not None:
+                return ex
+        return None
 
     def method_reader(self, *handlers: object,
                       on_error: Callable[[Exception, Excerpt], None] | None = None,
