@@ -1,6 +1,7 @@
 """The ``aiochronicle`` command line (also ``python -m aiochronicle``).
 
-Commands: dump, tail, write, stats, check, repair, unlock, retention, ping-pong.
+Commands: dump, tail, write, stats, check, repair, unlock, retention, ping-pong,
+replicate.
 Every error is one line on stderr and a non-zero exit status (2 for a bad
 command line); long operations draw a progress bar on stderr when it is a
 terminal.
@@ -1045,7 +1046,189 @@ def build_parser() -> argparse.ArgumentParser:
                     help="give up after this many seconds without an answer (default 10)")
     pp.add_argument("--json", action="store_true", help="JSON output")
     pp.add_argument("--role", choices=["ping", "echo"], default="ping", help=argparse.SUPPRESS)
+    _add_replicate_parser(sub)
     return p
+
+
+# --------------------------------------------------------------------------
+# replicate serve|sink (replication between hosts, see _replication)
+# --------------------------------------------------------------------------
+
+SECRET_ENV = "AIOCHRONICLE_REPLICATION_SECRET"
+
+
+def _endpoint(text: str) -> tuple[str, int]:
+    """``PORT``, ``HOST:PORT`` or ``[V6]:PORT``."""
+    host, sep, port = text.rpartition(":")
+    try:
+        number = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected [HOST:]PORT, got {text!r}") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"port {number} out of range")
+    return (host.strip("[]") if sep and host else "127.0.0.1"), number
+
+
+def _add_replicate_parser(sub: Any) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    rp = sub.add_parser(
+        "replicate", help="serve a queue to replicas, or mirror one (replication)",
+        formatter_class=fmt,
+        description="Replicate a queue between hosts over TCP: `serve` a queue; run a `sink` "
+        "that\nmirrors it into a local queue at the same indices, acknowledging what it "
+        "wrote.\nPeers authenticate with a shared secret and/or TLS; the secret is read "
+        f"from --secret-file\nor ${SECRET_ENV}, never from the command line.")
+    rsub = rp.add_subparsers(dest="replicate_command", metavar="ROLE", parser_class=_Parser)
+    rsub.required = True
+
+    def security(sp: argparse.ArgumentParser, server: bool) -> None:
+        sp.add_argument("--secret-file", metavar="FILE",
+                        help=f"file holding the shared secret (default: ${SECRET_ENV})")
+        sp.add_argument("--tls-cert", metavar="PEM", help="this side's certificate "
+                        + ("(enables TLS)" if server else "(for sources requiring one)"))
+        sp.add_argument("--tls-key", metavar="PEM", help="its private key (default: in --tls-cert)")
+        sp.add_argument("--tls-ca", metavar="PEM",
+                        help="CA that signs the sinks' certificates (requires them)" if server
+                        else "CA that signs the source's certificate (enables TLS)")
+        sp.add_argument("--heartbeat", type=_seconds, default=1.0, metavar="SECONDS",
+                        help="seconds between heartbeats (default 1)")
+        sp.add_argument("--timeout", type=_seconds, default=5.0, metavar="SECONDS",
+                        help="drop a connection silent this long (default 5)")
+        sp.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log connections (-vv: debug)")
+
+    def pauser(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--pauser", choices=["busy", "balanced", "sleepy", "notify"],
+                        default="balanced", help="how the source waits for new excerpts "
+                        "(default balanced; busy: lowest latency, a core per sink)")
+
+    sv = rsub.add_parser(
+        "serve", formatter_class=fmt, help="serve a queue to sinks",
+        description="Serve the queue at PATH to replication sinks until SIGINT/SIGTERM.\n"
+        "Prints `serving PATH on HOST:PORT` once listening.")
+    sv.add_argument("path", help="queue directory (created if missing)")
+    sv.add_argument("--listen", type=_endpoint, default=("127.0.0.1", 7399),
+                    metavar="[HOST:]PORT",
+                    help="where to listen (default 127.0.0.1:7399; port 0: any free one)")
+    sv.add_argument("--roll-cycle", type=_roll_cycle, metavar="NAME",
+                    help="roll cycle for a new queue (default FAST_DAILY)")
+    security(sv, True)
+    pauser(sv)
+    sv.set_defaults(func=cmd_replicate)
+
+    sk = rsub.add_parser(
+        "sink", formatter_class=fmt, help="mirror a served queue into a local one",
+        description="Mirror the queue served at --source into the queue at PATH (same "
+        "indices),\nreconnecting as needed, until SIGINT/SIGTERM or a fatal error "
+        "(diverged\nqueues, a gap, failed authentication: exit status 1).  With --serve, "
+        "also serve\nPATH to the next hop.")
+    sk.add_argument("path", help="local queue directory (created with the source's roll cycle)")
+    sk.add_argument("--source", type=_endpoint, required=True, metavar="HOST:PORT",
+                    help="where the source listens")
+    sk.add_argument("--name", help="how the source logs this sink (default HOSTNAME:PID)")
+    sk.add_argument("--server-hostname", metavar="NAME",
+                    help="with TLS: the name the source's certificate must carry "
+                    "(default the source's host)")
+    sk.add_argument("--sync", action="store_true",
+                    help="msync what was written before acknowledging it")
+    sk.add_argument("--serve", type=_endpoint, metavar="[HOST:]PORT",
+                    help="also serve PATH to sinks of the next hop")
+    security(sk, False)
+    pauser(sk)
+    sk.set_defaults(func=cmd_replicate)
+
+
+def _replication_security(args: argparse.Namespace, server: bool) -> tuple[bytes | None, Any]:
+    from ._replication import ReplicationSink, ReplicationSource
+
+    secret: bytes | None = None
+    if args.secret_file:
+        with open(args.secret_file, "rb") as fh:
+            secret = fh.read().rstrip(b"\r\n")
+        if not secret:
+            raise UsageError(f"the secret file {args.secret_file} is empty")
+    elif os.environ.get(SECRET_ENV):
+        secret = os.environ[SECRET_ENV].encode()
+    context: Any = None
+    if server and args.tls_cert:
+        context = ReplicationSource.ssl_context(args.tls_cert, args.tls_key, args.tls_ca)
+    elif server and (args.tls_ca or args.tls_key):
+        raise UsageError("--tls-ca and --tls-key need --tls-cert")
+    elif not server and (args.tls_ca or args.tls_cert):
+        context = ReplicationSink.ssl_context(args.tls_ca, args.tls_cert, args.tls_key)
+    if secret is None and context is None:
+        raise UsageError(f"give a shared secret (--secret-file or ${SECRET_ENV}) or TLS "
+                         "(--tls-...)")
+    return secret, context
+
+
+def cmd_replicate(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+    import signal
+
+    from ._pauser import Pauser
+    from ._replication import ReplicationSink, ReplicationSource
+
+    logging.basicConfig(level=logging.WARNING if not args.verbose else
+                        logging.INFO if args.verbose == 1 else logging.DEBUG,
+                        format=f"{PROG} replicate %(levelname)s: %(message)s",
+                        stream=sys.stderr)
+    if args.heartbeat >= args.timeout:
+        raise UsageError("--heartbeat must be shorter than --timeout")
+    secret, context = _replication_security(args, args.replicate_command == "serve")
+    pausers = {"busy": Pauser.busy, "balanced": Pauser.balanced, "sleepy": Pauser.sleepy,
+               "notify": Pauser.notify}
+    common: dict[str, Any] = {"secret": secret, "ssl": context,
+                              "heartbeat_interval": args.heartbeat,
+                              "heartbeat_timeout": args.timeout}
+
+    async def serve(queue: Any, endpoint: tuple[str, int], stop: asyncio.Event) -> None:
+        source = ReplicationSource(queue, host=endpoint[0], port=endpoint[1],
+                                   pauser=pausers[args.pauser], **common,
+                                   queue_options={"roll_cycle": RollCycles.by_name(
+                                       args.roll_cycle)} if getattr(args, "roll_cycle", None)
+                                   else None)
+        async with source:
+            print(f"serving {source.queue.path} on {endpoint[0]}:{source.port}", flush=True)
+            await stop.wait()
+
+    async def amain() -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        if args.replicate_command == "serve":
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await serve(args.path, args.listen, stop)
+            return
+        sink = ReplicationSink(args.path, args.source[0], args.source[1], name=args.name,
+                               server_hostname=args.server_hostname, sync=args.sync, **common)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        run = loop.create_task(sink.run())
+        hop: asyncio.Task[None] | None = None
+        if args.serve is not None:
+            opened = loop.create_task(sink.wait_open())
+            await asyncio.wait((opened, run), return_when=asyncio.FIRST_COMPLETED)
+            if opened.done() and opened.exception() is None:
+                hop = loop.create_task(serve(sink.queue, args.serve, stop))
+            else:
+                opened.cancel()
+        stopping = loop.create_task(stop.wait())
+        await asyncio.wait((run, stopping), return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        if hop is not None:
+            await hop  # the next hop's source goes first: it reads the sink's queue
+        sink.stop()
+        await run
+
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        asyncio.run(amain())
+    else:
+        uvloop.run(amain())
+    return 0
 
 
 # --------------------------------------------------------------------------

@@ -282,6 +282,12 @@ def _describe(queue: Queue) -> dict[str, Any]:
     }
 
 
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.IncompleteReadError):
+        return "connection closed by the peer"
+    return str(exc) or type(exc).__name__
+
+
 def _fmt(index: int | None) -> str:
     return "none" if index is None or index < 0 else f"{index:#x}"
 
@@ -644,7 +650,7 @@ class ReplicationSource:
                 writer.write(error_frame(E_SHUTDOWN, "the source is shutting down"))
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError) as exc:
             log.info("replication source: sink %s (%s) disconnected: %s", conn.info.name,
-                     conn.info.peer, exc or type(exc).__name__)
+                     conn.info.peer, _why(exc))
         except ChronicleError as exc:
             log.error("replication source: sink %s (%s): %s", conn.info.name,
                       conn.info.peer, exc)
@@ -992,7 +998,7 @@ class ReplicationSink:
                 except (OSError, asyncio.IncompleteReadError, TimeoutError,
                         ReplicationProtocolError, _Shutdown, ssl_.SSLError) as exc:
                     log.info("replication sink %s: connection to %s:%d lost: %s", self.name,
-                             self.host, self.port, exc or type(exc).__name__)
+                             self.host, self.port, _why(exc))
                 finally:
                     self._session_task = None
                     assert self._connected is not None
@@ -1032,11 +1038,8 @@ class ReplicationSink:
     # -- the local queue -------------------------------------------------------
     def _open(self, desc: dict[str, Any]) -> None:
         """Open (or check) the local queue against the source's description."""
-        r = desc["roll_cycle"]
-        want = make_roll_cycle(str(r["name"]), str(r["format"]), int(r["length_ms"]),
-                               int(r["index_count"]), int(r["index_spacing"]),
-                               int(r["default_epoch"]))
-        epoch = int(desc["epoch"])
+        want: RollCycle = desc["want"]
+        epoch: int = desc["epoch"]
         if self._queue is None:
             opts = {"roll_cycle": want, "epoch": epoch,
                     "week_rule": str(desc.get("week_rule", "US")),
@@ -1177,9 +1180,17 @@ class ReplicationSink:
         if self.secret is not None and not hmac.compare_digest(
                 bytes(body[:32]), _proof(self.secret, b"source", mine, nonce)):
             raise ReplicationAuthError("the source could not prove it knows the shared secret")
-        desc: dict[str, Any] = json.loads(bytes(body[32:]))
-        last = desc.get("last_index")
-        self.source_last_index = -1 if last is None else int(last)
+        try:
+            desc: dict[str, Any] = json.loads(bytes(body[32:]))
+            r = desc["roll_cycle"]
+            desc["want"] = make_roll_cycle(str(r["name"]), str(r["format"]),
+                                           int(r["length_ms"]), int(r["index_count"]),
+                                           int(r["index_spacing"]), int(r["default_epoch"]))
+            desc["epoch"] = int(desc["epoch"])
+            last = desc.get("last_index")
+            self.source_last_index = -1 if last is None else int(last)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ReplicationProtocolError(f"malformed WELCOME: {exc!r}") from None
         return desc
 
     async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
