@@ -20,7 +20,8 @@ Contenders (consumer side; every producer is a plain loop):
   ``async for excerpt in tailer`` on uvloop with that pauser;
 * ``iceoryx2``: publish/subscribe, a busy-polling subscriber (zero-copy shared
   memory, persists nothing);
-* ``zmq``: pyzmq PUSH/PULL over ``ipc://``, an asyncio (uvloop) consumer;
+* ``zmq``: pyzmq PUSH/PULL over ``ipc://``, an asyncio (uvloop) consumer that
+  drains what is queued after each wake-up;
 * ``mp.Queue``: ``multiprocessing.Queue``, a blocking ``get()``;
 * ``pipe``: ``os.pipe`` read with asyncio streams on uvloop;
 * ``shm ring``: a pure-Python single-producer ring in ``multiprocessing.shared_memory``,
@@ -368,10 +369,25 @@ def consume_zmq(spec: Spec, ready: Any, sink: Recorder | Counter) -> None:
         actx = zmq.asyncio.Context()
         asock = actx.socket(zmq.PULL)
         asock.bind(spec.name)
+        # ZMQ_FD is edge-triggered: after each wake-up take everything queued
+        # (without it, awaiting recv() alone stalled for good under load here)
+        sync = zmq.Socket.shadow(asock.underlying)
+        nowait = zmq.NOBLOCK
+        again = zmq.Again
         ready.set()
         arecv = asock.recv
-        while add(await arecv()):
-            pass
+        srecv = sync.recv
+        going = True
+        while going:
+            msg = await arecv()
+            while True:
+                if not add(msg):
+                    going = False
+                    break
+                try:
+                    msg = srecv(nowait)
+                except again:
+                    break
         asock.close(0)
         actx.term()
 
