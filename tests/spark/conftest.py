@@ -1,0 +1,71 @@
+"""One local Spark session for every Spark test (``local[2]``, UI off).
+
+Spark's workers are separate Python processes: they run this interpreter
+(``PYSPARK_PYTHON``) with the repository root (for the ``pyspark_aiochronicle``
+registration hook) and this directory (for ``spark_messages``) on their path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def _java_ok() -> bool:
+    return shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    if not _java_ok():
+        pytest.skip("Spark needs Java (none on PATH or in JAVA_HOME)")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    paths = [str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    from pyspark.sql import SparkSession
+
+    tmp = tmp_path_factory.mktemp("spark")
+    session = (SparkSession.builder.master("local[2]")
+               .appName("aiochronicle-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.default.parallelism", "2")
+               .config("spark.sql.streaming.stopTimeout", "10s")
+               .config("spark.driver.memory", "1g")
+               .config("spark.local.dir", str(tmp / "local"))
+               .config("spark.sql.warehouse.dir", str(tmp / "warehouse"))
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    session.auto_registered = _auto_registered(session, tmp)  # type: ignore[attr-defined]
+    from aiochronicle.spark import register
+
+    register(session)
+    yield session
+    session.stop()
+
+
+def _auto_registered(session: object, tmp: Path) -> bool:
+    """Whether PySpark found ``format("chronicle")`` by itself (the
+    ``pyspark_aiochronicle`` module), before any ``register`` call."""
+    import aiochronicle as ac
+
+    path = tmp / "auto"
+    with ac.open_queue(path) as q:
+        q.appender().append(b"x")
+    try:
+        return bool(session.read.format("chronicle").load(str(path)).count() == 1)  # type: ignore[attr-defined]
+    except Exception:
+        return False
