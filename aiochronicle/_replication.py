@@ -67,7 +67,7 @@ from ._errors import AppendLockedError, ChronicleError, IllegalIndexError
 from ._native import UNLOCKED, ffi, lib
 from ._notify import _watch_setup, _watch_view
 from ._pauser import Pauser
-from ._queue import Appender, Queue, Tailer, _lock_holder, _pid_alive, open_queue
+from ._queue import Appender, Batch, Queue, Tailer, _lock_holder, _pid_alive, open_queue
 from ._rollcycles import RollCycle, make_roll_cycle
 
 __all__ = [
@@ -205,6 +205,29 @@ def data_frame(first: int, payloads: list[bytes]) -> bytes:
     if not _LITTLE:
         offsets.byteswap()
     data = b"".join(payloads)
+    head = _DATA_HEAD.pack(first, n)
+    crc = zlib.crc32(data, zlib.crc32(offsets, zlib.crc32(head, _TYPE_CRC[DATA])))
+    length = 5 + _DATA_HEAD.size + 8 * (n + 1) + len(data)
+    return b"".join((_HEAD.pack(length, DATA), head, offsets, data, _CRC.pack(crc)))
+
+
+_SINGLE = struct.Struct("<IBqIqq")  # a DATA frame of one excerpt: head, offsets 0 and n
+
+
+def single_frame(index: int, payload: bytes) -> bytes:
+    """A DATA frame holding one excerpt (the latency path)."""
+    n = len(payload)
+    head = _SINGLE.pack(_SINGLE.size + n, DATA, index, 1, 0, n)
+    crc = zlib.crc32(payload, zlib.crc32(memoryview(head)[4:]))
+    return b"".join((head, payload, _CRC.pack(crc)))
+
+
+def packed_frame(first: int, n: int, offsets: array[int], data: memoryview) -> bytes:
+    """A DATA frame of ``n`` excerpts laid out as a :class:`Batch` holds them
+    (``offsets[0] == 0``), indices ``first .. first + n - 1``."""
+    if not _LITTLE:
+        offsets = array("q", offsets)
+        offsets.byteswap()
     head = _DATA_HEAD.pack(first, n)
     crc = zlib.crc32(data, zlib.crc32(offsets, zlib.crc32(head, _TYPE_CRC[DATA])))
     length = 5 + _DATA_HEAD.size + 8 * (n + 1) + len(data)
@@ -456,42 +479,59 @@ class _SourceConnection:
         self.send(frame(HEARTBEAT, _I64.pack(-1 if last is None else last)))
 
     async def _send_loop(self, tailer: Tailer) -> None:
+        """Excerpts one by one while they trickle in (each is sent the moment it
+        is read); a backlog in batches read with ``read_many`` that grow while
+        they come back full (a sink far behind gets frames of up to
+        ``max_batch_count`` excerpts / ``max_batch_bytes``)."""
         src = self.source
         send = self.send
         transport = self.writer.transport
         read = tailer.read_nowait
         sent = src._sent_cell
         info = self.info
-        max_n = src.max_batch_count
-        max_b = src.max_batch_bytes
+        max_n, max_b = src.max_batch_count, src.max_batch_bytes
+        low_n, low_b = min(64, max_n), min(16 << 10, max_b)
+        n_cap, b_cap = low_n, low_b
         high = src.write_buffer_high
         while True:
             ex = read()
             if ex is None:
+                n_cap, b_cap = low_n, low_b
                 ex = await tailer.read()
-            first = ex.index
-            payloads = [ex.payload]
-            nxt = first + 1
-            size = len(ex.payload)
-            while len(payloads) < max_n and size < max_b:
-                ex = read()
-                if ex is None:
-                    break
-                if ex.index != nxt:  # a new cycle: another run
-                    send(data_frame(first, payloads))
-                    first = ex.index
-                    payloads = []
-                    nxt = first
-                payloads.append(ex.payload)
-                nxt += 1
-                size += len(ex.payload)
-            send(data_frame(first, payloads))
-            lib.cq_max64(sent, nxt - 1)
-            info.sent_index = nxt - 1
-            if transport.get_write_buffer_size() > high:
-                await self.writer.drain()
-            elif len(payloads) >= max_n or size >= max_b:
-                await asyncio.sleep(0)  # a backlog: let acks and heartbeats in
+                send(single_frame(ex.index, ex.payload))
+                last = ex.index
+            else:
+                send(single_frame(ex.index, ex.payload))
+                last = ex.index
+                batch = tailer.read_many(n_cap, b_cap)
+                k = len(batch)
+                if k:
+                    last = self._send_batch(batch)
+                    if k >= n_cap or len(batch.data) * 2 >= b_cap:
+                        n_cap, b_cap = min(n_cap * 4, max_n), min(b_cap * 4, max_b)
+                    if transport.get_write_buffer_size() > high:
+                        await self.writer.drain()
+                    else:
+                        await asyncio.sleep(0)  # a backlog: let acks and heartbeats in
+            lib.cq_max64(sent, last)
+            info.sent_index = last
+
+    def _send_batch(self, batch: Batch) -> int:
+        idx = batch.indices
+        n = len(idx)
+        first = idx[0]
+        if idx[n - 1] - first == n - 1:
+            self.send(packed_frame(first, n, batch.offsets, batch.data))
+            return int(idx[n - 1])
+        # indices jump (a new cycle): one frame per run
+        offs, data = batch.offsets, batch.data
+        start = 0
+        for i in range(1, n + 1):
+            if i == n or idx[i] != idx[i - 1] + 1:
+                self.send(data_frame(idx[start], [bytes(data[offs[j]:offs[j + 1]])
+                                                  for j in range(start, i)]))
+                start = i
+        return int(idx[n - 1])
 
     async def _receive_loop(self) -> None:
         reader = self.reader
