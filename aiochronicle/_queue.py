@@ -62,6 +62,8 @@ MAX_PAYLOAD = (1 << 30) - 1
 INT_MAX = (1 << 31) - 1
 
 _cq_append = lib.cq_append
+#: native codes after which an appender rolls (a sink's append lock is checked first)
+_ROLL_CODES = (lib.CQ_BAD_STATE, lib.CQ_ROLL, lib.CQ_EOF)
 _cq_read = lib.cq_read
 SCRATCH = 4096
 RESERVE_STEP = 1 << 20
@@ -996,17 +998,19 @@ class Appender:
     def _append_slow(self, rc: int, data: Any, meta: int) -> int:
         c = self._c
         for _ in range(10_000):
-            self._handle(rc, len(data))
+            self._handle(rc, len(data), bool(meta))
             rc = _cq_append(c, data, len(data), meta)
             if rc >= 0:
                 return int(rc) if not meta else -1
         raise ChronicleError(f"append did not settle (last code {rc})")
 
-    def _handle(self, rc: int, size: int) -> None:
+    def _handle(self, rc: int, size: int, meta: bool = False) -> None:
         """Deal with a non-OK code of the native append; raise if it cannot be."""
         c = self._c
         if self._closed:
             raise QueueClosedError("the appender is closed")
+        if not meta and rc in _ROLL_CODES:
+            self._refuse_if_sink()
         if rc == lib.CQ_BAD_STATE:
             if c.doc_open:
                 raise ChronicleError("a writing_document() of this appender is still open")
@@ -1062,6 +1066,15 @@ class Appender:
         raise AppendLockedError(
             f"queue {self.queue.path} is a replication sink: chronicle.append.lock is held "
             f"by process {holder}")
+
+    def _refuse_if_sink(self) -> None:
+        """Refuse (AppendLockedError) before a roll creates a file or writes an
+        EOF when another live process holds ``chronicle.append.lock`` (a
+        replication sink), as Java checks it before rolling."""
+        meta = self.queue.meta
+        value = meta.get("chronicle.append.lock") if meta is not None else None
+        if value is not None and value != UNLOCKED and _lock_holder(value) != os.getpid():
+            self._check_append_lock()
 
     def _wait_lock(self) -> None:
         self.queue._wait_write_lock()
@@ -1198,6 +1211,7 @@ class Appender:
         older cycle that lacks an EOF."""
         q = self.queue
         q._check_open()
+        self._refuse_if_sink()
         self._lock()
         try:
             q._invalidate_listing()
@@ -1272,7 +1286,7 @@ class Appender:
             rc = lib.cq_doc_begin(c, 0, 1 if metadata else 0)
             if rc == 0:
                 return DocumentContext(self, metadata)
-            self._handle(rc, 0)
+            self._handle(rc, 0, metadata)
         raise ChronicleError("could not open a document")
 
     def _doc_ensure(self, length: int) -> None:

@@ -1238,7 +1238,8 @@ class ReplicationSink:
         loop = asyncio.get_running_loop()
         beat = loop.create_task(_heartbeats(
             self.heartbeat_interval, self.heartbeat_timeout,
-            lambda: writer.write(frame(HEARTBEAT, _I64.pack(self.last_index))),
+            lambda: None if writer.transport.is_closing() else writer.write(
+                frame(HEARTBEAT, _I64.pack(self.last_index))),
             lambda: self._last_recv, f"source {self.host}:{self.port}"))
         receive = loop.create_task(self._receive(reader))
         try:
@@ -1260,9 +1261,16 @@ class ReplicationSink:
         loop = asyncio.get_running_loop()
         unpack = _DATA_HEAD.unpack_from
         head = _DATA_HEAD.size
+        unyielded = 0
         while True:
             kind, body = await read_frame(reader, MAX_FRAME)
             self._last_recv = time.monotonic()
+            unyielded += 1
+            if unyielded >= 64:
+                # frames that were all buffered already never suspend the read:
+                # let the ACK and the heartbeats out
+                unyielded = 0
+                await asyncio.sleep(0)
             if kind == DATA:
                 if len(body) < head + 16:
                     raise ReplicationProtocolError("short DATA frame")
