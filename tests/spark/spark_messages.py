@@ -28,3 +28,7 @@ class MarketData(Protocol):
     def on_order(self, order: Order) -> None: ...
 
     def end_of_day(self, ticks: int, note: str) -> None: ...
+
+
+class Counter(msgspec.Struct):
+    n: int
