@@ -1077,7 +1077,7 @@ def _add_replicate_parser(sub: Any) -> None:
         description="Replicate a queue between hosts over TCP: `serve` a queue; run a `sink` "
         "that\nmirrors it into a local queue at the same indices, acknowledging what it "
         "wrote.\nPeers authenticate with a shared secret and/or TLS; the secret is read "
-        f"from --secret-file\nor ${SECRET_ENV}, never from the command line.")
+        f"from\n--secret-file or ${SECRET_ENV}, never from the command line.")
     rsub = rp.add_subparsers(dest="replicate_command", metavar="ROLE", parser_class=_Parser)
     rsub.required = True
 
@@ -1097,10 +1097,11 @@ def _add_replicate_parser(sub: Any) -> None:
         sp.add_argument("-v", "--verbose", action="count", default=0,
                         help="log connections (-vv: debug)")
 
-    def pauser(sp: argparse.ArgumentParser) -> None:
+    def pauser(sp: argparse.ArgumentParser, hop: bool) -> None:
         sp.add_argument("--pauser", choices=["busy", "balanced", "sleepy", "notify"],
-                        default="balanced", help="how the source waits for new excerpts "
-                        "(default balanced; busy: lowest latency, a core per sink)")
+                        default="balanced",
+                        help=("with --serve: " if hop else "") + "how the source waits for new "
+                        "excerpts (default balanced; busy: lowest latency, a core per sink)")
 
     sv = rsub.add_parser(
         "serve", formatter_class=fmt, help="serve a queue to sinks",
@@ -1113,7 +1114,7 @@ def _add_replicate_parser(sub: Any) -> None:
     sv.add_argument("--roll-cycle", type=_roll_cycle, metavar="NAME",
                     help="roll cycle for a new queue (default FAST_DAILY)")
     security(sv, True)
-    pauser(sv)
+    pauser(sv, False)
     sv.set_defaults(func=cmd_replicate)
 
     sk = rsub.add_parser(
@@ -1134,7 +1135,7 @@ def _add_replicate_parser(sub: Any) -> None:
     sk.add_argument("--serve", type=_endpoint, metavar="[HOST:]PORT",
                     help="also serve PATH to sinks of the next hop")
     security(sk, False)
-    pauser(sk)
+    pauser(sk, True)
     sk.set_defaults(func=cmd_replicate)
 
 
