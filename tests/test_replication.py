@@ -454,6 +454,68 @@ def test_a_torn_or_corrupt_frame_is_never_written(run: Run, tmp_path: Path) -> N
                                             (i0 + 2, b"three"), (i0 + 3, b"four")]
 
 
+def test_a_silent_source_is_dropped_and_the_sink_reconnects(run: Run, tmp_path: Path) -> None:
+    model = _open(tmp_path / "model")
+    rc = model.roll_cycle
+    i0 = rc.to_index(rc.current_cycle(T0, 0), 0)
+
+    async def silent(w: asyncio.StreamWriter, last: int) -> None:
+        w.write(rep.data_frame(i0, [b"before the silence"]))
+        await asyncio.sleep(10)  # no heartbeat, no data: a hung source
+
+    async def talks(w: asyncio.StreamWriter, last: int) -> None:
+        w.write(rep.data_frame(last + 1, [b"after"]))
+        await asyncio.sleep(10)
+
+    fake = _FakeSource(model, [silent, talks])
+
+    async def main() -> None:
+        server = await asyncio.start_server(fake.handle, LOOPBACK, 0)
+        async with server:
+            sink = ac.ReplicationSink(tmp_path / "sink", port=server.sockets[0].getsockname()[1],
+                                      secret=SECRET, heartbeat_interval=0.1,
+                                      heartbeat_timeout=0.5, min_backoff=0.01)
+            t0 = time.monotonic()
+            async with sink:
+                await sink.wait_for_index(i0 + 1, 10)
+            assert time.monotonic() - t0 < 5
+            assert fake.resumes == [-1, i0] and sink.connections == 2
+
+    run(main())
+    model.close()
+    assert _excerpts(tmp_path / "sink") == [(i0, b"before the silence"), (i0 + 1, b"after")]
+
+
+def test_a_silent_sink_is_dropped_by_the_source(run: Run, tmp_path: Path) -> None:
+    clock = ac.SetTimeProvider(T0)
+    q = _open(tmp_path / "src", clock)
+    _fill(q, clock, [0], 3)
+
+    async def main() -> None:
+        async with ac.ReplicationSource(q, port=0, secret=SECRET, heartbeat_interval=0.1,
+                                        heartbeat_timeout=0.5) as src:
+            reader, writer = await asyncio.open_connection(LOOPBACK, src.port)
+            _, body = await rep.read_frame(reader, 1 << 16)
+            _, _, _, nonce = rep._HELLO.unpack(body)
+            mine = secrets.token_bytes(32)
+            proof = rep._proof(SECRET, b"sink", nonce, mine, b"mute")
+            writer.write(rep.frame(rep.AUTH, rep._AUTH.pack(rep.MAGIC, rep.PROTOCOL_VERSION,
+                                                            mine, proof) + b"mute"))
+            await rep.read_frame(reader, 1 << 16)  # WELCOME
+            writer.write(rep.frame(rep.RESUME, rep._I64.pack(-1) + bytes(32)))
+            kinds = []
+            with contextlib.suppress(asyncio.IncompleteReadError):
+                while True:  # START, DATA, heartbeats ... then the source hangs up
+                    kind, _ = await asyncio.wait_for(rep.read_frame(reader, 1 << 20), 5)
+                    kinds.append(kind)
+            assert kinds[:2] == [rep.START, rep.DATA] and rep.HEARTBEAT in kinds
+            assert src.sinks == []
+            writer.close()
+
+    run(main())
+    q.close()
+
+
 # -- acknowledgements ----------------------------------------------------------------------
 
 
