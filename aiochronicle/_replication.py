@@ -129,6 +129,7 @@ MAX_HANDSHAKE_FRAME = 16 << 10
 MAX_FRAME = (1 << 30) + (1 << 20)
 _LITTLE = sys.byteorder == "little"
 _NATIVE_NOTIFY = "notify" in dict(ffi.typeof("cq_appender").fields)
+_cq_append_at = lib.cq_append_at
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -212,6 +213,7 @@ def data_frame(first: int, payloads: list[bytes]) -> bytes:
 
 
 _SINGLE = struct.Struct("<IBqIqq")  # a DATA frame of one excerpt: head, offsets 0 and n
+_ONE = struct.Struct("<qIqq")  # the body of such a frame, up to the payload
 
 
 def single_frame(index: int, payload: bytes) -> bytes:
@@ -251,6 +253,60 @@ async def read_frame(reader: asyncio.StreamReader, max_len: int) -> tuple[int, m
     if zlib.crc32(body, _TYPE_CRC[kind]) != _CRC.unpack_from(rest, n)[0]:
         raise ReplicationProtocolError(f"checksum mismatch in a frame of kind {kind:#x}")
     return kind, body
+
+
+class FrameReader:
+    """Reads frames from a stream in chunks: one ``await`` per chunk however
+    many frames it holds, and frames inside a chunk are memoryviews of it (no
+    copy).  Every read of a connection must go through the same FrameReader."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self._chunk = b""
+        self._view = memoryview(self._chunk)
+        self._pos = 0
+
+    async def read(self, max_len: int) -> tuple[int, memoryview]:
+        """The next whole frame: (kind, body); as :func:`read_frame`."""
+        chunk, pos = self._chunk, self._pos
+        if len(chunk) - pos >= HEAD_SIZE:
+            length, kind = _HEAD.unpack_from(chunk, pos)
+            end = pos + 4 + length
+            if 5 <= length <= max_len and end <= len(chunk):
+                self._pos = end
+                body = self._view[pos + HEAD_SIZE:end - 4]
+                if zlib.crc32(body, _TYPE_CRC[kind]) != _CRC.unpack_from(chunk, end - 4)[0]:
+                    raise ReplicationProtocolError(
+                        f"checksum mismatch in a frame of kind {kind:#x}")
+                return kind, body
+        await self._fill(max_len)
+        return await self.read(max_len)
+
+    async def _fill(self, max_len: int) -> None:
+        """Read until the buffer starts with a whole frame (or raise)."""
+        rest = self._chunk[self._pos:]
+        while True:
+            if len(rest) >= HEAD_SIZE:
+                length, _ = _HEAD.unpack_from(rest)
+                if length < 5 or length > max_len:
+                    raise ReplicationProtocolError(
+                        f"frame length {length} out of bounds (max {max_len})")
+                missing = 4 + length - len(rest)
+                if missing <= 0:
+                    return
+            else:
+                missing = HEAD_SIZE - len(rest)
+            if missing > self.CHUNK:
+                more = await self._reader.readexactly(missing)
+            else:
+                more = await self._reader.read(self.CHUNK)
+                if not more:
+                    raise asyncio.IncompleteReadError(rest, len(rest) + missing)
+            rest = rest + more if rest else more
+            # keep what has arrived even if this task is cancelled
+            self._chunk, self._view, self._pos = rest, memoryview(rest), 0
 
 
 def _raise_error_frame(body: memoryview) -> None:
@@ -358,7 +414,7 @@ class _SourceConnection:
     def __init__(self, source: ReplicationSource, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> None:
         self.source = source
-        self.reader = reader
+        self.frames = FrameReader(reader)
         self.writer = writer
         peer = writer.get_extra_info("peername")
         self.info = SinkInfo(name="?", peer=f"{peer[0]}:{peer[1]}" if peer else "?")
@@ -383,7 +439,7 @@ class _SourceConnection:
             return
         self.info.name = name
         self.info.connected_at = time.time()
-        kind, body = await asyncio.wait_for(read_frame(self.reader, MAX_HANDSHAKE_FRAME),
+        kind, body = await asyncio.wait_for(self.frames.read(MAX_HANDSHAKE_FRAME),
                                             src.handshake_timeout)
         if kind != RESUME or len(body) != 8 + 32:
             self.send(error_frame(E_PROTOCOL, "expected RESUME"))
@@ -411,7 +467,7 @@ class _SourceConnection:
         nonce = secrets.token_bytes(32)
         flags = FLAG_SECRET if src.secret is not None else 0
         self.send(frame(HELLO, _HELLO.pack(MAGIC, PROTOCOL_VERSION, flags, nonce)))
-        kind, body = await read_frame(self.reader, MAX_HANDSHAKE_FRAME)
+        kind, body = await self.frames.read(MAX_HANDSHAKE_FRAME)
         if kind != AUTH or len(body) < _AUTH.size:
             return None
         magic, version, peer_nonce, proof = _AUTH.unpack_from(body)
@@ -534,11 +590,11 @@ class _SourceConnection:
         return int(idx[n - 1])
 
     async def _receive_loop(self) -> None:
-        reader = self.reader
+        read = self.frames.read
         acked = self.source._ack_cell
         info = self.info
         while True:
-            kind, body = await read_frame(reader, MAX_HANDSHAKE_FRAME)
+            kind, body = await read(MAX_HANDSHAKE_FRAME)
             self.last_recv = time.monotonic()
             if kind == ACK and len(body) == 8:
                 (index,) = _I64.unpack_from(body)
@@ -740,6 +796,9 @@ class _SinkWriter:
     def __init__(self, queue: Queue) -> None:
         self.queue = queue
         self.app: Appender = queue.appender()
+        self._c: Any = self.app._c
+        self._shift = queue.roll_cycle.cycle_shift
+        self._mask = queue.roll_cycle.sequence_mask
         self._done: Any = ffi.new("uint64_t *")
         self._check: Tailer | None = None
         w = None if _NATIVE_NOTIFY else getattr(self.app, "_notify_watch", None)
@@ -750,6 +809,20 @@ class _SinkWriter:
         self.app.close()
         if self._check is not None:
             self._check.close()
+
+    def write_one(self, index: int, payload: memoryview) -> None:
+        """Write one excerpt: straight to the native positioned write when the
+        appender is in the index's cycle already; else as a run of one."""
+        st = self.app._store
+        n = len(payload)
+        if st is not None and index >> self._shift == st.cycle and n <= 65536:
+            data = bytes(payload)
+            if _cq_append_at(self._c, data, n, index & self._mask) >= 0:
+                v = self._view
+                if v is not None and v[0]:
+                    self._notify()
+                return
+        self.write_run(index, 1, array("q", (0, n)), payload)
 
     def write_run(self, first: int, n: int, offsets: array[int], data: memoryview) -> None:
         """Write excerpts ``first .. first + n - 1`` (payload i is
@@ -1158,14 +1231,15 @@ class ReplicationSink:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._out = writer
+        frames = FrameReader(reader)
         try:
-            desc = await asyncio.wait_for(self._handshake(reader, writer),
+            desc = await asyncio.wait_for(self._handshake(frames, writer),
                                           self.connect_timeout)
             self._open(desc)
             last, digest = self._resume_point()
             self.last_index = self._acked = last
             writer.write(frame(RESUME, _I64.pack(last) + digest))
-            kind, body = await asyncio.wait_for(read_frame(reader, MAX_HANDSHAKE_FRAME),
+            kind, body = await asyncio.wait_for(frames.read(MAX_HANDSHAKE_FRAME),
                                                 self.connect_timeout)
             if kind == ERROR:
                 _raise_error_frame(body)
@@ -1176,7 +1250,7 @@ class ReplicationSink:
             self._connected.set()
             log.info("replication sink %s: streaming from %s:%d after %s", self.name,
                      self.host, self.port, _fmt(last))
-            await self._stream(reader, writer)
+            await self._stream(frames, writer)
         except DivergenceError as exc:
             with contextlib.suppress(Exception):
                 writer.write(error_frame(E_DIVERGED, str(exc)))
@@ -1187,9 +1261,9 @@ class ReplicationSink:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _handshake(self, reader: asyncio.StreamReader,
+    async def _handshake(self, frames: FrameReader,
                          writer: asyncio.StreamWriter) -> dict[str, Any]:
-        kind, body = await read_frame(reader, MAX_HANDSHAKE_FRAME)
+        kind, body = await frames.read(MAX_HANDSHAKE_FRAME)
         if kind == ERROR:
             _raise_error_frame(body)
         if kind != HELLO or len(body) != _HELLO.size:
@@ -1210,7 +1284,7 @@ class ReplicationSink:
                  if self.secret is not None else bytes(32))
         writer.write(frame(AUTH, _AUTH.pack(MAGIC, PROTOCOL_VERSION, mine, proof) + raw_name))
         try:
-            kind, body = await read_frame(reader, MAX_HANDSHAKE_FRAME)
+            kind, body = await frames.read(MAX_HANDSHAKE_FRAME)
         except (asyncio.IncompleteReadError, ConnectionResetError):
             raise _Rejected("closed after AUTH") from None
         if kind == ERROR:
@@ -1233,7 +1307,7 @@ class ReplicationSink:
             raise ReplicationProtocolError(f"malformed WELCOME: {exc!r}") from None
         return desc
 
-    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _stream(self, frames: FrameReader, writer: asyncio.StreamWriter) -> None:
         self._last_recv = time.monotonic()
         loop = asyncio.get_running_loop()
         beat = loop.create_task(_heartbeats(
@@ -1241,7 +1315,7 @@ class ReplicationSink:
             lambda: None if writer.transport.is_closing() else writer.write(
                 frame(HEARTBEAT, _I64.pack(self.last_index))),
             lambda: self._last_recv, f"source {self.host}:{self.port}"))
-        receive = loop.create_task(self._receive(reader))
+        receive = loop.create_task(self._receive(frames))
         try:
             done, _ = await asyncio.wait((beat, receive), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -1255,15 +1329,17 @@ class ReplicationSink:
             if exc is not None:
                 raise exc
 
-    async def _receive(self, reader: asyncio.StreamReader) -> None:
+    async def _receive(self, frames: FrameReader) -> None:
         writer = self._writer
         assert writer is not None
         loop = asyncio.get_running_loop()
-        unpack = _DATA_HEAD.unpack_from
+        read = frames.read
         head = _DATA_HEAD.size
+        one = _ONE.unpack_from
+        one_size = _ONE.size
         unyielded = 0
         while True:
-            kind, body = await read_frame(reader, MAX_FRAME)
+            kind, body = await read(MAX_FRAME)
             self._last_recv = time.monotonic()
             unyielded += 1
             if unyielded >= 64:
@@ -1272,20 +1348,26 @@ class ReplicationSink:
                 unyielded = 0
                 await asyncio.sleep(0)
             if kind == DATA:
-                if len(body) < head + 16:
+                size = len(body)
+                if size < one_size:
                     raise ReplicationProtocolError("short DATA frame")
-                first, n = unpack(body)
-                end = head + 8 * (n + 1)
-                if n < 1 or len(body) < end:
-                    raise ReplicationProtocolError("malformed DATA frame")
-                offsets = array("q")
-                offsets.frombytes(body[head:end])
-                if not _LITTLE:
-                    offsets.byteswap()
-                data = body[end:]
-                if offsets[0] != 0 or offsets[n] != len(data):
-                    raise ReplicationProtocolError("DATA frame offsets do not match its size")
-                writer.write_run(first, n, offsets, data)
+                first, n, o0, o1 = one(body)
+                if n == 1:  # the latency path: one excerpt
+                    if o0 != 0 or o1 != size - one_size:
+                        raise ReplicationProtocolError("DATA frame offsets do not match its size")
+                    writer.write_one(first, body[one_size:])
+                else:
+                    end = head + 8 * (n + 1)
+                    if n < 1 or size < end:
+                        raise ReplicationProtocolError("malformed DATA frame")
+                    offsets = array("q")
+                    offsets.frombytes(body[head:end])
+                    if not _LITTLE:
+                        offsets.byteswap()
+                    data = body[end:]
+                    if offsets[0] != 0 or offsets[n] != len(data):
+                        raise ReplicationProtocolError("DATA frame offsets do not match its size")
+                    writer.write_run(first, n, offsets, data)
                 last = first + n - 1
                 self.last_index = last
                 self.excerpts_written += n

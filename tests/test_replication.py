@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -514,6 +515,51 @@ def test_a_silent_sink_is_dropped_by_the_source(run: Run, tmp_path: Path) -> Non
 
     run(main())
     q.close()
+
+
+def test_frames_survive_any_split_and_a_bad_checksum_is_caught(run: Run) -> None:
+    rng = random.Random(8)
+    payloads = [bytes(rng.randrange(256) for _ in range(rng.choice((0, 1, 40, 3000))))
+                for _ in range(200)]
+    stream = b"".join(rep.single_frame(i, p) if i % 3 else rep.data_frame(i, [p, p])
+                      for i, p in enumerate(payloads))
+    big = rep.data_frame(10**6, [bytes(range(256)) * 9000])  # > one 1 MiB chunk
+    stream += big + rep.frame(rep.HEARTBEAT, rep._I64.pack(7))
+
+    async def main() -> None:
+        reader = asyncio.StreamReader(limit=1 << 22)
+        frames = rep.FrameReader(reader)
+        pos = 0
+        while pos < len(stream):  # arrive in pieces of 1 byte to 300 KiB
+            n = rng.choice((1, 3, 5, 17, 4096, 300 << 10))
+            reader.feed_data(stream[pos:pos + n])
+            pos += n
+        reader.feed_eof()
+        got = []
+        while True:
+            try:
+                kind, body = await frames.read(rep.MAX_FRAME)
+            except asyncio.IncompleteReadError:
+                break
+            got.append((kind, bytes(body)))
+        assert len(got) == len(payloads) + 2
+        assert got[-1] == (rep.HEARTBEAT, rep._I64.pack(7))
+        assert rep.frame(got[-2][0], got[-2][1]) == big
+        for i, p in enumerate(payloads):
+            want = rep.single_frame(i, p) if i % 3 else rep.data_frame(i, [p, p])
+            assert rep.frame(*got[i]) == want
+        bad = bytearray(rep.single_frame(1, b"payload"))
+        bad[-8] ^= 1
+        reader = asyncio.StreamReader()
+        reader.feed_data(bytes(bad))
+        with pytest.raises(ac.ReplicationProtocolError, match="checksum"):
+            await rep.FrameReader(reader).read(1 << 16)
+        reader = asyncio.StreamReader()
+        reader.feed_data(rep.frame(rep.DATA, bytes(100)))
+        with pytest.raises(ac.ReplicationProtocolError, match="out of bounds"):
+            await rep.FrameReader(reader).read(64)
+
+    run(main())
 
 
 # -- acknowledgements ----------------------------------------------------------------------
