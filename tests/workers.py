@@ -63,13 +63,14 @@ def tailer(path: str, expected: int, timeout: float) -> None:
     dense = True
     count = 0
     deadline = time.monotonic() + timeout
+    parent = os.getppid()
     with open_q(path, read_only=True) as q:
         rc = q.roll_cycle
         t = q.tailer()
         while count < expected:
             ex = t.read_nowait()
             if ex is None:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or os.getppid() != parent:
                     break
                 continue
             w, _inc, n = parse_message(ex.payload)
@@ -93,11 +94,14 @@ def live_tailer(path: str, stop_file: str) -> None:
     count and a digest of (index, message head) in the order read."""
     digest = hashlib.sha256()
     count = 0
+    parent = os.getppid()
     with open_q(path, read_only=True) as q:
         t = q.tailer()
         while True:
             ex = t.read_nowait()
             if ex is None:
+                if os.getppid() != parent:
+                    raise SystemExit("the test process is gone")
                 if os.path.exists(stop_file):
                     ex = t.read_nowait()
                     if ex is None:
