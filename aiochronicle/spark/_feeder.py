@@ -98,13 +98,14 @@ class Feeder:
         buffer: micro-batches waiting for the callback before the reader pauses.
         options: read options of the ``chronicle`` source (``struct``,
             ``interface``, ``codec``, ``includePayload``, ``decodeErrors``).
-        pauser: how the tailer waits (default: its queue's default).
+        pauser: how the tailer waits (default ``Pauser.notify()``: parks, woken
+            within microseconds by aiochronicle appenders in any process).
     """
 
     def __init__(self, queue: Queue | str | os.PathLike[str], callback: Callback, *,
                  spark: SparkSession | None = None, name: str | None = None,
                  start: str | int = "start", max_rows: int = 10_000,
-                 max_bytes: int = 8 << 20, linger: float = 0.01, buffer: int = 4,
+                 max_bytes: int = 8 << 20, linger: float = 0.005, buffer: int = 4,
                  options: Mapping[str, str] | None = None, pauser: Pauser | None = None,
                  in_thread: bool = True) -> None:
         if max_rows < 1 or buffer < 1 or linger < 0:
@@ -131,8 +132,12 @@ class Feeder:
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._tailer = self._open_tailer(start)
-        if pauser is not None:
-            self._tailer.pauser = pauser
+        if pauser is None:
+            from .._pauser import Pauser
+
+            # no spinning beside Spark's threads; woken by aiochronicle appenders
+            pauser = Pauser.notify()
+        self._tailer.pauser = pauser
 
     # -- position ------------------------------------------------------------
     def _open_tailer(self, start: str | int) -> Tailer:

@@ -1,0 +1,279 @@
+"""Spark over Chronicle queues: batch read rate against Parquet, streaming and feeder latency.
+
+Run:  .venv/bin/python bench/spark.py [--quick] [--rows N] [--payload BYTES] [--dir DIR]
+
+One local Spark session (``local[2]``), in one run:
+
+* **batch read**: ``spark.read.format("chronicle").load(queue)`` against
+  ``spark.read.parquet(...)`` of the very same rows (``index``, ``cycle``,
+  ``sequence``, ``payload``; written by PyArrow, snappy, two files so both
+  cores read), each aggregated with ``count(*), max(index), sum(length(payload))``
+  so every column is read.  Best of ``--repeat`` runs; rows/s and the ratio
+  chronicle / Parquet.
+* **streaming latency**: an appender writes excerpts carrying
+  ``time.monotonic_ns()`` at ``--rate`` per second; a streaming query
+  (``readStream`` chronicle -> ``writeStream`` chronicle, trigger as fast as
+  possible) copies them to a second queue, which this process tails; latency
+  = time seen in the second queue - time written.  p50/p95.
+* **feeder latency**: the same appender; a :class:`aiochronicle.spark.Feeder`
+  on the driver's event loop (uvloop when installed) hands micro-batches to a
+  callback, as Arrow tables and as Spark DataFrames; latency = callback time -
+  time written, per excerpt.  p50/p95.
+
+This machine is small and shared (2 vCPU): compare the figures within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import aiochronicle as ac
+
+TS = struct.Struct("<q")
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def session() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (os.path.abspath(root), os.environ.get("PYTHONPATH", "")) if p)
+    from pyspark.sql import SparkSession
+
+    s = (SparkSession.builder.master("local[2]").appName("aiochronicle-bench")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    from aiochronicle.spark import register
+
+    register(s)
+    return s
+
+
+# -- batch ---------------------------------------------------------------------
+
+
+def make_data(base: str, rows: int, payload: int) -> tuple[str, str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    qdir, pdir = os.path.join(base, "queue"), os.path.join(base, "parquet")
+    clock = ac.SetTimeProvider(1_637_251_500_000)
+    body = os.urandom(payload)
+    half = rows // 2
+    with ac.open_queue(qdir, time_provider=clock) as q:
+        a = q.appender()
+        for part in range(2):  # two cycles: two partitions, like the two Parquet files
+            n = half if part == 0 else rows - half
+            step = 50_000
+            for s in range(0, n, step):
+                k = min(step, n - s)
+                a.append_packed(body * k, list(range(0, payload * k + 1, payload)))
+            clock.advance_millis(86_400_000)
+    os.makedirs(pdir)
+    with ac.open_queue(qdir, read_only=True) as q:
+        t = q.tailer()
+        shift = q.roll_cycle.cycle_shift
+        for part in range(2):
+            batches = []
+            want = half if part == 0 else rows - half
+            got = 0
+            while got < want:
+                b = t.read_many(min(65536, want - got), 16 << 20)
+                idx = pa.array(b.indices, pa.int64())
+                batches.append(pa.record_batch({
+                    "index": idx,
+                    "cycle": pa.compute.shift_right(idx, shift).cast(pa.int32()),
+                    "sequence": pa.compute.bit_wise_and(idx, (1 << shift) - 1),
+                    "payload": pa.array(b.payloads(), pa.binary())}))
+                got += len(b)
+            pq.write_table(pa.Table.from_batches(batches),
+                           os.path.join(pdir, f"part-{part}.parquet"), compression="snappy")
+    return qdir, pdir
+
+
+def bench_batch(spark: Any, qdir: str, pdir: str, repeat: int) -> dict[str, float]:
+    agg = ["count(*) as n", "max(index) as m", "sum(length(payload)) as b"]
+    out: dict[str, float] = {}
+    for name, load in (("chronicle", lambda: spark.read.format("chronicle").load(qdir)),
+                       ("parquet", lambda: spark.read.parquet(pdir))):
+        best = float("inf")
+        rows = 0
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            r = load().selectExpr(*agg).collect()[0]
+            best = min(best, time.perf_counter() - t0)
+            rows = r["n"]
+        out[name] = rows / best
+        print(f"  {name:10s} {rows:>10,} rows  best {best:6.3f} s  {rows / best:>12,.0f} rows/s",
+              flush=True)
+    print(f"  chronicle / parquet = {out['chronicle'] / out['parquet']:.2f}x", flush=True)
+    return out
+
+
+# -- latency -------------------------------------------------------------------
+
+
+def paced_appender(path: str, rate: float, seconds: float,
+                   stop: threading.Event) -> threading.Thread:
+    def run() -> None:
+        with ac.open_queue(path) as q:
+            a = q.appender()
+            n = int(rate * seconds)
+            t0 = time.monotonic()
+            for i in range(n):
+                if stop.is_set():
+                    return
+                a.append(TS.pack(time.monotonic_ns()) + b"x" * 24)
+                delay = t0 + (i + 1) / rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
+def bench_stream(spark: Any, base: str, rate: float, seconds: float) -> list[float]:
+    src, dst = os.path.join(base, "s-src"), os.path.join(base, "s-dst")
+    with ac.open_queue(src):
+        pass
+    query = (spark.readStream.format("chronicle").option("startingIndex", "latest").load(src)
+             .writeStream.format("chronicle")
+             .option("checkpointLocation", os.path.join(base, "s-ckpt"))
+             .trigger(processingTime="0 seconds").start(dst))
+    time.sleep(3.0)  # let the first (empty) micro-batches pass
+    lat: list[float] = []
+    stop = threading.Event()
+    th = paced_appender(src, rate, seconds, stop)
+    want = int(rate * seconds)
+    deadline = time.monotonic() + seconds + 60
+    with ac.open_queue(dst) as q:
+        t = q.tailer()
+        while len(lat) < want and time.monotonic() < deadline:
+            ex = t.read_nowait()
+            if ex is None:
+                time.sleep(0.0005)
+                continue
+            lat.append((time.monotonic_ns() - TS.unpack_from(ex.payload)[0]) / 1e6)
+    stop.set()
+    th.join()
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    query.stop()
+    if progress:
+        keys = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets",
+                "triggerExecution")
+        means = {k: statistics.mean(p["durationMs"].get(k, 0) for p in progress) for k in keys}
+        print(f"  {len(progress)} micro-batches with rows; mean ms per batch: "
+              + ", ".join(f"{k} {v:.0f}" for k, v in means.items()), flush=True)
+    return lat
+
+
+def bench_feeder(spark: Any, base: str, rate: float, seconds: float,
+                 with_df: bool) -> list[float]:
+    from aiochronicle.spark import Feeder
+
+    path = os.path.join(base, f"f-{int(with_df)}")
+    with ac.open_queue(path):
+        pass
+    lat: list[float] = []
+    want = int(rate * seconds)
+
+    def on_batch(b: Any) -> None:
+        now = time.monotonic_ns()
+        if b.df is not None:
+            b.df.count()  # a Spark action on the micro-batch
+            now = time.monotonic_ns()
+        for p in b.table.column("payload").to_pylist():
+            lat.append((now - TS.unpack_from(p)[0]) / 1e6)
+
+    async def main() -> None:
+        with ac.open_queue(path) as q:
+            feeder = Feeder(q, on_batch, spark=spark if with_df else None, start="end",
+                            max_rows=5000, linger=0.005)
+            task = feeder.start()
+            stop = threading.Event()
+            th = paced_appender(path, rate, seconds, stop)
+            deadline = time.monotonic() + seconds + 60
+            while len(lat) < want and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            stop.set()
+            feeder.stop()
+            await task
+            feeder.close()
+            th.join()
+
+    try:
+        import uvloop
+
+        uvloop.run(main())
+    except ImportError:
+        asyncio.run(main())
+    return lat
+
+
+def report(name: str, lat: list[float]) -> None:
+    if not lat:
+        print(f"  {name:34s} no samples")
+        return
+    print(f"  {name:34s} n={len(lat):>6,}  p50 {statistics.median(lat):8.2f} ms  "
+          f"p95 {pct(lat, 95):8.2f} ms  max {max(lat):8.2f} ms", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--rows", type=int, default=4_000_000)
+    ap.add_argument("--payload", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=500.0, help="excerpts/s for the latencies")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--dir", default=None)
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.repeat, args.seconds = 200_000, 2, 3.0
+    base = args.dir or tempfile.mkdtemp(prefix="bench-spark-")
+    os.makedirs(base, exist_ok=True)
+    try:
+        print(f"spark bench: {args.rows:,} rows of {args.payload} B, latency at "
+              f"{args.rate:,.0f}/s for {args.seconds:.0f} s; load average "
+              f"{os.getloadavg()[0]:.2f}", flush=True)
+        t0 = time.perf_counter()
+        spark = session()
+        print(f"  (session started in {time.perf_counter() - t0:.1f} s)", flush=True)
+        qdir, pdir = make_data(base, args.rows, args.payload)
+        print("batch read:")
+        bench_batch(spark, qdir, pdir, args.repeat)
+        print("streaming end to end (queue -> Spark micro-batch -> queue):")
+        report("readStream -> writeStream", bench_stream(spark, base, args.rate, args.seconds))
+        print("driver feeder (append -> callback):")
+        report("Feeder, Arrow table", bench_feeder(spark, base, args.rate, args.seconds, False))
+        report("Feeder, DataFrame + count()",
+               bench_feeder(spark, base, args.rate, args.seconds, True))
+        spark.stop()
+    finally:
+        if args.dir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
