@@ -33,7 +33,7 @@ from typing import Protocol, runtime_checkable
 
 from ._errors import ChronicleError, CorruptQueueError, RollCycleMismatchWarning
 from ._native import UNLOCKED
-from ._queue import METADATA_FILE, Queue, open_queue
+from ._queue import METADATA_FILE, Queue, _pid_alive, open_queue
 from ._rollcycles import cycle_shift_for
 from ._store import CycleStore, open_store
 from ._tablestore import TableStore
@@ -92,15 +92,7 @@ class QueueBusyError(ChronicleError):
 
 def pid_alive(pid: int) -> bool:
     """Whether a process with this PID exists (on this host, in this PID namespace)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return _pid_alive(pid)
 
 
 def parse_index(text: str) -> int:

@@ -113,6 +113,30 @@ class SyncMode(enum.Enum):
     ASYNC = "async"
 
 
+_Self = TypeVar("_Self", bound="_Resource")
+
+
+class _Resource:
+    """``with`` and ``async with`` for the user objects: both close on exit."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self: _Self) -> _Self:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.close()
+
+
 class TailerDirection(enum.IntEnum):
     """Which way a tailer moves after each read."""
 
@@ -133,7 +157,7 @@ def text_bytes(text: str) -> bytes:
     return WireWriter().text(text).getvalue()
 
 
-class Queue:
+class Queue(_Resource):
     """A Chronicle Queue directory opened for appending and tailing.
 
     Use :func:`open_queue` to create one.  A queue is a context manager; closing
@@ -308,20 +332,6 @@ class Queue:
                 self.meta.cas(key, value, UNLOCKED)
 
     # -- context ---------------------------------------------------------
-    def __enter__(self) -> Queue:
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Queue:
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("read-only" if self.read_only else "open")
         return f"<Queue {self.path!r} {self.roll_cycle.name} {state}>"
@@ -828,7 +838,7 @@ class DocumentContext:
         self.index = a._doc_commit(self._len, self.metadata)
 
 
-class Appender:
+class Appender(_Resource):
     """Writes excerpts to the end of a queue; safe with other appenders in any
     thread or process (they serialise on ``chronicle.write.lock`` as Java does).
 
@@ -886,20 +896,6 @@ class Appender:
         return f"<Appender {self.queue.path!r} cycle={self.cycle}>"
 
     # -- lifecycle -------------------------------------------------------
-    def __enter__(self) -> Appender:
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Appender:
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        self.close()
-
     def close(self) -> None:
         """Release this appender's cycle file."""
         if self._closed:
@@ -1450,7 +1446,7 @@ class Batch:
         return [bytes(d[o[i]:o[i + 1]]) for i in range(len(self.indices))]
 
 
-class Tailer(AsyncTailerMixin):
+class Tailer(AsyncTailerMixin, _Resource):
     """Reads excerpts in index order; never consumes them.
 
     ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
@@ -1500,20 +1496,6 @@ class Tailer(AsyncTailerMixin):
         return f"<Tailer {self.queue.path!r} index={self.index:#x}>"
 
     # -- lifecycle -------------------------------------------------------
-    def __enter__(self) -> Tailer:
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Tailer:
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        self.close()
-
     def close(self) -> None:
         """Release this tailer's cycle file."""
         self._detach()
