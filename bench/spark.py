@@ -16,7 +16,7 @@ One local Spark session (``local[2]``), in one run:
   possible) copies them to a second queue, which this process tails; latency
   = time seen in the second queue - time written.  p50/p95.
 * **feeder latency**: the same appender; a :class:`aiochronicle.spark.Feeder`
-  on the driver's event loop (uvloop when installed) hands micro-batches to a
+  on the driver's event loop (asyncio; ``--uvloop`` for uvloop) hands micro-batches to a
   callback, as Arrow tables and as Spark DataFrames (``createDataFrame`` of
   the table included); latency = callback time - time written, per excerpt.
   p50/p95.  What a Spark action on such a DataFrame then costs is printed
@@ -162,14 +162,26 @@ def bench_stream(spark: Any, base: str, rate: float, seconds: float) -> list[flo
              .writeStream.format("chronicle")
              .option("checkpointLocation", os.path.join(base, "s-ckpt"))
              .trigger(processingTime="0 seconds").start(dst))
-    time.sleep(3.0)  # let the first (empty) micro-batches pass
     lat: list[float] = []
-    stop = threading.Event()
-    th = paced_appender(src, rate, seconds, stop)
-    want = int(rate * seconds)
-    deadline = time.monotonic() + seconds + 60
+    # warm up: Spark starts its Python workers for the first micro-batch with
+    # rows; wait until a few excerpts went through before measuring
+    with ac.open_queue(src) as q:
+        a = q.appender()
+        for _ in range(20):
+            a.append(TS.pack(time.monotonic_ns()) + b"w" * 24)
+    deadline = time.monotonic() + 120
     with ac.open_queue(dst) as q:
         t = q.tailer()
+        warm = 0
+        while warm < 20 and time.monotonic() < deadline:
+            if t.read_nowait() is None:
+                time.sleep(0.01)
+            else:
+                warm += 1
+        stop = threading.Event()
+        th = paced_appender(src, rate, seconds, stop)
+        want = int(rate * seconds)
+        deadline = time.monotonic() + seconds + 60
         while len(lat) < want and time.monotonic() < deadline:
             ex = t.read_nowait()
             if ex is None:
@@ -190,7 +202,7 @@ def bench_stream(spark: Any, base: str, rate: float, seconds: float) -> list[flo
 
 
 def bench_feeder(spark: Any, base: str, rate: float, seconds: float, with_df: bool,
-                 linger: float) -> tuple[list[float], list[float]]:
+                 linger: float, use_uvloop: bool = False) -> tuple[list[float], list[float]]:
     """Latencies append -> callback (ms), and, with DataFrames, the time of a
     ``count()`` on a few of the micro-batch DataFrames (ms)."""
     from aiochronicle.spark import Feeder
@@ -227,11 +239,11 @@ def bench_feeder(spark: Any, base: str, rate: float, seconds: float, with_df: bo
             feeder.close()
             th.join()
 
-    try:
+    if use_uvloop:
         import uvloop
 
         uvloop.run(main())
-    except ImportError:
+    else:
         asyncio.run(main())
     return lat, actions
 
@@ -254,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--linger", type=float, default=0.002,
                     help="feeder: seconds a micro-batch waits for more after its first")
+    ap.add_argument("--uvloop", action="store_true", help="run the feeder on uvloop")
     ap.add_argument("--dir", default=None)
     args = ap.parse_args(argv)
     if args.quick:
@@ -273,10 +286,13 @@ def main(argv: list[str] | None = None) -> int:
         print("streaming end to end (queue -> Spark micro-batch -> queue):")
         report("readStream -> writeStream", bench_stream(spark, base, args.rate, args.seconds))
         print(f"driver feeder (append -> callback; linger {args.linger * 1e3:g} ms):")
-        lat, _ = bench_feeder(spark, base, args.rate, args.seconds, False, args.linger)
-        report("Feeder, Arrow table", lat)
-        lat, actions = bench_feeder(spark, base, args.rate, args.seconds, True, args.linger)
-        report("Feeder, DataFrame", lat)
+        loop = "uvloop" if args.uvloop else "asyncio"
+        lat, _ = bench_feeder(spark, base, args.rate, args.seconds, False, args.linger,
+                              args.uvloop)
+        report(f"Feeder, Arrow table ({loop})", lat)
+        lat, actions = bench_feeder(spark, base, args.rate, args.seconds, True, args.linger,
+                                    args.uvloop)
+        report(f"Feeder, DataFrame ({loop})", lat)
         if actions:
             print(f"  (a count() on one micro-batch DataFrame: median "
                   f"{statistics.median(actions):.0f} ms of {len(actions)})", flush=True)

@@ -145,8 +145,9 @@ class Feeder:
         self._mark: Tailer | None = None
         resume: int | None = None
         if self.name is not None:
+            stored = q.table_store_get(f"index.{self.name}")  # before the tailer stores one
             self._mark = q.tailer(self.name)  # holds the position; never read
-            if q.table_store_get(f"index.{self.name}"):
+            if stored:
                 resume = self._mark.index
         t = q.tailer()
         if resume is not None:

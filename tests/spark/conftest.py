@@ -30,6 +30,8 @@ def _java_ok() -> bool:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     if not _java_ok():
         pytest.skip("Spark needs Java (none on PATH or in JAVA_HOME)")
+    saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+                                            "PYTHONPATH")}
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     paths = [str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]
@@ -55,6 +57,33 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     register(session)
     yield session
     session.stop()
+    _stop_jvm()
+    for k, v in saved.items():  # the tests that run after these see the old environment
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def _stop_jvm() -> None:
+    """End the JVM this session started (PySpark keeps it for the process's
+    life otherwise, with its memory, while the other tests run)."""
+    from pyspark import SparkContext
+
+    gw = SparkContext._gateway
+    if gw is None:
+        return
+    proc = getattr(gw, "proc", None)
+    gw.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the gateway server exits when its stdin closes
+        try:
+            proc.wait(30)
+        except Exception:
+            proc.kill()
 
 
 def _auto_registered(session: object, tmp: Path) -> bool:

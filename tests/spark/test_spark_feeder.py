@@ -101,3 +101,25 @@ async def test_feeder_resumes_by_name_and_applies_back_pressure(tmp_path: Path) 
         await task
         feeder.close()
     assert seen + rest == list(range(50))
+
+
+async def test_new_named_feeder_starts_where_asked(tmp_path: Path) -> None:
+    path = tmp_path / "q"
+    with ac.open_queue(path) as q:
+        a = q.appender()
+        for i in range(5):
+            a.append(f"old{i}".encode())
+        got: list[bytes] = []
+        feeder = Feeder(q, lambda b: got.extend(b.table.column("payload").to_pylist()),
+                        name="late", start="end", in_thread=False)
+        task = feeder.start()
+        for i in range(3):
+            a.append(f"new{i}".encode())
+        for _ in range(200):
+            if len(got) >= 3:
+                break
+            await asyncio.sleep(0.01)
+        feeder.stop()
+        await task
+        feeder.close()
+    assert got == [b"new0", b"new1", b"new2"]
