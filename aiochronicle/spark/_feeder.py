@@ -86,8 +86,9 @@ class Feeder:
     Args:
         queue: an open :class:`~aiochronicle.Queue` or a queue directory.
         callback: called with each :class:`FeedBatch`; ``async def`` callbacks
-            are awaited on the loop, plain ones run in a worker thread (Spark
-            calls block) unless ``in_thread=False``.
+            are awaited on the loop; plain ones run in a worker thread when the
+            feeder has a session (Spark calls block), else on the loop
+            (``in_thread`` says otherwise).
         spark: a SparkSession: each batch also comes as ``batch.df``.
         name: keep the position in the queue's metadata under this name and
             resume there (needs a writable queue).
@@ -107,7 +108,7 @@ class Feeder:
                  start: str | int = "start", max_rows: int = 10_000,
                  max_bytes: int = 8 << 20, linger: float = 0.005, buffer: int = 4,
                  options: Mapping[str, str] | None = None, pauser: Pauser | None = None,
-                 in_thread: bool = True) -> None:
+                 in_thread: bool | None = None) -> None:
         if max_rows < 1 or buffer < 1 or linger < 0:
             raise ValueError("max_rows and buffer must be positive, linger not negative")
         self._own = not isinstance(queue, Queue)
@@ -123,7 +124,7 @@ class Feeder:
         codec = self.layout.codec_name
         self.codec = Codecs.get(codec) if codec else (recorded_codec(self.queue)
                                                       or Codecs.BINARY_WIRE)
-        self.in_thread = in_thread
+        self.in_thread = spark is not None if in_thread is None else in_thread
         self.buffer = buffer
         self._buffer: asyncio.Queue[FeedBatch | None] = asyncio.Queue()
         self._room: asyncio.Semaphore | None = None
