@@ -541,7 +541,8 @@ class _SourceConnection:
         ``max_batch_count`` excerpts / ``max_batch_bytes``)."""
         src = self.source
         send = self.send
-        transport = self.writer.transport
+        writer = self.writer
+        transport = writer.transport
         read = tailer.read_nowait
         sent = src._sent_cell
         info = self.info
@@ -549,43 +550,55 @@ class _SourceConnection:
         low_n, low_b = min(64, max_n), min(16 << 10, max_b)
         n_cap, b_cap = low_n, low_b
         high = src.write_buffer_high
+        busy = 0
         while True:
             ex = read()
             if ex is None:
                 n_cap, b_cap = low_n, low_b
+                busy = 0
                 ex = await tailer.read()
                 send(single_frame(ex.index, ex.payload))
                 last = ex.index
             else:
-                send(single_frame(ex.index, ex.payload))
+                # more than one waiting: this one and what follows, one write
+                frames = [single_frame(ex.index, ex.payload)]
                 last = ex.index
                 batch = tailer.read_many(n_cap, b_cap)
                 k = len(batch)
                 if k:
-                    last = self._send_batch(batch)
-                    if k >= n_cap or len(batch.data) * 2 >= b_cap:
-                        n_cap, b_cap = min(n_cap * 4, max_n), min(b_cap * 4, max_b)
-                    if transport.get_write_buffer_size() > high:
-                        await self.writer.drain()
-                    else:
-                        await asyncio.sleep(0)  # a backlog: let acks and heartbeats in
+                    last = self._batch_frames(batch, frames)
+                if transport.is_closing():
+                    raise ConnectionResetError("the sink's connection is closed")
+                writer.writelines(frames)
+                busy += 1
+                if k >= n_cap or len(batch.data) * 2 >= b_cap:
+                    n_cap, b_cap = min(n_cap * 4, max_n), min(b_cap * 4, max_b)
+                    busy = 16
+                if transport.get_write_buffer_size() > high:
+                    busy = 0
+                    await writer.drain()
+                elif busy >= 16:  # a backlog: let acks and heartbeats in
+                    busy = 0
+                    await asyncio.sleep(0)
             lib.cq_max64(sent, last)
             info.sent_index = last
 
-    def _send_batch(self, batch: Batch) -> int:
+    @staticmethod
+    def _batch_frames(batch: Batch, frames: list[bytes]) -> int:
+        """Append the DATA frames of ``batch`` to ``frames``; its last index."""
         idx = batch.indices
         n = len(idx)
         first = idx[0]
         if idx[n - 1] - first == n - 1:
-            self.send(packed_frame(first, n, batch.offsets, batch.data))
+            frames.append(packed_frame(first, n, batch.offsets, batch.data))
             return int(idx[n - 1])
         # indices jump (a new cycle): one frame per run
         offs, data = batch.offsets, batch.data
         start = 0
         for i in range(1, n + 1):
             if i == n or idx[i] != idx[i - 1] + 1:
-                self.send(data_frame(idx[start], [bytes(data[offs[j]:offs[j + 1]])
-                                                  for j in range(start, i)]))
+                frames.append(data_frame(idx[start], [bytes(data[offs[j]:offs[j + 1]])
+                                                      for j in range(start, i)]))
                 start = i
         return int(idx[n - 1])
 
@@ -927,6 +940,9 @@ class ReplicationSink:
             certificate must name (default ``host``).
         name: how the source logs this sink (default ``hostname:pid``).
         sync: msync what was written before acknowledging it.
+        ack_interval: at most one ACK per this many seconds while excerpts
+            stream in (the first after a pause goes at once); default 0: one per
+            burst of frames that arrived together.
         heartbeat_interval, heartbeat_timeout: as the source's.
         min_backoff, max_backoff: reconnect delays (seconds, doubled each time).
         max_auth_failures: connections in a row closed right after the AUTH
@@ -938,7 +954,8 @@ class ReplicationSink:
                  ssl: ssl_.SSLContext | None = None, server_hostname: str | None = None,
                  name: str | None = None, sync: bool = False,
                  heartbeat_interval: float = 1.0, heartbeat_timeout: float | None = 5.0,
-                 connect_timeout: float = 5.0, min_backoff: float = 0.05,
+                 ack_interval: float = 0.0, connect_timeout: float = 5.0,
+                 min_backoff: float = 0.05,
                  max_backoff: float = 2.0, max_auth_failures: int = 3,
                  queue_options: dict[str, Any] | None = None) -> None:
         self.secret = _secret_bytes(secret)
@@ -958,6 +975,9 @@ class ReplicationSink:
         self.server_hostname = server_hostname
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.sync = sync
+        if ack_interval < 0:
+            raise ValueError("ack_interval must not be negative")
+        self.ack_interval = ack_interval
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
         self.connect_timeout = connect_timeout
@@ -982,6 +1002,7 @@ class ReplicationSink:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._ack_scheduled = False
         self._acked = -1
+        self._ack_time = 0.0
         self._out: asyncio.StreamWriter | None = None
         self._last_recv = 0.0
 
@@ -1387,16 +1408,25 @@ class ReplicationSink:
                 raise ReplicationProtocolError(f"unexpected frame kind {kind:#x}")
 
     def _flush_ack(self) -> None:
-        """Acknowledge what was written (runs once the receive loop has
-        drained what had arrived, so a burst gets one ACK)."""
-        self._ack_scheduled = False
+        """Acknowledge what was written.  Runs once the receive loop has
+        drained what had arrived, so a burst gets one ACK; and at most once per
+        ``ack_interval`` (a stream gets one ACK per interval, the first excerpt
+        after a pause one at once)."""
         out = self._out
         last = self.last_index
         if out is None or last <= self._acked or out.transport.is_closing():
+            self._ack_scheduled = False
             return
+        now = time.monotonic()
+        wait = self._ack_time + self.ack_interval - now
+        if wait > 0:
+            asyncio.get_running_loop().call_later(wait, self._flush_ack)
+            return
+        self._ack_scheduled = False
         if self.sync and self._writer is not None:
             self._writer.sync()
         self._acked = last
+        self._ack_time = now
         out.write(frame(ACK, _I64.pack(last)))
 
     def _wake(self, last: int) -> None:

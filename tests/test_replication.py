@@ -655,6 +655,29 @@ def test_wait_replicated_times_out_then_returns(run: Run, tmp_path: Path) -> Non
     q.close()
 
 
+def test_acknowledgements_can_be_spaced_out(run: Run, tmp_path: Path) -> None:
+    clock = ac.SetTimeProvider(T0)
+    q = _open(tmp_path / "src", clock)
+    app = q.appender()
+
+    async def main() -> None:
+        async with ac.ReplicationSource(q, port=0, secret=SECRET) as src, \
+                ac.ReplicationSink(tmp_path / "sink", port=src.port, secret=SECRET,
+                                   ack_interval=0.05) as sink:
+            await sink.wait_connected(10)
+            acks = []
+            for i in range(40):
+                app.append(b"%d" % i)
+                await asyncio.sleep(0.005)
+                acks.append(q.table_store_get("chronicle.lastAcknowledgedIndexReplicated"))
+            # the last one is acknowledged too, once the interval has passed
+            assert await app.wait_replicated(timeout=10) == app.last_index_appended
+            assert 2 <= len(set(acks)) <= 12  # ~one per 50 ms over ~200 ms, not 40
+
+    run(main())
+    q.close()
+
+
 def test_the_sink_queue_refuses_other_writers(run: Run, tmp_path: Path) -> None:
     clock = ac.SetTimeProvider(T0)
     q = _open(tmp_path / "src", clock)
