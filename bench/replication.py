@@ -291,22 +291,41 @@ def _replication(case: Case, sink_out: Connection | None = None,
     return procs
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (from /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_latency(case: Case, rate: int, seconds: float, warmup_s: float) -> dict[str, Any]:
     _prepare(case)
     count = int(rate * (seconds + warmup_s))
     procs = _replication(case) if case.replicated else []
+    names = ["source", "sink"] if case.replicated else []
     try:
         ready = CTX.Event()
         rx, tx = CTX.Pipe(duplex=False)
         procs.append(_start(reader_proc, case, "latency", int(rate * warmup_s), ready, tx))
         w = _start(writer_proc, case, "latency", rate, count, ready)
         procs.append(w)
+        names += ["reader", "writer"]
+        if not ready.wait(60):
+            raise SystemExit("the reader did not start")
+        cpu0 = [_cpu_seconds(p.pid) for p in procs]
+        t0 = time.monotonic()
         if not rx.poll(seconds * 20 + 120):
             raise SystemExit("no result from the reader")
+        cpu1 = [_cpu_seconds(p.pid) for p in procs]
+        wall = time.monotonic() - t0
         raw = rx.recv()
         w.join(30)
     finally:
         _stop(procs)
+    cpu = {n: (b - a) / wall for n, a, b in zip(names, cpu0, cpu1, strict=True)}
     lat = array("q")
     lat.frombytes(raw)
     s = sorted(lat)
@@ -315,7 +334,7 @@ def run_latency(case: Case, rate: int, seconds: float, warmup_s: float) -> dict[
         return float(s[min(len(s) - 1, int(p / 100 * len(s)))]) if s else float("nan")
 
     return {"n": len(s), "p50": pct(50), "p99": pct(99), "p99.9": pct(99.9),
-            "max": float(s[-1]) if s else float("nan")}
+            "max": float(s[-1]) if s else float("nan"), "cpu": cpu}
 
 
 def run_live_throughput(case: Case, total: int) -> float:
@@ -414,6 +433,18 @@ def main() -> None:
         print(f"| {rate:,}/s | ratio | {rep['p50'] / loc['p50']:.1f}x | "
               f"{rep['p99'] / loc['p99']:.1f}x | {rep['p99.9'] / loc['p99.9']:.1f}x | "
               f"{rep['max'] / loc['max']:.1f}x | |")
+    print()
+    print("CPU used during the latency runs (share of one CPU, of the machine's "
+          f"{os.cpu_count()})")
+    print()
+    print("| rate | path | writer | source | sink | reader | total |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for rate, loc, rep in rows:
+        for name, r in (("local", loc), ("replicated", rep)):
+            c = r["cpu"]
+            cells = " | ".join(f"{c[k]:.0%}" if k in c else "-"
+                               for k in ("writer", "source", "sink", "reader"))
+            print(f"| {rate:,}/s | {name} | {cells} | {sum(c.values()):.0%} |")
     print()
     print(f"Throughput, {SIZE} B, msgs/s")
     print()
