@@ -169,30 +169,33 @@ def _enc_hook(value: Any) -> Any:
     raise NotImplementedError(f"cannot encode a {type(value).__name__}")
 
 
-class MsgpackCodec(Codec):
-    """MessagePack through msgspec (Structs as maps, so fields can be added and
-    removed over time)."""
+class _MsgspecCodec(Codec):
+    """What msgpack and JSON share: a reused encoder, decoders cached per type."""
 
-    name = "msgpack"
-    code = 2
-    methods = True
+    label = ""
 
     def __init__(self) -> None:
-        self.encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
-        self._decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
+        self.encoder: Any = None
+        self._decoders: dict[Any, Any] = {}
 
-    def decoder(self, type: Any) -> msgspec.msgpack.Decoder[Any]:
+    def _new_decoder(self, type: Any) -> Any:
+        raise NotImplementedError
+
+    def _shown(self, value: Any) -> Any:
+        return value
+
+    def decoder(self, type: Any) -> Any:
         """The (cached) decoder for ``type``."""
         d = self._decoders.get(type)
         if d is None:
-            d = self._decoders[type] = msgspec.msgpack.Decoder(type, ext_hook=_ext_hook)
+            d = self._decoders[type] = self._new_decoder(type)
         return d
 
     def encode(self, value: Any) -> bytes:
         try:
-            return self.encoder.encode(value)
+            return self.encoder.encode(value)  # type: ignore[no-any-return]
         except (TypeError, ValueError, NotImplementedError, OverflowError) as exc:
-            raise CodecError(f"msgpack cannot encode {type(value).__name__}: {exc}") from exc
+            raise CodecError(f"{self.label} cannot encode {type(value).__name__}: {exc}") from exc
 
     def decode(self, payload: Any, type: Any = Any) -> Any:
         try:
@@ -206,7 +209,27 @@ class MsgpackCodec(Codec):
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
         call = _as_call(value)
-        return _rendered(self.name, call if call is not None else _plain(value))
+        return _rendered(self.name, call if call is not None else self._shown(value))
+
+
+class MsgpackCodec(_MsgspecCodec):
+    """MessagePack through msgspec (Structs as maps, so fields can be added and
+    removed over time)."""
+
+    name = "msgpack"
+    label = "msgpack"
+    code = 2
+    methods = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
+
+    def _new_decoder(self, type: Any) -> msgspec.msgpack.Decoder[Any]:
+        return msgspec.msgpack.Decoder(type, ext_hook=_ext_hook)
+
+    def _shown(self, value: Any) -> Any:
+        return _plain(value)
 
 
 # --------------------------------------------------------------------------
@@ -214,43 +237,20 @@ class MsgpackCodec(Codec):
 # --------------------------------------------------------------------------
 
 
-class JsonCodec(Codec):
+class JsonCodec(_MsgspecCodec):
     """JSON through msgspec."""
 
     name = "json"
+    label = "JSON"
     code = 3
     methods = True
 
     def __init__(self) -> None:
+        super().__init__()
         self.encoder = msgspec.json.Encoder(enc_hook=_json_enc_hook)
-        self._decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
 
-    def decoder(self, type: Any) -> msgspec.json.Decoder[Any]:
-        """The (cached) decoder for ``type``."""
-        d = self._decoders.get(type)
-        if d is None:
-            d = self._decoders[type] = msgspec.json.Decoder(type)
-        return d
-
-    def encode(self, value: Any) -> bytes:
-        try:
-            return self.encoder.encode(value)
-        except (TypeError, ValueError, NotImplementedError, OverflowError) as exc:
-            raise CodecError(f"JSON cannot encode {type(value).__name__}: {exc}") from exc
-
-    def decode(self, payload: Any, type: Any = Any) -> Any:
-        try:
-            return self.decoder(type).decode(payload)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise CodecError(str(exc)) from exc
-
-    def render(self, payload: bytes) -> DecodedPayload | None:
-        try:
-            value = self.decoder(Any).decode(payload)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return None
-        call = _as_call(value)
-        return _rendered(self.name, call if call is not None else value)
+    def _new_decoder(self, type: Any) -> msgspec.json.Decoder[Any]:
+        return msgspec.json.Decoder(type)
 
 
 def _json_enc_hook(value: Any) -> Any:
