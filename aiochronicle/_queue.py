@@ -512,6 +512,21 @@ class Queue(_Resource):
             self.meta.set("listing.lowestCycle", cs[0])
             self.meta.add("listing.modCount", 1)
 
+    def _normalise_eofs(self, before: int, cycles: list[int]) -> None:
+        """Close every cycle older than ``before`` that lacks its EOF marker,
+        newest first, stopping at the first that has one (Java's EOF
+        normalisation).  The write lock must be held."""
+        for older in reversed([x for x in cycles if x < before]):
+            st = self._acquire_store(older)
+            if st is None:
+                continue
+            try:
+                if st.end()[2]:
+                    return
+                st.write_eof()
+            finally:
+                self._release_store(st)
+
     # -- the write lock (chronicle.write.lock) ----------------------------
     def _write_lock_ptr(self) -> Any:
         assert self.meta is not None
@@ -1101,17 +1116,7 @@ class Appender(_Resource):
             if cur is not None and after_eof and target <= cur.cycle:
                 target = cur.cycle + 1
             while True:
-                # close every older cycle that lacks its EOF (newest first, until one has it)
-                for older in reversed([x for x in cycles if x < target]):
-                    st = q._acquire_store(older)
-                    if st is None:
-                        continue
-                    try:
-                        if st.end()[2]:
-                            break
-                        st.write_eof()
-                    finally:
-                        q._release_store(st)
+                q._normalise_eofs(target, cycles)
                 st = q._acquire_store(target, create=True)
                 assert st is not None
                 if not st.end()[2]:
@@ -1211,16 +1216,7 @@ class Appender(_Resource):
         self._lock()
         try:
             q._invalidate_listing()
-            for older in reversed([x for x in q.cycles() if x < cycle]):
-                st = q._acquire_store(older)
-                if st is None:
-                    continue
-                try:
-                    if st.end()[2]:
-                        break
-                    st.write_eof()
-                finally:
-                    q._release_store(st)
+            q._normalise_eofs(cycle, q.cycles())
             st = q._acquire_store(cycle, create=True)
             assert st is not None
             self._set_store(st)
