@@ -21,9 +21,13 @@ from ._errors import DiskFullError as DiskFullError
 from ._errors import IllegalIndexError as IllegalIndexError
 from ._errors import IndexFullError as IndexFullError
 from ._errors import MessageTooLargeError as MessageTooLargeError
+from ._errors import NoSuchIndexError as NoSuchIndexError
+from ._errors import NotAQueueError as NotAQueueError
+from ._errors import QueueBusyError as QueueBusyError
 from ._errors import QueueClosedError as QueueClosedError
 from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
 from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
+from ._errors import UnknownRollCycleError as UnknownRollCycleError
 from ._errors import WriteLockTimeoutError as WriteLockTimeoutError
 from ._history import MessageHistory as MessageHistory
 from ._history import current_history as current_history
@@ -32,14 +36,13 @@ from ._methods import MethodReader as MethodReader
 from ._methods import MethodReaderStatistics as MethodReaderStatistics
 from ._methods import method_id as method_id
 from ._ops import CheckFinding as CheckFinding
+from ._ops import CycleStats as CycleStats
 from ._ops import LockState as LockState
-from ._ops import NoSuchIndexError as NoSuchIndexError
-from ._ops import NotAQueueError as NotAQueueError
-from ._ops import QueueBusyError as QueueBusyError
 from ._ops import QueueStats as QueueStats
 from ._ops import Retention as Retention
 from ._ops import RetentionDecision as RetentionDecision
 from ._ops import StoreFileListener as StoreFileListener
+from ._ops import TailerStats as TailerStats
 from ._ops import add_store_file_listener as add_store_file_listener
 from ._ops import check_queue as check_queue
 from ._ops import lock_states as lock_states
@@ -85,6 +88,7 @@ __all__ = [
     "CodecMismatchError",
     "Codecs",
     "CorruptQueueError",
+    "CycleStats",
     "DiskFullError",
     "DivergenceError",
     "DocumentContext",
@@ -128,7 +132,9 @@ __all__ = [
     "SystemTimeProvider",
     "Tailer",
     "TailerDirection",
+    "TailerStats",
     "TimeProvider",
+    "UnknownRollCycleError",
     "UnlockMode",
     "WriteLockTimeoutError",
     "__version__",
@@ -143,3 +149,17 @@ __all__ = [
     "set_queue_codec",
     "unlock_queue",
 ]
+
+
+def _rehome() -> None:
+    """Show public classes and functions as ``aiochronicle.X`` (reprs, pickles, docs)."""
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, type) or callable(obj):
+            module = getattr(obj, "__module__", "")
+            if isinstance(module, str) and module.startswith("aiochronicle._"):
+                obj.__module__ = __name__
+
+
+_rehome()
+del _rehome

@@ -12,9 +12,13 @@ __all__ = [
     "IllegalIndexError",
     "IndexFullError",
     "MessageTooLargeError",
+    "NoSuchIndexError",
+    "NotAQueueError",
+    "QueueBusyError",
     "QueueClosedError",
     "ReadOnlyQueueError",
     "RollCycleMismatchWarning",
+    "UnknownRollCycleError",
     "WriteLockTimeoutError",
 ]
 
@@ -73,6 +77,25 @@ class IndexFullError(ChronicleError):
 
 class DiskFullError(ChronicleError, OSError):
     """The file system has no room for the queue to grow; nothing was written."""
+
+
+class NotAQueueError(ChronicleError):
+    """The path exists but is not a Chronicle Queue directory (or file)."""
+
+
+class NoSuchIndexError(ChronicleError, LookupError):
+    """No excerpt exists at the index asked for."""
+
+
+class QueueBusyError(ChronicleError):
+    """A live process holds a lock the operation needs."""
+
+
+class UnknownRollCycleError(ChronicleError, ValueError, KeyError):
+    """Raised by :meth:`RollCycles.by_name` for a name that is not a built-in roll cycle."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class RollCycleMismatchWarning(UserWarning):

@@ -31,7 +31,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from ._errors import ChronicleError, CorruptQueueError, RollCycleMismatchWarning
+from ._errors import (
+    ChronicleError,
+    CorruptQueueError,
+    NoSuchIndexError,
+    NotAQueueError,
+    QueueBusyError,
+    RollCycleMismatchWarning,
+)
 from ._native import UNLOCKED
 from ._queue import METADATA_FILE, Queue, _pid_alive, open_queue
 from ._rollcycles import cycle_shift_for
@@ -71,18 +78,6 @@ LENGTH_MASK = 0x3FFFFFFF
 _U64 = (1 << 64) - 1
 
 Progress = Callable[[int, int], None]
-
-
-class NotAQueueError(ChronicleError):
-    """The path exists but is not a Chronicle Queue directory (or file)."""
-
-
-class NoSuchIndexError(ChronicleError, LookupError):
-    """No excerpt exists at the index asked for."""
-
-
-class QueueBusyError(ChronicleError):
-    """A live process holds a lock the operation needs."""
 
 
 # --------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Final
 
+from ._errors import UnknownRollCycleError
+
 __all__ = [
     "CycleNamer",
     "RollCycle",
@@ -535,13 +537,6 @@ class CycleNamer:
 # ---------------------------------------------------------------------------
 
 _SUNDAY_1970_01_04: Final = 259_200_000
-
-
-class UnknownRollCycleError(ValueError, KeyError):
-    """Raised by :meth:`RollCycles.by_name` for a name that is not a built-in roll cycle."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 class RollCycles:

@@ -1,0 +1,191 @@
+"""The curated public API: ``aiochronicle`` exports exactly these names, all documented,
+all shown as ``aiochronicle.X``, and every error derives from ``ChronicleError``."""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import inspect
+import pickle
+import pkgutil
+
+import pytest
+
+import aiochronicle
+
+# The spec: adding or removing a public name is a deliberate change of this list.
+EXPECTED = [
+    "AppendLockedError",
+    "Appender",
+    "Batch",
+    "CheckFinding",
+    "ChronicleError",
+    "Codec",
+    "CodecError",
+    "CodecMismatchError",
+    "Codecs",
+    "CorruptQueueError",
+    "CycleStats",
+    "DiskFullError",
+    "DivergenceError",
+    "DocumentContext",
+    "Excerpt",
+    "IllegalIndexError",
+    "IncompatibleQueueError",
+    "IndexFullError",
+    "LockState",
+    "MessageHistory",
+    "MessageTooLargeError",
+    "MethodCall",
+    "MethodReader",
+    "MethodReaderStatistics",
+    "NoSuchIndexError",
+    "NotAQueueError",
+    "Pauser",
+    "PauserMode",
+    "PauserStatistics",
+    "Pretoucher",
+    "Queue",
+    "QueueBusyError",
+    "QueueClosedError",
+    "QueueStats",
+    "ReadOnlyQueueError",
+    "ReplicationAuthError",
+    "ReplicationError",
+    "ReplicationGapError",
+    "ReplicationProtocolError",
+    "ReplicationSink",
+    "ReplicationSource",
+    "ReplicationTimeoutError",
+    "Retention",
+    "RetentionDecision",
+    "RollCycle",
+    "RollCycleMismatchWarning",
+    "RollCycles",
+    "SetTimeProvider",
+    "SinkInfo",
+    "StoreFileListener",
+    "SyncMode",
+    "SystemTimeProvider",
+    "Tailer",
+    "TailerDirection",
+    "TailerStats",
+    "TimeProvider",
+    "UnknownRollCycleError",
+    "UnlockMode",
+    "WriteLockTimeoutError",
+    "__version__",
+    "add_store_file_listener",
+    "check_queue",
+    "current_history",
+    "lock_states",
+    "method_id",
+    "open_queue",
+    "queue_stats",
+    "repair_queue",
+    "set_queue_codec",
+    "unlock_queue",
+]
+
+EXCEPTIONS = [n for n in EXPECTED if n.endswith("Error")]
+
+# Public (un-prefixed) modules of the package; everything else is private.
+PUBLIC_MODULES = {"aiochronicle.spark", "aiochronicle.testing"}
+
+
+def _public_objects() -> list[tuple[str, object]]:
+    return [(n, getattr(aiochronicle, n)) for n in EXPECTED if n != "__version__"]
+
+
+def test_all_is_exactly_the_expected_list() -> None:
+    assert aiochronicle.__all__ == EXPECTED
+    assert sorted(aiochronicle.__all__) == aiochronicle.__all__
+
+
+def test_no_other_public_attribute_leaks() -> None:
+    # (identifiers only: pytest's assertion rewriting adds "@py_builtins" to plugin packages)
+    public = {n for n in dir(aiochronicle) if n.isidentifier() and not n.startswith("_")}
+    submodules = {m.name for m in pkgutil.iter_modules(aiochronicle.__path__)}
+    assert public - submodules == set(EXPECTED) - {"__version__"}
+
+
+def test_every_name_is_importable_and_documented() -> None:
+    for name, obj in _public_objects():
+        doc = inspect.getdoc(obj)
+        assert doc and doc.strip(), f"aiochronicle.{name} has no docstring"
+    assert isinstance(aiochronicle.__version__, str)
+
+
+@pytest.mark.parametrize("name", [n for n in EXPECTED if n != "__version__"])
+def test_classes_and_functions_live_in_aiochronicle(name: str) -> None:
+    obj = getattr(aiochronicle, name)
+    if inspect.isclass(obj) or inspect.isfunction(obj):
+        assert obj.__module__ == "aiochronicle"
+        if inspect.isclass(obj) and not issubclass(obj, enum.Enum):
+            assert repr(obj) == f"<class 'aiochronicle.{obj.__qualname__}'>"
+
+
+def test_submodules_are_private_except_the_documented_ones() -> None:
+    names = {f"aiochronicle.{m.name}" for m in pkgutil.iter_modules(aiochronicle.__path__)}
+    public = {n for n in names if not n.rsplit(".", 1)[1].startswith("_")}
+    assert public == PUBLIC_MODULES
+
+
+@pytest.mark.parametrize("name", EXCEPTIONS)
+def test_exception_hierarchy(name: str) -> None:
+    exc = getattr(aiochronicle, name)
+    assert issubclass(exc, aiochronicle.ChronicleError)
+    assert issubclass(exc, Exception)
+
+
+def test_replication_errors_share_a_base() -> None:
+    for name in EXCEPTIONS:
+        if name.startswith("Replication") or name in ("DivergenceError", "IncompatibleQueueError"):
+            assert issubclass(getattr(aiochronicle, name), aiochronicle.ReplicationError)
+
+
+def test_std_bases_kept_for_except_clauses() -> None:
+    assert issubclass(aiochronicle.WriteLockTimeoutError, TimeoutError)
+    assert issubclass(aiochronicle.ReplicationTimeoutError, TimeoutError)
+    assert issubclass(aiochronicle.MessageTooLargeError, ValueError)
+    assert issubclass(aiochronicle.DiskFullError, OSError)
+    assert issubclass(aiochronicle.NoSuchIndexError, LookupError)
+    assert issubclass(aiochronicle.UnknownRollCycleError, KeyError)
+    assert issubclass(aiochronicle.CodecError, ValueError)
+
+
+def test_every_package_error_is_exported() -> None:
+    """Any public ChronicleError subclass defined in the package is in the namespace."""
+    seen: set[type] = set()
+    stack: list[type] = [aiochronicle.ChronicleError]
+    while stack:
+        cls = stack.pop()
+        for sub in cls.__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                stack.append(sub)
+    for cls in seen:
+        if not cls.__module__.startswith("aiochronicle") or cls.__name__.startswith("_"):
+            continue
+        assert getattr(aiochronicle, cls.__name__, None) is cls, cls
+
+
+def test_ops_errors_still_importable_from_old_home() -> None:
+    ops = importlib.import_module("aiochronicle._ops")
+    assert ops.NotAQueueError is aiochronicle.NotAQueueError
+    assert ops.NoSuchIndexError is aiochronicle.NoSuchIndexError
+    assert ops.QueueBusyError is aiochronicle.QueueBusyError
+    rc = importlib.import_module("aiochronicle._rollcycles")
+    assert rc.UnknownRollCycleError is aiochronicle.UnknownRollCycleError
+
+
+def test_unknown_roll_cycle_is_a_chronicle_error() -> None:
+    with pytest.raises(aiochronicle.ChronicleError, match="NO_SUCH"):
+        aiochronicle.RollCycles.by_name("NO_SUCH")
+
+
+def test_errors_pickle_through_the_public_name() -> None:
+    err = aiochronicle.NotAQueueError("not here")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is aiochronicle.NotAQueueError
+    assert str(back) == "not here"
