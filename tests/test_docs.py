@@ -1,0 +1,114 @@
+"""The documentation site builds with warnings as errors, and the examples it shows run.
+
+The site is MkDocs (``mkdocs.yml`` at the repository root); the API reference is
+rendered from the docstrings by mkdocstrings, and ``docs/examples.md`` includes
+every program of ``examples/``, each of which runs here as a real process in a
+temporary directory (so nothing is left in the repository).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONUNBUFFERED="1")
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs not installed")
+def test_site_builds_strict(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
+         "-d", str(site)],
+        cwd=ROOT,
+        env=dict(os.environ, NO_MKDOCS_2_WARNING="1"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for page in ("index.html", "quickstart/index.html", "concepts/index.html",
+                 "format/index.html", "cli/index.html", "performance/index.html",
+                 "api/index.html", "examples/index.html"):
+        assert (site / page).is_file(), page
+    api = (site / "api" / "index.html").read_text()
+    for name in ("open_queue", "Queue", "Appender", "Tailer", "RollCycles", "ChronicleError"):
+        assert f'id="aiochronicle.{name}"' in api, name
+    examples = (site / "examples" / "index.html").read_text()
+    # the snippets are included, not left as `--8<--` lines
+    assert "--8&lt;--" not in examples and "--8<--" not in examples
+    assert "TICKS" in examples and "ReplicationSink" in examples
+    # every example program is on the page
+    for program in sorted(EXAMPLES.rglob("*.py")):
+        assert program.relative_to(ROOT).as_posix() in examples, program
+
+
+# (script and arguments after the queue/work directory, timeout, a line the output contains)
+QUICK_EXAMPLES = [
+    ("demo.py", [], 60, "ticks live in"),
+    ("many_writers.py", [], 60, "each writer in order"),
+    ("async_tail.py", [], 60, "replay: 2001 excerpts"),
+    ("operations.py", [], 60, "named tailer reporting"),
+    ("replication.py", [], 60, "replica identical: 2000 excerpts"),
+    ("pipeline/run.py", ["--ticks", "2000"], 60, "published 2,000 ticks"),
+]
+
+
+@pytest.mark.parametrize(
+    ("script", "extra", "timeout", "expect"),
+    QUICK_EXAMPLES,
+    ids=[s for s, *_ in QUICK_EXAMPLES],
+)
+def test_example_runs(script: str, extra: list[str], timeout: float, expect: str,
+                      tmp_path: Path) -> None:
+    proc = _run([str(EXAMPLES / script), str(tmp_path / "work"), *extra], tmp_path, timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert expect in proc.stdout, proc.stdout
+
+
+def _spark_available() -> bool:
+    return (importlib.util.find_spec("pyspark") is not None
+            and importlib.util.find_spec("pyarrow") is not None
+            and (shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _spark_available(), reason="Spark needs pyspark, pyarrow and Java")
+def test_spark_example_runs(tmp_path: Path) -> None:
+    proc = _run([str(EXAMPLES / "spark_pipeline.py"), str(tmp_path / "work"),
+                 "--ticks", "2000", "--seconds", "1"], tmp_path, 240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "published 2,000 ticks" in proc.stdout, proc.stdout
+    assert "micro-batches" in proc.stdout, proc.stdout
+
+
+def test_every_example_is_covered() -> None:
+    """A new example program must be added to the list above (and to docs/examples.md)."""
+    mains = {p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.rglob("*.py")
+             if p.parent == EXAMPLES or p.name == "run.py"}
+    covered = {s for s, *_ in QUICK_EXAMPLES} | {"spark_pipeline.py"}
+    assert mains == covered
+    page = (ROOT / "docs" / "examples.md").read_text()
+    for program in EXAMPLES.rglob("*.py"):
+        assert f'--8<-- "{program.relative_to(ROOT).as_posix()}"' in page, program
