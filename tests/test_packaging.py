@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 import textwrap
 import zipfile
 from pathlib import Path
@@ -107,3 +108,25 @@ def test_wheel_in_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:
     cli = subprocess.run([str(venv / "bin" / "aiochronicle"), "--help"], cwd=empty, env=env,
                          capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0, cli.stderr
+
+
+def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
+    """``pip install .`` from the sdist compiles the cffi core: its sources are all there."""
+    sdist_dir = tmp_path / "sdist"
+    code = ("import sys; from setuptools import build_meta; "
+            "print(build_meta.build_sdist(sys.argv[1]))")
+    subprocess.run([sys.executable, "-c", code, str(sdist_dir)], cwd=ROOT, check=True,
+                   capture_output=True, timeout=300)
+    (sdist,) = sdist_dir.glob("aiochronicle-*.tar.gz")
+    with tarfile.open(sdist) as tf:
+        names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+    for needed in ("setup.py", "pyproject.toml", "native/build_ffi.py", "native/cq.c",
+                   "native/cq.h", "native/pause.c", "native/pause.h"):
+        assert needed in names, needed
+    out = tmp_path / "wheel"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(sdist), "-w", str(out),
+                    "--no-build-isolation", "--no-deps", "-q"],
+                   check=True, cwd=tmp_path, capture_output=True, timeout=600)
+    (whl,) = out.glob("aiochronicle-*.whl")
+    with zipfile.ZipFile(whl) as zf:
+        assert any(n.startswith("aiochronicle/_cq") and n.endswith(".so") for n in zf.namelist())
