@@ -50,7 +50,7 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for page in ("index.html", "quickstart/index.html", "concepts/index.html",
                  "format/index.html", "cli/index.html", "performance/index.html",
-                 "api/index.html", "examples/index.html"):
+                 "api/index.html", "examples/index.html", "howto/index.html"):
         assert (site / page).is_file(), page
     api = (site / "api" / "index.html").read_text()
     for name in ("open_queue", "Queue", "Appender", "Tailer", "RollCycles", "ChronicleError"):
