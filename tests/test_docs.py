@@ -55,6 +55,8 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     api = (site / "api" / "index.html").read_text()
     for name in ("open_queue", "Queue", "Appender", "Tailer", "RollCycles", "ChronicleError"):
         assert f'id="aiochronicle.{name}"' in api, name
+    for name in ("spark.Feeder", "testing.chronicle_queue"):
+        assert f'id="aiochronicle.{name}"' in api, name
     examples = (site / "examples" / "index.html").read_text()
     # the snippets are included, not left as `--8<--` lines
     assert "--8&lt;--" not in examples and "--8<--" not in examples
