@@ -19,6 +19,7 @@ __all__ = [
     "ReadOnlyQueueError",
     "RollCycleMismatchWarning",
     "UnknownRollCycleError",
+    "WireError",
     "WriteLockTimeoutError",
 ]
 
@@ -96,6 +97,13 @@ class UnknownRollCycleError(ChronicleError, ValueError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class WireError(ChronicleError, ValueError):
+    """Malformed, truncated or unsupported BinaryWire data.
+
+    The message names the absolute offset at which the problem was found.
+    """
 
 
 class RollCycleMismatchWarning(UserWarning):

@@ -36,6 +36,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Final, NamedTuple, TypeAlias
 
+from ._errors import WireError
+
 __all__ = [
     "BytesLike",
     "Document",
@@ -146,13 +148,6 @@ _FLOAT_STOP_SCALE: Final[dict[int, float]] = {
     FLOAT_STOP_4: 1e4,
     FLOAT_STOP_6: 1e6,
 }
-
-
-class WireError(ValueError):
-    """Malformed, truncated or unsupported BinaryWire data.
-
-    The message names the absolute offset at which the problem was found.
-    """
 
 
 # --------------------------------------------------------------------------

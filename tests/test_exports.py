@@ -73,6 +73,7 @@ EXPECTED = [
     "TimeProvider",
     "UnknownRollCycleError",
     "UnlockMode",
+    "WireError",
     "WriteLockTimeoutError",
     "__version__",
     "add_store_file_listener",
@@ -152,6 +153,7 @@ def test_std_bases_kept_for_except_clauses() -> None:
     assert issubclass(aiochronicle.NoSuchIndexError, LookupError)
     assert issubclass(aiochronicle.UnknownRollCycleError, KeyError)
     assert issubclass(aiochronicle.CodecError, ValueError)
+    assert issubclass(aiochronicle.WireError, ValueError)
 
 
 def test_every_package_error_is_exported() -> None:
@@ -177,6 +179,8 @@ def test_ops_errors_still_importable_from_old_home() -> None:
     assert ops.QueueBusyError is aiochronicle.QueueBusyError
     rc = importlib.import_module("aiochronicle._rollcycles")
     assert rc.UnknownRollCycleError is aiochronicle.UnknownRollCycleError
+    wire = importlib.import_module("aiochronicle._wire")
+    assert wire.WireError is aiochronicle.WireError
 
 
 def test_unknown_roll_cycle_is_a_chronicle_error() -> None:
