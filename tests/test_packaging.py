@@ -88,16 +88,18 @@ def test_wheel_in_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:
         import ensurepip  # noqa: F401
     except ImportError:  # pragma: no cover - a Python built without ensurepip
         pytest.skip("this Python has no ensurepip, so python -m venv cannot install pip")
+    # no PYTHONPATH &c. from this process (the Spark tests set one): pip would
+    # otherwise find the source tree's package and install nothing
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True,
-                   timeout=120)
+                   timeout=120, env=env)
     python = venv / "bin" / "python"
     install = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)],
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, timeout=300, env=env)
     assert install.returncode == 0, install.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     where = "import sysconfig; print(sysconfig.get_path('platlib'))"
     site = subprocess.run([str(python), "-c", where], capture_output=True, text=True,
                           check=True, env=env).stdout.strip()
