@@ -21,6 +21,7 @@ from array import array
 from pathlib import Path
 
 import pytest
+from rawfile import HDR_META, HDR_NOT_COMPLETE, LENGTH_MASK, raw_documents
 
 import aiochronicle as ac
 
@@ -30,10 +31,6 @@ DAY0 = 19_675  # 2023-11-14 (UTC): FAST_DAILY / DAILY / TEST*_DAILY cycle number
 T0 = DAY0 * DAY + 12 * HOUR  # noon, far from any roll
 SMALL = 256 << 10  # mapping chunk used by most tests (files are sparse)
 
-HDR_META = 0x40000000
-HDR_NOT_COMPLETE = 0x80000000
-HDR_EOF = 0xC0000000
-LENGTH_MASK = 0x3FFFFFFF
 
 
 def ix(cycle: int, seq: int) -> int:
@@ -59,27 +56,6 @@ def read_all(t: ac.Tailer) -> list[ac.Excerpt]:
     while (ex := t.read_nowait()) is not None:
         out.append(ex)
     return out
-
-
-def raw_documents(path: str) -> list[tuple[str, int, bytes]]:
-    """Walk a cycle file's documents (4-byte aligned, dataFormat 1) without the library."""
-    data = Path(path).read_bytes()
-    pos = 0
-    docs: list[tuple[str, int, bytes]] = []
-    while pos + 4 <= len(data):
-        h = int.from_bytes(data[pos:pos + 4], "little")
-        if h == 0:
-            break
-        if h == HDR_EOF:
-            docs.append(("eof", pos, data[pos + 4:pos + 8]))
-            break
-        if h & HDR_NOT_COMPLETE:
-            docs.append(("incomplete", pos, b""))
-            break
-        n = h & LENGTH_MASK
-        docs.append(("meta" if h & HDR_META else "data", pos, data[pos + 4:pos + 4 + n]))
-        pos = (pos + 4 + n + 3) & ~3
-    return docs
 
 
 # ---------------------------------------------------------------------------

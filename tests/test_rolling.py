@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from rawfile import raw_documents
 
 import aiochronicle as ac
 
@@ -26,10 +27,6 @@ S0 = 1_700_000_000  # TEST4_SECONDLY cycle of 2023-11-14 22:13:20 UTC
 DAY0 = 19_675  # 2023-11-14
 SMALL = 256 << 10
 
-HDR_META = 0x40000000
-HDR_NOT_COMPLETE = 0x80000000
-HDR_EOF = 0xC0000000
-LENGTH_MASK = 0x3FFFFFFF
 
 
 def ix(cycle: int, seq: int) -> int:
@@ -60,27 +57,6 @@ def read_all(t: ac.Tailer) -> list[ac.Excerpt]:
     while (ex := t.read_nowait()) is not None:
         out.append(ex)
     return out
-
-
-def raw_documents(path: str | Path) -> list[tuple[str, int, bytes]]:
-    """Walk a cycle file's documents (4-byte aligned) without the library."""
-    data = Path(path).read_bytes()
-    pos = 0
-    docs: list[tuple[str, int, bytes]] = []
-    while pos + 4 <= len(data):
-        h = int.from_bytes(data[pos:pos + 4], "little")
-        if h == 0:
-            break
-        if h == HDR_EOF:
-            docs.append(("eof", pos, data[pos + 4:pos + 8]))
-            break
-        if h & HDR_NOT_COMPLETE:
-            docs.append(("incomplete", pos, b""))
-            break
-        n = h & LENGTH_MASK
-        docs.append(("meta" if h & HDR_META else "data", pos, data[pos + 4:pos + 4 + n]))
-        pos = (pos + 4 + n + 3) & ~3
-    return docs
 
 
 def data_of(path: str | Path) -> list[bytes]:
