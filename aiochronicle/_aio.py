@@ -76,9 +76,9 @@ class AsyncTailerMixin:
         def _check(self) -> None: ...
         def close(self) -> None: ...
 
-    #: ``read()`` gives the event loop a turn at least once per this many
-    #: excerpts returned without waiting (so a backlog never starves the loop)
     checkpoint_every: int = 64
+    """``read()`` gives the event loop a turn at least once per this many
+    excerpts returned without waiting, so a backlog never starves the loop."""
 
     _pauser: Pauser | None = None
     _unyielded: int = 0

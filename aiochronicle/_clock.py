@@ -14,7 +14,9 @@ __all__ = ["SetTimeProvider", "SystemTimeProvider", "TimeProvider"]
 class TimeProvider(Protocol):
     """Anything with ``current_time_millis()``: milliseconds since the Unix epoch."""
 
-    def current_time_millis(self) -> int: ...
+    def current_time_millis(self) -> int:
+        """The current time in milliseconds since the Unix epoch (UTC)."""
+        ...
 
 
 class SystemTimeProvider:

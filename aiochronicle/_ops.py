@@ -959,9 +959,14 @@ class StoreFileListener(Protocol):
     file, as Java's ``StoreFileListener``.  Calls come from a background thread
     unless the listener was added with ``background=False``."""
 
-    def on_acquired(self, cycle: int, path: str) -> None: ...
+    def on_acquired(self, cycle: int, path: str) -> None:
+        """Cycle ``cycle`` (file ``path``) was opened by a queue object."""
+        ...
 
-    def on_released(self, cycle: int, path: str) -> None: ...
+    def on_released(self, cycle: int, path: str) -> None:
+        """Cycle ``cycle`` (file ``path``) is no longer used by any queue object
+        in this process: a retention policy can move or delete it now."""
+        ...
 
 
 class _ListenerHub:

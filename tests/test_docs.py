@@ -34,9 +34,12 @@ def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProc
     )
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs not installed")
-def test_site_builds_strict(tmp_path: Path) -> None:
-    site = tmp_path / "site"
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once for this module with ``mkdocs build --strict``."""
+    if importlib.util.find_spec("mkdocs") is None:
+        pytest.fail("mkdocs is not installed: pip install -e '.[dev]'")
+    site = tmp_path_factory.mktemp("docs") / "site"
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
          "-d", str(site)],
@@ -48,6 +51,10 @@ def test_site_builds_strict(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return site
+
+
+def test_site_builds_strict(site: Path) -> None:
     for page in ("index.html", "quickstart/index.html", "concepts/index.html",
                  "format/index.html", "cli/index.html", "performance/index.html",
                  "api/index.html", "examples/index.html", "howto/index.html"):
@@ -64,6 +71,38 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     # every example program is on the page
     for program in sorted(EXAMPLES.rglob("*.py")):
         assert program.relative_to(ROOT).as_posix() in examples, program
+
+
+def _own_members(cls: type) -> list[str]:
+    """Public members of ``cls`` that aiochronicle defines (not int's, tuple's...)."""
+    builtin = [b for b in cls.__mro__ if b.__module__ == "builtins"]
+    return [m for m in dir(cls) if not m.startswith("_")
+            and not any(m in vars(b) for b in builtin)]
+
+
+def test_api_reference_covers_every_public_name(site: Path) -> None:
+    """Each name of ``__all__`` and each public member of its classes has an entry,
+    including what a class inherits from the private base classes (which are
+    not listed as bases: the reference has no entry for them)."""
+    import inspect
+    import re
+
+    import aiochronicle
+
+    api = (site / "api" / "index.html").read_text()
+    anchors = set(re.findall(r'id="(aiochronicle\.[\w.]+)"', api))
+    missing = []
+    for name in aiochronicle.__all__:
+        if name.startswith("__"):
+            continue
+        if f"aiochronicle.{name}" not in anchors:
+            missing.append(name)
+        obj = getattr(aiochronicle, name)
+        if inspect.isclass(obj) and not issubclass(obj, BaseException):
+            missing += [f"{name}.{m}" for m in _own_members(obj)
+                        if f"aiochronicle.{name}.{m}" not in anchors]
+    assert not missing, missing
+    assert "_Resource" not in api and "AsyncTailerMixin" not in api
 
 
 # (script and arguments after the queue/work directory, timeout, a line the output contains)
