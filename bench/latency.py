@@ -64,6 +64,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+import _report  # bench/_report.py (this directory is on sys.path)
+
 import aiochronicle as ac
 
 HEAD = struct.Struct("<qq")  # send time (ns), sequence (-1: stop)
@@ -935,7 +937,7 @@ def main() -> None:
                 "run:", *out]
         if plotted:
             body += ["", f"![one-way latency, 40 B at 100k msgs/s]({png})"]
-        write_docs(os.path.join(docs, "performance.md"), body)
+        _report.replace_block(_report.PERFORMANCE, "latency-bench", body)
         print("wrote docs/performance.md" + (f" and docs/{png}" if plotted else ""))
 
 
