@@ -913,7 +913,7 @@ class Codecs:
 def recorded_codec(queue: Queue) -> Codec | None:
     """The codec recorded in ``queue``'s metadata, or None when there is none
     (or it is a code this version does not know)."""
-    meta = queue.meta
+    meta = queue._meta
     if meta is None:
         return None
     code = meta.get(CODEC_KEY)
@@ -941,7 +941,7 @@ def set_queue_codec(queue: Queue, codec: Codec | str) -> Codec:
 
     c = Codecs.get(codec)
     queue._check_open()
-    meta = queue.meta
+    meta = queue._meta
     if meta is None or queue.read_only:
         raise ReadOnlyQueueError(f"queue {queue.path} is open read-only")
     meta.acquire(CODEC_KEY, c.code)

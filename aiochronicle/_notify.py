@@ -60,7 +60,7 @@ class Notifier:
     horizon_ns = HORIZON_NS
 
     def __init__(self, queue: Queue, offset: int) -> None:
-        meta = queue.meta
+        meta = queue._meta
         assert meta is not None
         # a mapping of its own, so that the helper thread never touches memory
         # the queue unmaps when it closes; it lives until close()
@@ -165,7 +165,7 @@ def notifier_for(queue: Queue) -> Notifier | None:
     with _notifiers_lock:
         n = _notifiers.get(queue)
         if n is None:
-            meta = queue.meta
+            meta = queue._meta
             if meta is None or queue.read_only or queue.closed:
                 return None
             n = Notifier(queue, meta.acquire(NOTIFY_KEY, 0))
@@ -184,7 +184,7 @@ def close_notifier(queue: Queue) -> None:
 def _watch_setup(appender: Appender, w: Any) -> None:
     """Point ``w`` at the notify value, or at the table store's end to wait
     for it to be created."""
-    meta = appender.queue.meta
+    meta = appender.queue._meta
     assert meta is not None
     off = meta.offset(NOTIFY_KEY)  # rescans the keys
     if off is not None:
@@ -215,7 +215,7 @@ def attach_appender(appender: Appender) -> None:
     same single load per commit checked from Python first.
     """
     queue = appender.queue
-    if queue.meta is None or queue.read_only:
+    if queue._meta is None or queue.read_only:
         return
     w = ffi.new("cq_notify_watch *")
     _watch_setup(appender, w)

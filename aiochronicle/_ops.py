@@ -261,7 +261,7 @@ def queue_stats(path: str | Queue) -> QueueStats:
         first = next((c.first_index for c in cycles if c.first_index is not None), None)
         last = next((c.last_index for c in reversed(cycles) if c.last_index is not None), None)
         tailers = []
-        for name, key, stored in _named_tailer_keys(q.meta):
+        for name, key, stored in _named_tailer_keys(q._meta):
             index = stored
             if last is None:
                 tailers.append(TailerStats(name, key, index, 0, 0))
@@ -287,7 +287,7 @@ def queue_stats(path: str | Queue) -> QueueStats:
                     if code == 0:
                         lag_bytes += max(0, end - pos)
             tailers.append(TailerStats(name, key, index, lag, lag_bytes))
-        return QueueStats(q.path, rc.name, q.epoch, cycles, tailers, _lock_states(q.meta),
+        return QueueStats(q.path, rc.name, q.epoch, cycles, tailers, _lock_states(q._meta),
                           first, last)
     finally:
         if own:
@@ -426,7 +426,7 @@ class _RepairContext:
         st = self._stores.get(path)
         if st is None:
             st = open_store(path, cycle, writable=True, chunk=self.q.block_size,
-                            overlap=self.q.overlap, timeout=1.0)
+                            overlap=self.q._overlap, timeout=1.0)
             if st is None:
                 raise ChronicleError(f"cannot open {path} for repair")
             self._stores[path] = st
@@ -480,7 +480,7 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
 
     out: list[CheckFinding] = []
     try:
-        st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q.overlap,
+        st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q._overlap,
                         timeout=0.5)
     except CorruptQueueError as exc:
         return [CheckFinding("error", "bad-file", path, f"unreadable cycle file: {exc}", 0)]
@@ -682,7 +682,7 @@ def _check_index(st: CycleStore, path: str, cycle: int, positions: dict[int, int
 
 def _check_metadata(q: Queue, cycles: list[int]) -> list[CheckFinding]:
     out: list[CheckFinding] = []
-    meta = q.meta
+    meta = q._meta
     if meta is None:
         return out
     mpath = meta.path
@@ -729,7 +729,7 @@ def _stray_files(q: Queue) -> list[CheckFinding]:
             out.append(CheckFinding("info", "stray-file", p,
                                     "a discarded cycle file (renamed by a writer after its "
                                     "creator died)"))
-        elif name.endswith(".cq4") and not q.namer.matches(name[:-4]):
+        elif name.endswith(".cq4") and not q._namer.matches(name[:-4]):
             out.append(CheckFinding("warning", "stray-file", p,
                                     f"the name does not follow the queue's roll cycle "
                                     f"{q.roll_cycle.name} ({q.roll_cycle.format}): ignored"))
@@ -906,8 +906,8 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
         backed.update(first)
     try:
         meta = None
-        if q.meta is not None:
-            meta = TableStore(q.meta.path, read_only=False, timeout=2.0)
+        if q._meta is not None:
+            meta = TableStore(q._meta.path, read_only=False, timeout=2.0)
         try:
             if meta is not None:
                 # a dead holder's lock is taken over here; report it as repaired below
@@ -1201,7 +1201,7 @@ class Retention:
         now = q.time_provider.current_time_millis()
         current = {cycles[-1], q.current_cycle()}
         need_from: tuple[int, str] | None = None
-        for name, _key, stored in _named_tailer_keys(q.meta):
+        for name, _key, stored in _named_tailer_keys(q._meta):
             tc = rc.to_cycle(stored) if stored else -1
             if need_from is None or tc < need_from[0]:
                 need_from = (tc, name)
@@ -1311,13 +1311,13 @@ class Retention:
     def _update_listing(q: Queue) -> None:
         q._invalidate_listing()
         remaining = q.cycles()
-        if q.meta is None or not remaining:
+        if q._meta is None or not remaining:
             return
         if q.read_only:
-            meta = TableStore(q.meta.path, read_only=False, timeout=2.0)
+            meta = TableStore(q._meta.path, read_only=False, timeout=2.0)
             close = True
         else:
-            meta, close = q.meta, False
+            meta, close = q._meta, False
         try:
             meta.set("listing.lowestCycle", remaining[0])
             meta.add("listing.modCount", 1)

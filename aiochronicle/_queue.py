@@ -173,22 +173,28 @@ class Queue(_Resource):
                  unlock_mode: UnlockMode = UnlockMode.LOCKING_PROCESS_DEAD,
                  sync: SyncMode = SyncMode.NONE, sync_every: int = 1,
                  sync_interval_ms: float | None = None) -> None:
-        self.path = os.fspath(path)
+        self._path = os.fspath(path)
         self.unlock_mode = UnlockMode(unlock_mode)
+        """What an appender does when a live process holds the write lock past ``lock_timeout``."""
         self.sync_mode = SyncMode(sync)
+        """When appended excerpts are flushed to disk (``msync``)."""
         if sync_every < 1:
             raise ValueError("sync_every must be at least 1")
         self.sync_every = sync_every
+        """With ``SyncMode.SYNC``/``ASYNC``: flush every this many excerpts."""
         self.sync_interval_ms = sync_interval_ms
-        self.time_provider: TimeProvider = time_provider or SystemTimeProvider.INSTANCE
+        """With ``SyncMode.SYNC``/``ASYNC``: flush at least this often (None: only by count)."""
+        self._time_provider: TimeProvider = time_provider or SystemTimeProvider.INSTANCE
         self.timeout = timeout
+        """Seconds to wait for another process creating a cycle file before taking it over."""
         self.lock_timeout = timeout * 1.5 if lock_timeout is None else lock_timeout
+        """Seconds an appender waits for a write lock held by a live process (1.5 x ``timeout``)."""
         if block_size < 64 << 10 or block_size & 4095:
             raise ValueError("block_size must be a multiple of 4096 and at least 64 KiB")
-        self.block_size = block_size
-        self.overlap = block_size // 4
-        self.week_rule = week_rule
-        self.source_id = source_id
+        self._block_size = block_size
+        self._overlap = block_size // 4
+        self._week_rule = week_rule
+        self._source_id = source_id
         self._closed = False
         self._lock = threading.RLock()
         self._stores: dict[int, CycleStore] = {}
@@ -198,7 +204,7 @@ class Queue(_Resource):
         #: object opens or closes a cycle file (see add_store_file_listener)
         self._store_hooks: list[Callable[[str, int, str], None]] = []
         self._listing_time = 0.0
-        self.meta: TableStore | None = None
+        self._meta: TableStore | None = None
 
         meta_path = os.path.join(self.path, METADATA_FILE)
         legacy = (not os.path.exists(meta_path)
@@ -213,7 +219,7 @@ class Queue(_Resource):
             warnings.warn(f"no write permission on {self.path}: opened read-only",
                           RuntimeWarning, stacklevel=3)
             read_only = True
-        self.read_only = read_only
+        self._read_only = read_only
         if not read_only:
             os.makedirs(self.path, exist_ok=True)
         elif not os.path.isdir(self.path):
@@ -228,30 +234,72 @@ class Queue(_Resource):
                                  index_spacing or rc.index_spacing, rc.default_epoch)
         if not read_only or os.path.exists(meta_path):
             if read_only or os.path.exists(meta_path):
-                self.meta = TableStore(meta_path, read_only=read_only, timeout=timeout)
+                self._meta = TableStore(meta_path, read_only=read_only, timeout=timeout)
             else:
                 first = rc
 
                 def header() -> bytes:
                     return _metadata_header(first, ep, source_id)
 
-                self.meta = TableStore(meta_path, read_only=False, timeout=timeout,
+                self._meta = TableStore(meta_path, read_only=False, timeout=timeout,
                                        header=header, initial_keys=_INITIAL_KEYS)
             rc, ep = self._adopt_stored(rc, ep, requested, index_count, index_spacing)
         elif read_only:
             rc, ep = self._guess_from_files(rc, ep, requested)
-        self.roll_cycle = rc
-        self.epoch = ep
-        self.namer = CycleNamer(rc, ep, week_rule)
-        if self.meta is not None and not read_only:
+        self._roll_cycle = rc
+        self._epoch = ep
+        self._namer = CycleNamer(rc, ep, week_rule)
+        if self._meta is not None and not read_only:
             self._recover_dead_locks()
+
+
+    # -- fixed settings --------------------------------------------------
+    @property
+    def path(self) -> str:
+        """The queue directory."""
+        return self._path
+
+    @property
+    def time_provider(self) -> TimeProvider:
+        """The clock that chooses the cycle of each append."""
+        return self._time_provider
+
+    @property
+    def block_size(self) -> int:
+        """Bytes a cycle file grows by (files start at ``block_size * 5 // 4``, sparse)."""
+        return self._block_size
+
+    @property
+    def week_rule(self) -> str:
+        """``"US"`` or ``"ISO"``: how ``WEEKLY`` file names number weeks."""
+        return self._week_rule
+
+    @property
+    def source_id(self) -> int:
+        """This queue's id in message histories (0: no history is written)."""
+        return self._source_id
+
+    @property
+    def read_only(self) -> bool:
+        """True if the queue was opened (or had to be opened) read-only."""
+        return self._read_only
+
+    @property
+    def roll_cycle(self) -> RollCycle:
+        """The roll cycle in use: the one stored in ``metadata.cq4t`` if the queue existed."""
+        return self._roll_cycle
+
+    @property
+    def epoch(self) -> int:
+        """Milliseconds added to the Unix epoch before cycles are counted (stored one wins)."""
+        return self._epoch
 
     # -- opening ---------------------------------------------------------
     def _adopt_stored(self, rc: RollCycle, ep: int, requested: RollCycle | None,
                       index_count: int | None,
                       index_spacing: int | None) -> tuple[RollCycle, int]:
-        assert self.meta is not None
-        meta = self.meta.header.get("metadata")
+        assert self._meta is not None
+        meta = self._meta.header.get("metadata")
         if meta is None or not hasattr(meta.value, "get"):
             return rc, ep
         try:
@@ -262,10 +310,10 @@ class Queue(_Resource):
             stored_epoch = ev.as_int() if ev is not None else 0
             sv = meta.as_document().get("sourceId")
             if sv is not None and not self.source_id:
-                self.source_id = sv.as_int()
+                self._source_id = sv.as_int()
         except (KeyError, ValueError) as exc:
             raise CorruptQueueError(f"metadata roll settings are malformed: {exc}",
-                                    self.meta.path, 4) from None
+                                    self._meta.path, 4) from None
         stored = RollCycles.by_format(fmt)
         try:
             if stored is None or stored.length_ms != length:
@@ -279,7 +327,7 @@ class Queue(_Resource):
         except ValueError as exc:
             raise CorruptQueueError(f"metadata holds an unusable roll cycle "
                                     f"(format {fmt!r}, length {length}): {exc}",
-                                    self.meta.path, 4) from None
+                                    self._meta.path, 4) from None
         if requested is not None and (requested.format != stored.format
                                       or requested.length_ms != stored.length_ms):
             warnings.warn(
@@ -295,7 +343,7 @@ class Queue(_Resource):
             return rc, ep
         # Chronicle 4 kept the roll settings in each cycle file's header
         probe = open_store(os.path.join(self.path, names[0] + SUFFIX), 0, writable=False,
-                           chunk=self.block_size, overlap=self.overlap, timeout=self.timeout)
+                           chunk=self.block_size, overlap=self._overlap, timeout=self.timeout)
         if probe is not None:
             try:
                 lay = probe.layout
@@ -322,14 +370,14 @@ class Queue(_Resource):
         return candidates[0], candidates[0].default_epoch
 
     def _recover_dead_locks(self) -> None:
-        assert self.meta is not None
+        assert self._meta is not None
         for key in ("chronicle.write.lock", "chronicle.append.lock"):
-            value = self.meta.get(key)
+            value = self._meta.get(key)
             if value is None or value == UNLOCKED:
                 continue
             holder = _lock_holder(value)
             if holder != os.getpid() and not _pid_alive(holder):
-                self.meta.cas(key, value, UNLOCKED)
+                self._meta.cas(key, value, UNLOCKED)
 
     # -- context ---------------------------------------------------------
     def __repr__(self) -> str:
@@ -354,8 +402,8 @@ class Queue(_Resource):
                 store.close()
                 self._store_event("on_released", store)
             self._stores.clear()
-            if self.meta is not None:
-                self.meta.close()
+            if self._meta is not None:
+                self._meta.close()
 
     async def aclose(self) -> None:
         """:meth:`close` for ``async`` code (idempotent)."""
@@ -369,7 +417,7 @@ class Queue(_Resource):
     def appender(self) -> Appender:
         """A new appender (one per thread that writes)."""
         self._check_open()
-        if self.read_only or self.meta is None:
+        if self.read_only or self._meta is None:
             raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
         a = Appender(self)
         attach_appender(a)  # wakes parked Pauser.notify() tailers (_notify)
@@ -401,7 +449,7 @@ class Queue(_Resource):
     # -- cycles ----------------------------------------------------------
     def cycle_path(self, cycle: int) -> str:
         """The path of the file holding ``cycle``."""
-        return os.path.join(self.path, self.namer.name(cycle) + SUFFIX)
+        return os.path.join(self.path, self._namer.name(cycle) + SUFFIX)
 
     def current_cycle(self) -> int:
         """The cycle the clock is in now."""
@@ -410,7 +458,7 @@ class Queue(_Resource):
     def cycles(self) -> list[int]:
         """Every cycle with a file in the directory, in order."""
         self._check_open()
-        mod = self.meta.get("listing.modCount") if self.meta is not None else None
+        mod = self._meta.get("listing.modCount") if self._meta is not None else None
         cached = self._listing_cache
         now = time.monotonic()
         if (cached is not None and mod is not None and cached[0] == mod
@@ -424,8 +472,8 @@ class Queue(_Resource):
         for n in names:
             if n.endswith(SUFFIX):
                 stem = n[:-len(SUFFIX)]
-                if self.namer.matches(stem):
-                    found.append(self.namer.parse(stem))
+                if self._namer.matches(stem):
+                    found.append(self._namer.parse(stem))
         found.sort()
         self._listing_cache = (mod if mod is not None else -1, found)
         self._listing_time = now
@@ -468,12 +516,12 @@ class Queue(_Resource):
                     st, created = create_or_open_store(
                         path, cycle, index_count=self.roll_cycle.index_count,
                         index_spacing=self.roll_cycle.index_spacing, chunk=self.block_size,
-                        overlap=self.overlap, timeout=self.timeout)
+                        overlap=self._overlap, timeout=self.timeout)
                     if created:
                         self._on_file_created(cycle)
                 else:
                     st = open_store(path, cycle, writable=writable, chunk=self.block_size,
-                                    overlap=self.overlap, timeout=self.timeout)
+                                    overlap=self._overlap, timeout=self.timeout)
                     if st is None:
                         return None
                 self._stores[cycle] = st
@@ -496,10 +544,10 @@ class Queue(_Resource):
                 self._store_event("on_released", st)
 
     def _on_file_created(self, cycle: int) -> None:
-        if self.meta is not None:
-            self.meta.set_max("listing.highestCycle", cycle)
-            self.meta.set_min("listing.lowestCycle", cycle)
-            self.meta.add("listing.modCount", 1)
+        if self._meta is not None:
+            self._meta.set_max("listing.highestCycle", cycle)
+            self._meta.set_min("listing.lowestCycle", cycle)
+            self._meta.add("listing.modCount", 1)
         self._invalidate_listing()
 
     def refresh_directory_listing(self) -> None:
@@ -507,10 +555,10 @@ class Queue(_Resource):
         ``refreshDirectoryListing``)."""
         self._invalidate_listing()
         cs = self.cycles()
-        if self.meta is not None and not self.read_only and cs:
-            self.meta.set("listing.highestCycle", cs[-1])
-            self.meta.set("listing.lowestCycle", cs[0])
-            self.meta.add("listing.modCount", 1)
+        if self._meta is not None and not self.read_only and cs:
+            self._meta.set("listing.highestCycle", cs[-1])
+            self._meta.set("listing.lowestCycle", cs[0])
+            self._meta.add("listing.modCount", 1)
 
     def _normalise_eofs(self, before: int, cycles: list[int]) -> None:
         """Close every cycle older than ``before`` that lacks its EOF marker,
@@ -529,13 +577,13 @@ class Queue(_Resource):
 
     # -- the write lock (chronicle.write.lock) ----------------------------
     def _write_lock_ptr(self) -> Any:
-        assert self.meta is not None
-        return self.meta.ptr("chronicle.write.lock", UNLOCKED)
+        assert self._meta is not None
+        return self._meta.ptr("chronicle.write.lock", UNLOCKED)
 
     def _wait_write_lock(self) -> None:
         """Wait for the write lock to come free; take it over from a dead holder
         (or after ``lock_timeout`` with UnlockMode.ALWAYS)."""
-        meta = self.meta
+        meta = self._meta
         assert meta is not None
         lock = self._write_lock_ptr()
         deadline = time.monotonic() + self.lock_timeout
@@ -639,20 +687,20 @@ class Queue(_Resource):
     def table_store_get(self, key: str) -> int | None:
         """A named 64-bit value from ``metadata.cq4t`` (keys are case-insensitive)."""
         self._check_open()
-        return None if self.meta is None else self.meta.get(key)
+        return None if self._meta is None else self._meta.get(key)
 
     def table_store_put(self, key: str, value: int) -> None:
         """Store a named 64-bit value in ``metadata.cq4t`` as Java's
         ``tableStorePut`` does: a new key takes ``value``; an existing one is
         only ever raised to it (``Long.MIN_VALUE`` resets it)."""
         self._check_open()
-        if self.meta is None or self.read_only:
+        if self._meta is None or self.read_only:
             raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
-        off = self.meta.acquire(key, value)
+        off = self._meta.acquire(key, value)
         if value == UNLOCKED:
-            self.meta.file.store64(off, value)
+            self._meta.file.store64(off, value)
         else:
-            lib.cq_max64(self.meta.file.ptr(off), value)
+            lib.cq_max64(self._meta.file.ptr(off), value)
 
     @property
     def codec(self) -> Codec:
@@ -715,6 +763,7 @@ class Pretoucher:
 
     def __init__(self, queue: Queue, headroom: int, preroll_ms: int) -> None:
         self.queue = queue
+        """The queue this object belongs to."""
         self.headroom = headroom
         self.preroll_ms = preroll_ms
         self._thread: threading.Thread | None = None
@@ -862,13 +911,14 @@ class Appender(_Resource):
     """
 
     def __init__(self, queue: Queue) -> None:
-        assert queue.meta is not None
+        assert queue._meta is not None
         self.queue = queue
+        """The queue this object belongs to."""
         self._store: CycleStore | None = None
         c = ffi.new("cq_appender *")
         self._c: Any = c
         self._keep: list[Any] = []
-        c.write_lock = queue.meta.ptr("chronicle.write.lock", UNLOCKED)
+        c.write_lock = queue._meta.ptr("chronicle.write.lock", UNLOCKED)
         self._refresh_append_lock()
         c.pid = os.getpid()
         tp = queue.time_provider
@@ -901,7 +951,7 @@ class Appender(_Resource):
             self.append = self._append_py_clock  # type: ignore[method-assign]
 
     def _refresh_append_lock(self) -> None:
-        meta = self.queue.meta
+        meta = self.queue._meta
         assert meta is not None
         off = meta.offset("chronicle.append.lock")
         self._c.append_lock = (ffi.NULL if off is None
@@ -1065,7 +1115,7 @@ class Appender(_Resource):
         c.allocated = end
 
     def _check_append_lock(self) -> None:
-        meta = self.queue.meta
+        meta = self.queue._meta
         assert meta is not None
         value = meta.get("chronicle.append.lock")
         if value is None or value == UNLOCKED:
@@ -1082,7 +1132,7 @@ class Appender(_Resource):
         """Refuse (AppendLockedError) before a roll creates a file or writes an
         EOF when another live process holds ``chronicle.append.lock`` (a
         replication sink), as Java checks it before rolling."""
-        meta = self.queue.meta
+        meta = self.queue._meta
         value = meta.get("chronicle.append.lock") if meta is not None else None
         if value is not None and value != UNLOCKED and _lock_holder(value) != os.getpid():
             self._check_append_lock()
@@ -1315,7 +1365,7 @@ class Appender(_Resource):
         self._since_sync = 0
         self._last_sync = time.monotonic()
         last = int(self._c.last_index)
-        meta = self.queue.meta
+        meta = self.queue._meta
         if last >= 0 and meta is not None:
             lib.cq_max64(meta.file.ptr(meta.acquire("chronicle.lastIndexMSynced", -1)), last)
 
@@ -1333,7 +1383,7 @@ class Appender(_Resource):
 
     # -- replication acknowledgements -------------------------------------
     def _acked_target(self, index: int | None) -> tuple[Any, int]:
-        meta = self.queue.meta
+        meta = self.queue._meta
         self.queue._check_open()
         assert meta is not None
         if index is None:
@@ -1452,7 +1502,9 @@ class Tailer(AsyncTailerMixin, _Resource):
     def __init__(self, queue: Queue, name: str | None, direction: TailerDirection,
                  include_metadata: bool) -> None:
         self.queue = queue
+        """The queue this object belongs to."""
         self.name = name
+        """The named tailer's name (its position is kept as ``index.<name>``), or None."""
         self._store: CycleStore | None = None
         c = ffi.new("cq_tailer *")
         self._c: Any = c
@@ -1472,7 +1524,7 @@ class Tailer(AsyncTailerMixin, _Resource):
         self._last_mod = -2
         self._before_start = False
         if name is not None:
-            meta = queue.meta
+            meta = queue._meta
             if meta is None or queue.read_only:
                 raise ReadOnlyQueueError("a named tailer needs a writable metadata.cq4t")
             self._named_off = meta.acquire(f"index.{name}", 0)
@@ -1568,7 +1620,7 @@ class Tailer(AsyncTailerMixin, _Resource):
 
     def _save(self) -> None:
         if self._named_off is not None:
-            meta = self.queue.meta
+            meta = self.queue._meta
             assert meta is not None
             meta.file.store64(self._named_off, self.index)
 
@@ -1737,7 +1789,7 @@ class Tailer(AsyncTailerMixin, _Resource):
         st = self._store
         assert st is not None
         q = self.queue
-        mod = q.meta.get("listing.modCount") if q.meta is not None else None
+        mod = q._meta.get("listing.modCount") if q._meta is not None else None
         nxt = q._next_cycle(st.cycle, 1)
         if nxt is None:
             if mod is not None and mod == self._last_mod:
@@ -1892,7 +1944,7 @@ class Tailer(AsyncTailerMixin, _Resource):
             return
         d = self.__dict__
         if value:
-            meta = self.queue.meta
+            meta = self.queue._meta
             if meta is None or (self.queue.read_only and meta.offset(ACK_KEY) is None):
                 raise ReadOnlyQueueError(f"queue {self.queue.path} has no {ACK_KEY} value")
             self._ack_cell = meta.ptr(ACK_KEY, -1)

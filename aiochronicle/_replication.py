@@ -723,7 +723,7 @@ class ReplicationSource:
         if self._queue is None:
             self._queue = open_queue(self._queue_arg, **self._queue_options)  # type: ignore[arg-type]
         q = self._queue
-        meta = q.meta
+        meta = q._meta
         if meta is None or q.read_only:
             raise ReplicationError(f"a replication source needs a writable queue: {q.path}")
         # byte pointers for cq_max64 (valid while the queue is open)
@@ -1185,7 +1185,7 @@ class ReplicationSink:
         q = self._queue
         self._check_layout(q.roll_cycle, q.epoch, want, epoch)
         if self._writer is None:
-            if q.read_only or q.meta is None:
+            if q.read_only or q._meta is None:
                 raise IncompatibleQueueError(f"the sink's queue {q.path} is read-only")
             self._lock(q)
             self._writer = _SinkWriter(q)
@@ -1204,7 +1204,7 @@ class ReplicationSink:
 
     def _lock(self, q: Queue) -> None:
         """Hold ``chronicle.append.lock`` (value: our PID) while we are a sink."""
-        meta = q.meta
+        meta = q._meta
         assert meta is not None
         pid = os.getpid()
         off = meta.acquire(APPEND_LOCK_KEY, UNLOCKED)
@@ -1219,12 +1219,12 @@ class ReplicationSink:
         self._locked = True
 
     def _unlock(self, q: Queue) -> None:
-        if not self._locked or q.meta is None:
+        if not self._locked or q._meta is None:
             return
         self._locked = False
-        off = q.meta.offset(APPEND_LOCK_KEY)
+        off = q._meta.offset(APPEND_LOCK_KEY)
         if off is not None:
-            q.meta.file.cas64(off, os.getpid(), UNLOCKED)
+            q._meta.file.cas64(off, os.getpid(), UNLOCKED)
 
     def _resume_point(self) -> tuple[int, bytes]:
         q = self.queue

@@ -153,3 +153,59 @@ def test_every_example_is_covered() -> None:
     page = (ROOT / "docs" / "examples.md").read_text()
     for program in EXAMPLES.rglob("*.py"):
         assert f'--8<-- "{program.relative_to(ROOT).as_posix()}"' in page, program
+
+
+def _section(page: str, heading: str) -> str:
+    text = (ROOT / "docs" / page).read_text()
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start:] if end < 0 else text[start:end]
+
+
+def test_java_name_map_points_at_real_names() -> None:
+    """Every Python name in the "Coming from Java" table of docs/concepts.md
+    exists: ``ac.X.y`` and ``Queue.x`` paths resolve, ``name=`` keywords are
+    parameters of ``open_queue``."""
+    import inspect
+    import re
+
+    import aiochronicle
+
+    table = _section("concepts.md", "## Coming from Java Chronicle Queue")
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 25, rows
+    keywords = set(inspect.signature(aiochronicle.open_queue).parameters)
+    checked = 0
+    for row in rows:
+        python = row.split(" | ")[1]
+        for span in re.findall(r"`([^`]+)`", python):
+            for kw in re.findall(r"\b([a-z_]+)=", span):
+                assert kw in keywords, (kw, row)
+                checked += 1
+            # ac.name.attr..., and capitalised public names such as Tailer.read
+            paths = re.findall(r"\bac\.(\w+(?:\.\w+)*)", span)
+            paths += re.findall(r"(?<![.\w])([A-Z]\w*(?:\.\w+)*)", span)
+            for dotted in paths:
+                if dotted in ("True", "False", "None"):
+                    continue
+                obj: object = aiochronicle
+                for part in dotted.split("."):
+                    assert hasattr(obj, part), (dotted, row)
+                    obj = getattr(obj, part)
+                checked += 1
+    assert checked >= 50, checked
+
+
+def test_roll_cycle_table_matches_the_library() -> None:
+    import aiochronicle
+
+    table = _section("concepts.md", "## Roll cycles")
+    rows = [[c.strip().strip("`") for c in line.strip("|").split("|")]
+            for line in table.splitlines() if line.startswith("| `")]
+    assert [r[0] for r in rows] == [rc.name for rc in aiochronicle.RollCycles.all()]
+    for name, _length, fmt, index, shift, most in rows:
+        rc = aiochronicle.RollCycles.by_name(name)
+        assert fmt == rc.format, name
+        assert index == f"{rc.index_count} \N{MULTIPLICATION SIGN} {rc.index_spacing}", name
+        assert int(shift) == rc.cycle_shift, name
+        assert int(most.replace(",", "")) == rc.max_messages_per_cycle, name

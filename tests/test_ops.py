@@ -458,7 +458,7 @@ def test_retention_by_age_keeps_current_and_needed(tmp_path: Path) -> None:
         assert [d.cycle for d in removed] == [19000, 19001]
         assert not files[0].exists() and not files[1].exists() and files[2].exists()
         assert q.cycles()[0] == 19002
-        assert q.meta is not None and q.meta.get("listing.lowestCycle") == 19002
+        assert q._meta is not None and q._meta.get("listing.lowestCycle") == 19002
         t.move_to_index(q.roll_cycle.to_index(19002, 1))
         assert t.read_nowait() is not None
 

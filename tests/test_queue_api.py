@@ -727,6 +727,25 @@ def test_roll_cycle_mismatch_keeps_stored_cycle(tmp_path: Path) -> None:
             assert q4.entry_count() == 2
 
 
+def test_settings_fixed_at_open_are_read_only(tmp_path: Path) -> None:
+    """The roll cycle, epoch, path... a queue was opened with are properties: the
+    files on disk were named and indexed with them, so they cannot be changed."""
+    with open_q(tmp_path / "q", roll_cycle=ac.RollCycles.FAST_HOURLY, source_id=3) as q:
+        assert q.path == str(tmp_path / "q")
+        assert q.roll_cycle is ac.RollCycles.FAST_HOURLY
+        assert q.source_id == 3 and not q.read_only
+        for name, value in (("roll_cycle", ac.RollCycles.DAILY), ("epoch", 1), ("path", "x"),
+                            ("read_only", True), ("source_id", 4), ("block_size", 1 << 20),
+                            ("week_rule", "ISO"), ("time_provider", ac.SetTimeProvider(0))):
+            with pytest.raises(AttributeError):
+                setattr(q, name, value)
+        assert q.roll_cycle is ac.RollCycles.FAST_HOURLY and q.source_id == 3
+    # the source id stored by the first opener is adopted by a later one
+    with open_q(tmp_path / "q") as again:
+        assert again.source_id == 3
+        assert again.roll_cycle.name == "FAST_HOURLY"
+
+
 def test_table_store_keys_are_case_insensitive(tmp_path: Path) -> None:
     with open_q(tmp_path / "q") as q:
         assert q.table_store_get("my.Counter") is None

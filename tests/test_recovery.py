@@ -52,8 +52,8 @@ def test_killed_holding_the_lock_mid_payload(tmp_path):
         """, path)
     assert r.returncode == -9, r.stderr
     with _open(path) as q:
-        assert q.meta is not None
-        holder = q.meta.get("chronicle.write.lock")
+        assert q._meta is not None
+        holder = q._meta.get("chronicle.write.lock")
         # opening the queue already released the dead holder's lock (as Java does)
         assert holder == UNLOCKED
         t0 = time.monotonic()
@@ -70,8 +70,8 @@ def test_dead_lock_holder_found_while_appending(tmp_path):
         app.append(b"a")
         r = _child("app.append(b'b'); app._lock(); die()", path)
         assert r.returncode == -9, r.stderr
-        assert q.meta is not None
-        assert q.meta.get("chronicle.write.lock") not in (UNLOCKED, os.getpid())
+        assert q._meta is not None
+        assert q._meta.get("chronicle.write.lock") not in (UNLOCKED, os.getpid())
         app.append(b"c")  # waits, sees a dead PID, takes the lock over
         assert _payloads(q) == [b"a", b"b", b"c"]
 

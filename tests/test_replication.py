@@ -359,7 +359,7 @@ def test_gap_and_incompatible_queue_are_named_errors(run: Run, tmp_path: Path) -
             later = _fill(src_q, clock, [5], 10)
             first_cycle = src_q.cycles()[0]
             src_q.close()
-            os.remove(tmp_path / "src" / (src_q.namer.name(first_cycle) + ".cq4"))
+            os.remove(tmp_path / "src" / (src_q._namer.name(first_cycle) + ".cq4"))
         with _open(tmp_path / "src", clock) as q2:
             q2.refresh_directory_listing()
             async with ac.ReplicationSource(q2, port=0, secret=SECRET) as src:
