@@ -40,7 +40,7 @@ def run_sink(replica: str, port: int) -> None:
     asyncio.run(main())
 
 
-def start_sink(replica: str, port: int) -> mp.Process:
+def start_sink(replica: str, port: int) -> mp.process.BaseProcess:
     proc = mp.get_context("spawn").Process(target=run_sink, args=(replica, port), daemon=True)
     proc.start()
     return proc

@@ -30,6 +30,7 @@ import shutil
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PIPELINE = os.path.join(HERE, "pipeline")
@@ -39,6 +40,9 @@ sys.path.insert(0, PIPELINE)
 from messages import SYMBOLS, MarketData, Tick  # noqa: E402
 
 import aiochronicle as ac  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def publish(path: str, ticks: int, rate: float, start: int = 0) -> None:
@@ -56,7 +60,7 @@ def publish(path: str, ticks: int, rate: float, start: int = 0) -> None:
                 time.sleep(delay)
 
 
-def spark_session():  # type: ignore[no-untyped-def]
+def spark_session() -> SparkSession:
     # Spark's Python workers: this interpreter, and `messages` importable by name
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -74,7 +78,7 @@ def spark_session():  # type: ignore[no-untyped-def]
     return spark
 
 
-def batch(spark, md: str) -> None:  # type: ignore[no-untyped-def]
+def batch(spark: SparkSession, md: str) -> None:
     print("\n== batch: ticks per symbol ==")
     calls = (spark.read.format("chronicle").option("interface", "messages:MarketData")
              .option("includePayload", "false").load(md))
@@ -89,7 +93,7 @@ def batch(spark, md: str) -> None:  # type: ignore[no-untyped-def]
      .groupBy("symbol").avg("spread").orderBy("symbol").show())
 
 
-def streaming(spark, md: str, base: str, seconds: float) -> None:  # type: ignore[no-untyped-def]
+def streaming(spark: SparkSession, md: str, base: str, seconds: float) -> None:
     print(f"\n== streaming for {seconds:.0f} s while the publisher writes ==")
     calls = (spark.readStream.format("chronicle").option("interface", "messages:MarketData")
              .option("maxRecordsPerTrigger", "5000").load(md))
@@ -119,7 +123,7 @@ def streaming(spark, md: str, base: str, seconds: float) -> None:  # type: ignor
               "(copied once each)")
 
 
-def feeder(spark, md: str, seconds: float) -> None:  # type: ignore[no-untyped-def]
+def feeder(spark: SparkSession, md: str, seconds: float) -> None:
     from aiochronicle.spark import Feeder
 
     print(f"\n== feeder for {seconds:.0f} s: micro-batches as DataFrames ==")

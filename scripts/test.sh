@@ -10,4 +10,6 @@ fi
 bash scripts/setup.sh
 .venv/bin/python -m ruff check aiochronicle tests bench examples
 .venv/bin/python -m mypy
+# the examples use only the public API, and type-check against it strictly
+.venv/bin/python -m mypy --strict examples
 .venv/bin/python -m pytest "$@"
