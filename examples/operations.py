@@ -18,7 +18,6 @@ import sys
 import tempfile
 
 import aiochronicle as ac
-from aiochronicle._tablestore import TableStore
 
 DAY = 86_400_000
 
@@ -51,11 +50,8 @@ def crash_a_writer(path: str) -> None:
     process (and, with older writers, a cycle without its EOF marker)."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    meta = TableStore(os.path.join(path, "metadata.cq4t"), read_only=False)
-    try:
-        meta.set("chronicle.write.lock", dead.pid)
-    finally:
-        meta.close()
+    with ac.open_queue(path) as q:
+        q.table_store_put("chronicle.write.lock", dead.pid)
 
 
 def main() -> None:
