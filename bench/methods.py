@@ -1,6 +1,7 @@
 """Method writers and readers against raw appends and reads of the same bytes.
 
 Run:  .venv/bin/python bench/methods.py [--quick] [--dir DIR] [--codecs msgpack,binary_wire]
+      [--write-docs]
 
 For a 5-field Struct (``Quote``: symbol, bid, ask, size, ts) and each codec it
 measures, in one process and one run:
@@ -18,7 +19,9 @@ measures, in one process and one run:
 * ``encode only`` / ``decode only``: the codec alone, no queue.
 
 Ratios are against the raw figures of the same run (this machine is noisy:
-compare ratios, not absolute rates, across runs).
+compare ratios, not absolute rates, across runs).  ``--write-docs`` puts the
+table into docs/performance.md (the ``methods-bench`` block) and plots
+docs/methods.png.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from typing import Protocol
 import msgspec
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import _report  # bench/_report.py (this directory is on sys.path)
 
 import aiochronicle as ac
 from aiochronicle._codecs import typed_reader, writer_for
@@ -244,6 +249,44 @@ ROWS = [
 ]
 
 
+Results = list[tuple[str, int, dict[str, float]]]
+
+
+def docs_lines(results: Results) -> list[str]:
+    header = ["what", "compared with"]
+    for codec, _n, _rates in results:
+        header += [f"{codec} /s", f"{codec} ratio"]
+    rows = []
+    for what, ref in ROWS:
+        row = [what, ref or ""]
+        for _codec, _n, rates in results:
+            row += [_report.rate(rates[what]), _report.ratio(rates[what], rates[ref])
+                    if ref else ""]
+        rows.append(row)
+    return _report.table(header, rows, "ll" + "rr" * len(results))
+
+
+def plot(results: Results, name: str) -> bool:
+    plt = _report.pyplot()
+    if plt is None:
+        return False
+    fig, ax = plt.subplots(figsize=_report.FIGSIZE)
+    what = [w for w, _ in ROWS]
+    width = 0.8 / len(results)
+    for k, (codec, _n, rates) in enumerate(results):
+        xs = [i + (k - (len(results) - 1) / 2) * width for i in range(len(what))]
+        ax.bar(xs, [rates[w] for w in what], width, label=codec)
+    ax.set_xticks(range(len(what)))
+    ax.set_xticklabels([w.replace(" ", "\n", 1) for w in what], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("calls or excerpts per second (log)")
+    ax.set_title("one process: typed method writer/reader beside raw append/read")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    _report.save(fig, name)
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts (smoke run)")
@@ -252,15 +295,21 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=200_000,
                         help="calls per measurement for msgpack (BinaryWire: a quarter)")
     parser.add_argument("--codecs", default="msgpack,binary_wire")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="write the table into docs/performance.md and docs/methods.png")
     args = parser.parse_args()
     count = max(1000, args.count // 20) if args.quick else args.count
     root = args.dir or tempfile.mkdtemp(prefix="aiochronicle-bench-")
+    load0 = _report.load()
+    t_start = time.monotonic()
     print(f"aiochronicle {ac.__version__} method writers/readers, one process, best of "
-          f"{args.repeats}; 5-field Struct; queues in {root}")
+          f"{args.repeats}; 5-field Struct; load average {load0:.2f}; queues in {root}")
+    results: Results = []
     try:
         for codec in args.codecs.split(","):
             n = count if codec != "binary_wire" else max(1000, count // 4)
             rates = run_codec(root, codec, n, args.repeats)
+            results.append((codec, n, rates))
             print(f"\n{codec}: {n:,} calls, {rates['payload bytes']:.0f}-byte excerpts")
             print(f"  {'what':<18}{'per second':>14}   ratio")
             for what, ref in ROWS:
@@ -269,6 +318,23 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
+    load1 = _report.load()
+    print(f"\ntotal {time.monotonic() - t_start:.0f} s; load average {load1:.2f}")
+    if args.write_docs:
+        png = "methods.png"
+        runs = ", ".join(f"{codec} {n:,} calls of {rates['payload bytes']:.0f}-byte excerpts"
+                         for codec, n, rates in results)
+        body = [_report.measured_by("methods.py", load0, load1,
+                                    [f"best of {args.repeats}", runs]),
+                "Calls (writers) or excerpts (readers) per second; each ratio is against the "
+                "raw queue operation named beside it, measured in the same run.", "",
+                *docs_lines(results)]
+        if plot(results, png):
+            body += ["", f"![method writers and readers beside raw append and read]({png})"]
+        else:
+            _report.skipped_plot(png)
+        _report.replace_block(_report.PERFORMANCE, "methods-bench", body)
+        print("wrote docs/performance.md" + (f" and docs/{png}" if "![" in body[-1] else ""))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Single-process append/read throughput of aiochronicle, beside two references.
 
-Run:  .venv/bin/python bench/throughput.py [--quick] [--dir DIR]
+Run:  .venv/bin/python bench/throughput.py [--quick] [--dir DIR] [--write-docs]
 
 For each payload size it measures, in one run:
 
@@ -13,6 +13,8 @@ For each payload size it measures, in one run:
 
 Ratios are printed against the references measured in the same run, because
 this machine is noisy; compare ratios, not absolute figures, across runs.
+``--write-docs`` puts the table into docs/performance.md (the
+``throughput-bench`` block) and plots docs/throughput.png.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+import _report  # bench/_report.py (this directory is on sys.path)
+
 import aiochronicle as ac
+
+WHAT = ("python-copy", "memcpy", "append", "read_nowait", "append_packed", "read_many")
 
 
 def timed(fn: Callable[[], int]) -> tuple[int, float]:
@@ -152,27 +158,69 @@ def run_size(root: str, size: int, count: int, repeats: int) -> dict[str, float]
     return rates
 
 
+def docs_lines(results: list[tuple[int, int, dict[str, float]]]) -> list[str]:
+    rows = []
+    for size, _count, rates in results:
+        for what in WHAT:
+            r = rates[what]
+            rows.append([f"{size} B", f"`{what}`" if what not in ("python-copy", "memcpy")
+                         else what, _report.rate(r), f"{r * size / 1e6:,.1f}",
+                         _report.ratio(r, rates["python-copy"]),
+                         _report.ratio(r, rates["memcpy"], 3)])
+    return _report.table(["size", "what", "msgs/s", "MB/s", "vs python-copy", "vs memcpy"],
+                         rows, "llrrrr")
+
+
+def plot(results: list[tuple[int, int, dict[str, float]]], name: str) -> bool:
+    plt = _report.pyplot()
+    if plt is None:
+        return False
+    fig, ax = plt.subplots(figsize=_report.FIGSIZE)
+    width = 0.8 / len(WHAT)
+    colors = {"python-copy": "#bbbbbb", "memcpy": "#777777", "append": "#9ecae1",
+              "read_nowait": "#3182bd", "append_packed": "#fdae6b", "read_many": "#e6550d"}
+    for k, what in enumerate(WHAT):
+        xs = [i + (k - (len(WHAT) - 1) / 2) * width for i in range(len(results))]
+        ax.bar(xs, [rates[what] for _s, _c, rates in results], width, label=what,
+               color=colors[what], hatch="//" if what in ("python-copy", "memcpy") else None,
+               edgecolor="white", linewidth=0.5)
+    ax.set_xticks(range(len(results)))
+    ax.set_xticklabels([f"{size} B" for size, _c, _r in results])
+    ax.set_yscale("log")
+    ax.set_ylabel("messages per second (log)")
+    ax.set_title("one process: aiochronicle append/read beside a Python copy loop and memcpy")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8, ncol=3, loc="upper right")
+    _report.save(fig, name)
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts (smoke run)")
     parser.add_argument("--dir", default=None, help="where to put the queues (default: a temp dir)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--write-docs", action="store_true",
+                        help="write the table into docs/performance.md and docs/throughput.png")
     args = parser.parse_args()
     sizes = [(40, 1_000_000), (256, 500_000), (4096, 100_000)]
     if args.quick:
         sizes = [(s, max(1000, n // 100)) for s, n in sizes]
     root = args.dir or tempfile.mkdtemp(prefix="aiochronicle-bench-")
+    load0 = _report.load()
+    t_start = time.monotonic()
     print(f"aiochronicle {ac.__version__} throughput, one process, best of {args.repeats}; "
-          f"queues in {root}")
+          f"load average {load0:.2f}; queues in {root}")
     header = (f"{'size':>6} {'what':<14} {'msgs/s':>14} {'MB/s':>10} {'vs python-copy':>15} "
               f"{'vs memcpy':>10}")
     print(header)
     print("-" * len(header))
+    results: list[tuple[int, int, dict[str, float]]] = []
     try:
         for size, count in sizes:
             rates = run_size(root, size, count, args.repeats)
-            for what in ("python-copy", "memcpy", "append", "read_nowait", "append_packed",
-                         "read_many"):
+            results.append((size, count, rates))
+            for what in WHAT:
                 r = rates[what]
                 print(f"{size:>6} {what:<14} {r:>14,.0f} {r * size / 1e6:>10,.1f} "
                       f"{r / rates['python-copy']:>14.2f}x {r / rates['memcpy']:>9.3f}x")
@@ -180,6 +228,22 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
+    load1 = _report.load()
+    print(f"total {time.monotonic() - t_start:.0f} s; load average {load1:.2f}")
+    if args.write_docs:
+        png = "throughput.png"
+        counts = ", ".join(f"{count:,} x {size} B" for size, count, _r in results)
+        body = [_report.measured_by(
+                    "throughput.py", load0, load1,
+                    [f"best of {args.repeats} runs of {counts}"]),
+                "Rates in messages per second; the ratios are against the two references "
+                "of the same run.", "", *docs_lines(results)]
+        if plot(results, png):
+            body += ["", f"![single-process append and read rates, with the references]({png})"]
+        else:
+            _report.skipped_plot(png)
+        _report.replace_block(_report.PERFORMANCE, "throughput-bench", body)
+        print("wrote docs/performance.md" + (f" and docs/{png}" if "![" in body[-1] else ""))
 
 
 if __name__ == "__main__":
