@@ -2,6 +2,7 @@
 with the same figures for local (unreplicated) reading beside them, in one run.
 
 Run:  .venv/bin/python bench/replication.py [--seconds S] [--pauser notify|busy|balanced]
+      [--quick] [--write-docs]
 
 Latency: a writer process appends 40-byte excerpts at 10k/s and 100k/s; each
 starts with its send time (``CLOCK_MONOTONIC`` ns, taken just before
@@ -27,10 +28,13 @@ Throughput:
   reader counts until the last one arrives (local: from the writer's queue;
   replicated: from the sink's);
 * catch-up: the source queue already holds the excerpts when the sink connects
-  (a sink days behind); replicated = sink connected -> last excerpt written at
-  the sink; local = one reader reading the same backlog with ``read_many``.
+  (a sink days behind); replicated = sink started (connection and handshake
+  included) -> last excerpt written at the sink; local = one reader reading
+  the same backlog with ``read_many``.
 
 This 2-vCPU VM is shared and noisy: compare figures within one run.
+``--write-docs`` puts the tables into docs/performance.md (the
+``replication-bench`` block) and plots docs/replication.png.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import _report  # bench/_report.py (this directory is on sys.path)
 
 import aiochronicle as ac
 
@@ -136,10 +142,13 @@ def sink_proc(case: Case, ready: Any, out: Connection | None, total: int) -> Non
     quiet()
 
     async def main(stop: asyncio.Event) -> None:
+        # the catch-up clock starts before the sink connects: once connected, the
+        # source streams at once, and much of the backlog can be written here
+        # before this coroutine runs again
+        t0 = now_ns()
         sink = ac.ReplicationSink(case.sink, port=case.port, secret=SECRET)
         async with sink:
             await sink.wait_connected(30)
-            t0 = now_ns()
             ready.set()
             if out is not None:
                 await sink.wait_for_index(sink.source_last_index, 600)
@@ -386,6 +395,77 @@ def us(ns: float) -> str:
     return f"{ns / 1000:.1f}"
 
 
+LatRows = list[tuple[int, dict[str, Any], dict[str, Any]]]
+Tput = dict[tuple[str, bool], float]
+
+
+def tables(rows: LatRows, tput: Tput) -> list[str]:
+    lat = []
+    for rate, loc, rep in rows:
+        for name, r in (("local", loc), ("replicated", rep)):
+            lat.append([f"{rate:,}/s", name, us(r["p50"]), us(r["p99"]), us(r["p99.9"]),
+                        us(r["max"]), f"{r['n']:,}"])
+        lat.append([f"{rate:,}/s", "**replicated / local**",
+                    *(_report.ratio(rep[k], loc[k], 1) for k in ("p50", "p99", "p99.9", "max")),
+                    ""])
+    cpu = []
+    for rate, loc, rep in rows:
+        for name, r in (("local", loc), ("replicated", rep)):
+            c = r["cpu"]
+            cpu.append([f"{rate:,}/s", name,
+                        *(f"{c[k]:.0%}" if k in c else "-"
+                          for k in ("writer", "source", "sink", "reader")),
+                        f"{sum(c.values()):.0%}"])
+    tp = []
+    for kind in ("live", "catch-up"):
+        loc, rep = tput[kind, False], tput[kind, True]
+        tp.append([kind, _report.rate(loc), _report.rate(rep), _report.ratio(rep, loc)])
+    return [f"Write-to-read latency, {SIZE} B, µs (local = reader on the writer's queue; "
+            "replicated = reader on the sink's queue)", "",
+            *_report.table(["rate", "path", "p50", "p99", "p99.9", "max", "samples"], lat,
+                           "llrrrrr"),
+            "", "CPU used during the latency runs (share of one CPU, of the machine's "
+            f"{os.cpu_count()})", "",
+            *_report.table(["rate", "path", "writer", "source", "sink", "reader", "total"],
+                           cpu, "llrrrrr"),
+            "", f"Throughput, {SIZE} B, msgs/s", "",
+            *_report.table(["run", "local", "replicated", "replicated / local"], tp)]
+
+
+def plot(rows: LatRows, tput: Tput, name: str) -> bool:
+    plt = _report.pyplot()
+    if plt is None:
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=_report.FIGSIZE,
+                                      gridspec_kw={"width_ratios": [2, 1]})
+    pcts = ("p50", "p99", "p99.9")
+    labels = [f"{rate // 1000}k/s\n{p}" for rate, _l, _r in rows for p in pcts]
+    width = 0.38
+    for k, (name_, color) in enumerate((("local", "#9ecae1"), ("replicated", "#3182bd"))):
+        xs = [i + (k - 0.5) * width for i in range(len(labels))]
+        vals = [(loc if k == 0 else rep)[p] / 1000 for _rate, loc, rep in rows for p in pcts]
+        left.bar(xs, vals, width, label=name_, color=color)
+    left.set_xticks(range(len(labels)))
+    left.set_xticklabels(labels, fontsize=8)
+    left.set_yscale("log")
+    left.set_ylabel("write-to-read latency, µs (log)")
+    left.set_title(f"latency, {SIZE} B", fontsize=10)
+    left.grid(True, axis="y", which="both", alpha=0.3)
+    left.legend(fontsize=8)
+    kinds = ("live", "catch-up")
+    for k, (rep, color) in enumerate(((False, "#9ecae1"), (True, "#3182bd"))):
+        xs = [i + (k - 0.5) * width for i in range(len(kinds))]
+        right.bar(xs, [tput[kind, rep] / 1e6 for kind in kinds], width, color=color)
+    right.set_xticks(range(len(kinds)))
+    right.set_xticklabels(kinds, fontsize=8)
+    right.set_ylabel("million msgs/s")
+    right.set_title("throughput", fontsize=10)
+    right.grid(True, axis="y", alpha=0.3)
+    fig.suptitle("replication over TCP on 127.0.0.1 beside reading the queue locally")
+    _report.save(fig, name)
+    return True
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=2.0, help="measured seconds per rate")
@@ -396,12 +476,20 @@ def main() -> None:
     ap.add_argument("--throughput-msgs", type=int, default=1_000_000,
                     help="excerpts per throughput run (default 1M)")
     ap.add_argument("--dir", help="where to put the queues (default: a temporary directory)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: 0.5 s per rate, 100k excerpts per throughput run")
+    ap.add_argument("--write-docs", action="store_true",
+                    help="write the tables into docs/performance.md and docs/replication.png")
     args = ap.parse_args()
+    if args.quick:
+        args.seconds, args.warmup, args.throughput_msgs = 0.5, 0.2, 100_000
     base = args.dir or tempfile.mkdtemp(prefix="aiochronicle-repl-bench-")
     rates = [int(r) for r in args.rates.split(",")]
+    load0 = _report.load()
+    t_start = time.monotonic()
     print(f"# replication bench: {SIZE} B, pauser {args.pauser}, {os.cpu_count()} CPUs, "
-          f"load {os.getloadavg()[0]:.2f}, python {sys.version.split()[0]}", flush=True)
-    rows = []
+          f"load {load0:.2f}, python {sys.version.split()[0]}", flush=True)
+    rows: LatRows = []
     for rate in rates:
         res = {}
         for replicated in (False, True):
@@ -410,7 +498,7 @@ def main() -> None:
             print(f"  {rate}/s {'replicated' if replicated else 'local'}: {res[replicated]}",
                   flush=True)
         rows.append((rate, res[False], res[True]))
-    tput = {}
+    tput: Tput = {}
     for kind, fn in (("live", run_live_throughput), ("catch-up", run_catch_up)):
         for replicated in (False, True):
             case = Case(os.path.join(base, "tput"), replicated, args.pauser)
@@ -419,40 +507,25 @@ def main() -> None:
                   f"{tput[kind, replicated]:,.0f} msgs/s", flush=True)
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
+    load1 = _report.load()
 
+    lines = tables(rows, tput)
     print()
-    print(f"Write-to-read latency, {SIZE} B, µs (local = reader on the writer's queue; "
-          "replicated = reader on the sink's queue)")
-    print()
-    print("| rate | path | p50 | p99 | p99.9 | max | samples |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for rate, loc, rep in rows:
-        for name, r in (("local", loc), ("replicated", rep)):
-            print(f"| {rate:,}/s | {name} | {us(r['p50'])} | {us(r['p99'])} | "
-                  f"{us(r['p99.9'])} | {us(r['max'])} | {r['n']:,} |")
-        print(f"| {rate:,}/s | ratio | {rep['p50'] / loc['p50']:.1f}x | "
-              f"{rep['p99'] / loc['p99']:.1f}x | {rep['p99.9'] / loc['p99.9']:.1f}x | "
-              f"{rep['max'] / loc['max']:.1f}x | |")
-    print()
-    print("CPU used during the latency runs (share of one CPU, of the machine's "
-          f"{os.cpu_count()})")
-    print()
-    print("| rate | path | writer | source | sink | reader | total |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for rate, loc, rep in rows:
-        for name, r in (("local", loc), ("replicated", rep)):
-            c = r["cpu"]
-            cells = " | ".join(f"{c[k]:.0%}" if k in c else "-"
-                               for k in ("writer", "source", "sink", "reader"))
-            print(f"| {rate:,}/s | {name} | {cells} | {sum(c.values()):.0%} |")
-    print()
-    print(f"Throughput, {SIZE} B, msgs/s")
-    print()
-    print("| run | local | replicated | replicated / local |")
-    print("|---|---:|---:|---:|")
-    for kind in ("live", "catch-up"):
-        loc, rep = tput[kind, False], tput[kind, True]
-        print(f"| {kind} | {loc:,.0f} | {rep:,.0f} | {rep / loc:.2f} |")
+    print("\n".join(lines))
+    print(f"\ntotal {time.monotonic() - t_start:.0f} s; load average {load1:.2f}")
+    if args.write_docs:
+        png = "replication.png"
+        body = [_report.measured_by(
+                    "replication.py", load0, load1,
+                    [f"pauser `{args.pauser}` for the source and the reader",
+                     f"{args.seconds:g} s per rate after {args.warmup:g} s of warm-up",
+                     f"{args.throughput_msgs:,} excerpts per throughput run"]), "", *lines]
+        if plot(rows, tput, png):
+            body += ["", f"![replicated against local latency and throughput]({png})"]
+        else:
+            _report.skipped_plot(png)
+        _report.replace_block(_report.PERFORMANCE, "replication-bench", body)
+        print("wrote docs/performance.md" + (f" and docs/{png}" if "![" in body[-1] else ""))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Spark over Chronicle queues: batch read rate against Parquet, streaming and feeder latency.
 
 Run:  .venv/bin/python bench/spark.py [--quick] [--rows N] [--payload BYTES] [--dir DIR]
+      [--write-docs]
 
 One local Spark session (``local[2]``), in one run:
 
@@ -23,6 +24,8 @@ One local Spark session (``local[2]``), in one run:
   beside it (it is the callback's work, not the feeder's).
 
 This machine is small and shared (2 vCPU): compare the figures within one run.
+``--write-docs`` puts the tables into docs/performance.md (the ``spark-bench``
+block) and plots docs/spark.png.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import _report  # bench/_report.py (this directory is on sys.path)
 
 import aiochronicle as ac
 
@@ -112,9 +117,10 @@ def make_data(base: str, rows: int, payload: int) -> tuple[str, str]:
     return qdir, pdir
 
 
-def bench_batch(spark: Any, qdir: str, pdir: str, repeat: int) -> dict[str, float]:
+def bench_batch(spark: Any, qdir: str, pdir: str, repeat: int) -> dict[str, dict[str, float]]:
+    """Per source: rows read, the best time (s) and rows/s."""
     agg = ["count(*) as n", "max(index) as m", "sum(length(payload)) as b"]
-    out: dict[str, float] = {}
+    out: dict[str, dict[str, float]] = {}
     for name, load in (("chronicle", lambda: spark.read.format("chronicle").load(qdir)),
                        ("parquet", lambda: spark.read.parquet(pdir))):
         best = float("inf")
@@ -124,10 +130,11 @@ def bench_batch(spark: Any, qdir: str, pdir: str, repeat: int) -> dict[str, floa
             r = load().selectExpr(*agg).collect()[0]
             best = min(best, time.perf_counter() - t0)
             rows = r["n"]
-        out[name] = rows / best
+        out[name] = {"rows": rows, "seconds": best, "rate": rows / best}
         print(f"  {name:10s} {rows:>10,} rows  best {best:6.3f} s  {rows / best:>12,.0f} rows/s",
               flush=True)
-    print(f"  chronicle / parquet = {out['chronicle'] / out['parquet']:.2f}x", flush=True)
+    ratio = out["chronicle"]["rate"] / out["parquet"]["rate"]
+    print(f"  chronicle / parquet = {ratio:.2f}x", flush=True)
     return out
 
 
@@ -154,7 +161,9 @@ def paced_appender(path: str, rate: float, seconds: float,
     return th
 
 
-def bench_stream(spark: Any, base: str, rate: float, seconds: float) -> list[float]:
+def bench_stream(spark: Any, base: str, rate: float,
+                 seconds: float) -> tuple[list[float], dict[str, float]]:
+    """Latencies (ms), and the mean durations (ms) of the micro-batches' phases."""
     src, dst = os.path.join(base, "s-src"), os.path.join(base, "s-dst")
     with ac.open_queue(src):
         pass
@@ -192,13 +201,14 @@ def bench_stream(spark: Any, base: str, rate: float, seconds: float) -> list[flo
     th.join()
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     query.stop()
+    means: dict[str, float] = {}
     if progress:
         keys = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets",
                 "triggerExecution")
         means = {k: statistics.mean(p["durationMs"].get(k, 0) for p in progress) for k in keys}
         print(f"  {len(progress)} micro-batches with rows; mean ms per batch: "
               + ", ".join(f"{k} {v:.0f}" for k, v in means.items()), flush=True)
-    return lat
+    return lat, means
 
 
 def bench_feeder(spark: Any, base: str, rate: float, seconds: float, with_df: bool,
@@ -248,12 +258,89 @@ def bench_feeder(spark: Any, base: str, rate: float, seconds: float, with_df: bo
     return lat, actions
 
 
+def summary(lat: list[float]) -> dict[str, float]:
+    return {"n": len(lat), "p50": statistics.median(lat), "p95": pct(lat, 95),
+            "max": max(lat)} if lat else {"n": 0}
+
+
 def report(name: str, lat: list[float]) -> None:
     if not lat:
         print(f"  {name:34s} no samples")
         return
     print(f"  {name:34s} n={len(lat):>6,}  p50 {statistics.median(lat):8.2f} ms  "
           f"p95 {pct(lat, 95):8.2f} ms  max {max(lat):8.2f} ms", flush=True)
+
+
+def docs_lines(batch: dict[str, dict[str, float]], lats: list[tuple[str, dict[str, float]]],
+               means: dict[str, float], actions: list[float], args: argparse.Namespace
+               ) -> list[str]:
+    par = batch["parquet"]["rate"]
+    rows = [[f"`format(\"{name}\")`" if name == "chronicle" else "`read.parquet`",
+             f"{b['rows']:,.0f}", f"{b['seconds']:.2f}", _report.rate(b["rate"]),
+             _report.ratio(b["rate"], par)] for name, b in batch.items()]
+    out = [f"Batch read of {args.rows:,} rows with {args.payload}-byte payloads, "
+           "`count(*), max(index), sum(length(payload))`, best of "
+           f"{args.repeat}; ratio against Parquet:", "",
+           *_report.table(["source", "rows", "best s", "rows/s", "vs Parquet"], rows), ""]
+    base = dict(lats).get("Spark streaming (readStream -> writeStream)", {})
+    rows = []
+    for name, st in lats:
+        if not st.get("n"):
+            rows.append([name, "0", "-", "-", "-", "-", "-"])
+            continue
+        rows.append([name, f"{st['n']:,.0f}", f"{st['p50']:.1f}", f"{st['p95']:.1f}",
+                     f"{st['max']:.1f}",
+                     _report.ratio(st["p50"], base.get("p50", 0.0)),
+                     _report.ratio(st["p95"], base.get("p95", 0.0))])
+    out += [f"Latency from `append` to where the excerpt is seen, in ms, at "
+            f"{args.rate:,.0f} excerpts/s for {args.seconds:g} s (feeder linger "
+            f"{args.linger * 1e3:g} ms); ratios against Spark streaming:", "",
+            *_report.table(["path", "samples", "p50 ms", "p95 ms", "max ms",
+                            "p50 / streaming", "p95 / streaming"], rows)]
+    notes = []
+    if means:
+        notes.append("A streaming micro-batch with rows took "
+                     f"{means.get('triggerExecution', 0):.0f} ms on average (of which "
+                     f"`addBatch` {means.get('addBatch', 0):.0f} ms, "
+                     f"`walCommit` {means.get('walCommit', 0):.0f} ms, "
+                     f"`commitOffsets` {means.get('commitOffsets', 0):.0f} ms)")
+    if actions:
+        notes.append(f"a `count()` on one micro-batch DataFrame in the callback took "
+                     f"{statistics.median(actions):.0f} ms (median of {len(actions)})")
+    if notes:
+        out += ["", "; ".join(notes) + "."]
+    return out
+
+
+def plot(batch: dict[str, dict[str, float]], lats: list[tuple[str, dict[str, float]]],
+         name: str) -> bool:
+    plt = _report.pyplot()
+    if plt is None:
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=_report.FIGSIZE,
+                                      gridspec_kw={"width_ratios": [1, 2]})
+    names = list(batch)
+    left.bar(names, [batch[n]["rate"] / 1e6 for n in names], color=["#3182bd", "#999999"])
+    left.set_ylabel("million rows/s")
+    left.set_title("batch read", fontsize=10)
+    left.grid(True, axis="y", alpha=0.3)
+    shown = [(n, st) for n, st in lats if st.get("n")]
+    short = {"Spark streaming (readStream -> writeStream)": "streaming\nqueue->queue"}
+    labels = [short.get(n, n.replace(", ", "\n", 1)) for n, _ in shown]
+    width = 0.38
+    for k, (p, color) in enumerate((("p50", "#3182bd"), ("p95", "#9ecae1"))):
+        xs = [i + (k - 0.5) * width for i in range(len(shown))]
+        right.bar(xs, [st[p] for _, st in shown], width, label=p, color=color)
+    right.set_xticks(range(len(shown)))
+    right.set_xticklabels(labels, fontsize=8)
+    right.set_yscale("log")
+    right.set_ylabel("ms from append (log)")
+    right.set_title("latency", fontsize=10)
+    right.grid(True, axis="y", which="both", alpha=0.3)
+    right.legend(fontsize=8)
+    fig.suptitle("Spark local[2]: chronicle source/sink and driver feeder")
+    _report.save(fig, name)
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,38 +355,63 @@ def main(argv: list[str] | None = None) -> int:
                     help="feeder: seconds a micro-batch waits for more after its first")
     ap.add_argument("--uvloop", action="store_true", help="run the feeder on uvloop")
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--write-docs", action="store_true",
+                    help="write the tables into docs/performance.md and docs/spark.png")
     args = ap.parse_args(argv)
     if args.quick:
         args.rows, args.repeat, args.seconds = 200_000, 2, 3.0
     base = args.dir or tempfile.mkdtemp(prefix="bench-spark-")
     os.makedirs(base, exist_ok=True)
+    load0 = _report.load()
+    t_start = time.monotonic()
+    lats: list[tuple[str, dict[str, float]]] = []
     try:
         print(f"spark bench: {args.rows:,} rows of {args.payload} B, latency at "
               f"{args.rate:,.0f}/s for {args.seconds:.0f} s; load average "
-              f"{os.getloadavg()[0]:.2f}", flush=True)
+              f"{load0:.2f}", flush=True)
         t0 = time.perf_counter()
         spark = session()
         print(f"  (session started in {time.perf_counter() - t0:.1f} s)", flush=True)
         qdir, pdir = make_data(base, args.rows, args.payload)
         print("batch read:")
-        bench_batch(spark, qdir, pdir, args.repeat)
+        batch = bench_batch(spark, qdir, pdir, args.repeat)
         print("streaming end to end (queue -> Spark micro-batch -> queue):")
-        report("readStream -> writeStream", bench_stream(spark, base, args.rate, args.seconds))
+        lat, means = bench_stream(spark, base, args.rate, args.seconds)
+        report("readStream -> writeStream", lat)
+        lats.append(("Spark streaming (readStream -> writeStream)", summary(lat)))
         print(f"driver feeder (append -> callback; linger {args.linger * 1e3:g} ms):")
         loop = "uvloop" if args.uvloop else "asyncio"
         lat, _ = bench_feeder(spark, base, args.rate, args.seconds, False, args.linger,
                               args.uvloop)
         report(f"Feeder, Arrow table ({loop})", lat)
+        lats.append((f"Feeder, Arrow table ({loop})", summary(lat)))
         lat, actions = bench_feeder(spark, base, args.rate, args.seconds, True, args.linger,
                                     args.uvloop)
         report(f"Feeder, DataFrame ({loop})", lat)
+        lats.append((f"Feeder, DataFrame ({loop})", summary(lat)))
         if actions:
             print(f"  (a count() on one micro-batch DataFrame: median "
                   f"{statistics.median(actions):.0f} ms of {len(actions)})", flush=True)
+        version = spark.version
         spark.stop()
     finally:
         if args.dir is None:
             shutil.rmtree(base, ignore_errors=True)
+    load1 = _report.load()
+    print(f"total {time.monotonic() - t_start:.0f} s; load average {load1:.2f}", flush=True)
+    if args.write_docs:
+        png = "spark.png"
+        body = [_report.measured_by(
+                    "spark.py", load0, load1,
+                    [f"Spark {version} in `local[2]` (one JVM, two cores, driver memory 2g)"]),
+                "",
+                *docs_lines(batch, lats, means, actions, args)]
+        if plot(batch, lats, png):
+            body += ["", f"![Spark batch read rates and latencies]({png})"]
+        else:
+            _report.skipped_plot(png)
+        _report.replace_block(_report.PERFORMANCE, "spark-bench", body)
+        print("wrote docs/performance.md" + (f" and docs/{png}" if "![" in body[-1] else ""))
     return 0
 
 
