@@ -3,7 +3,9 @@ installed copy (not the source tree) imports and round-trips a queue from an emp
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -82,34 +84,91 @@ def test_installed_wheel_works_from_an_empty_directory(wheel: Path, tmp_path: Pa
     assert result.stdout.strip() == f"OK {aiochronicle.__version__}"
 
 
-def test_wheel_in_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:
-    """A venv without this interpreter's packages: pip resolves the dependencies itself."""
+def _clean_env() -> dict[str, str]:
+    # no PYTHONPATH &c. from this process (the Spark tests set one): pip would
+    # otherwise find the source tree's package and install nothing
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A venv without this interpreter's packages, the wheel installed in it (pip
+    resolves the dependencies itself), and the test runner: (python, site dir)."""
     try:
         import ensurepip  # noqa: F401
     except ImportError:  # pragma: no cover - a Python built without ensurepip
-        pytest.skip("this Python has no ensurepip, so python -m venv cannot install pip")
-    # no PYTHONPATH &c. from this process (the Spark tests set one): pip would
-    # otherwise find the source tree's package and install nothing
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    venv = tmp_path / "venv"
+        pytest.fail("this Python has no ensurepip, so python -m venv cannot install pip")
+    env = _clean_env()
+    venv = tmp_path_factory.mktemp("venv") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True,
                    timeout=120, env=env)
     python = venv / "bin" / "python"
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)],
-                             capture_output=True, text=True, timeout=300, env=env)
+    # the same test-runner versions as this environment
+    runner = [f"{name}=={importlib.metadata.version(name)}"
+              for name in ("pytest", "pytest-asyncio")]
+    install = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel), *runner],
+                             capture_output=True, text=True, timeout=600, env=env)
     assert install.returncode == 0, install.stderr
-    empty = tmp_path / "empty"
-    empty.mkdir()
     where = "import sysconfig; print(sysconfig.get_path('platlib'))"
     site = subprocess.run([str(python), "-c", where], capture_output=True, text=True,
                           check=True, env=env).stdout.strip()
+    return python, site
+
+
+def test_wheel_in_a_fresh_venv(fresh_venv: tuple[Path, str], tmp_path: Path) -> None:
+    python, site = fresh_venv
+    env = _clean_env()
+    empty = tmp_path / "empty"
+    empty.mkdir()
     result = subprocess.run([str(python), "-c", CHECK, site, aiochronicle.__version__],
                             cwd=empty, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"OK {aiochronicle.__version__}"
-    cli = subprocess.run([str(venv / "bin" / "aiochronicle"), "--help"], cwd=empty, env=env,
+    cli = subprocess.run([str(python.parent / "aiochronicle"), "--help"], cwd=empty, env=env,
                          capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0, cli.stderr
+
+
+# the part of the suite run again against the installed wheel: the core API, Java's
+# own files, the async tailers, rolling (with the helpers they import)
+INSTALLED_SUITE = ("test_queue_api.py", "test_java_fixtures.py", "test_async.py",
+                   "test_rolling.py")
+SUITE_HELPERS = ("conftest.py", "rawfile.py", "workers.py")
+
+INSTALLED_CHECK = textwrap.dedent("""
+    import os, sys
+    import aiochronicle
+
+    def test_this_run_uses_the_installed_wheel():
+        site = os.environ["AIOCHRONICLE_SITE"]
+        assert aiochronicle.__file__.startswith(site), aiochronicle.__file__
+""")
+
+
+def test_suite_passes_against_the_installed_wheel(fresh_venv: tuple[Path, str],
+                                                  tmp_path: Path) -> None:
+    """Tests copied to a directory with no source tree near it, run by the venv's
+    own pytest: they exercise the installed package, native core included."""
+    python, site = fresh_venv
+    run = tmp_path / "run"
+    (run / "tests").mkdir(parents=True)
+    for name in (*INSTALLED_SUITE, *SUITE_HELPERS):
+        shutil.copy(ROOT / "tests" / name, run / "tests" / name)
+    (run / "tests" / "test_installed.py").write_text(INSTALLED_CHECK)
+    # conftest.py finds Java's fixtures at ../../shared from its own directory
+    (tmp_path / "shared").symlink_to(ROOT.parent / "shared")
+    (run / "pytest.ini").write_text(
+        "[pytest]\naddopts = -ra --strict-markers -p no:cacheprovider\n"
+        "asyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+        "markers =\n    slow: long-running tests\n")
+    env = dict(_clean_env(), AIOCHRONICLE_SITE=site)
+    result = subprocess.run([str(python), "-m", "pytest", "-q", "tests"], cwd=run, env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert "skipped" not in summary and "failed" not in summary, summary
+    passed = int(summary.split(" passed")[0].split()[-1])
+    assert passed > 100, summary  # the four modules, not an empty collection
 
 
 def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
