@@ -209,3 +209,54 @@ def test_roll_cycle_table_matches_the_library() -> None:
         assert index == f"{rc.index_count} \N{MULTIPLICATION SIGN} {rc.index_spacing}", name
         assert int(shift) == rc.cycle_shift, name
         assert int(most.replace(",", "")) == rc.max_messages_per_cycle, name
+
+
+def _cli_sections() -> dict[str, str]:
+    text = (ROOT / "docs" / "cli.md").read_text()
+    sections = {}
+    for part in text.split("\n## ")[1:]:
+        title, _, body = part.partition("\n")
+        sections[title.strip()] = body
+    return sections
+
+
+def test_cli_reference_shows_the_real_help() -> None:
+    """Each ``$ aiochronicle X --help`` block of docs/cli.md is what the installed
+    command prints now (at 100 columns), so the reference cannot go stale."""
+    import re
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    blocks = re.findall(r"```console\n\$ aiochronicle ([\w -]+?) --help\n(.*?)```", text, re.S)
+    assert len(blocks) >= 9, [b[0] for b in blocks]
+    env = dict(os.environ, COLUMNS="100")
+    for command, shown in blocks:
+        real = subprocess.run([sys.executable, "-m", "aiochronicle", *command.split(), "--help"],
+                              capture_output=True, text=True, timeout=60, env=env, check=True)
+        assert real.stdout == shown, f"docs/cli.md: `aiochronicle {command} --help` is stale"
+
+
+def test_cli_reference_covers_every_command_and_option() -> None:
+    import argparse
+
+    from aiochronicle._cli import build_parser
+
+    def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    def options(parser: argparse.ArgumentParser) -> list[str]:
+        return [o for a in parser._actions if a.help != argparse.SUPPRESS
+                for o in a.option_strings if o.startswith("--") and o != "--help"]
+
+    sections = _cli_sections()
+    missing = []
+    for name, sub in commands(build_parser()).items():
+        section = next((body for title, body in sections.items() if name in title.split()), None)
+        if section is None:
+            missing.append(name)
+            continue
+        for inner in [sub, *commands(sub).values()]:
+            missing += [f"{name} {o}" for o in options(inner) if o not in section]
+    assert not missing, missing
