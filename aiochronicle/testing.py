@@ -13,24 +13,36 @@ suite without a ``conftest.py``:
 ``chronicle_queue``
     An open :class:`aiochronicle.Queue` in ``chronicle_queue_dir`` that uses
     ``chronicle_clock``; closed after the test.
+``chronicle_queue_factory``
+    A function ``make(name="queue", **options)`` that opens a queue in its own
+    directory under ``tmp_path`` (on ``chronicle_clock`` unless a
+    ``time_provider`` is given; any other :func:`aiochronicle.open_queue`
+    option passes through), for services with several queues or settings of
+    their own.  Every queue it made is closed after the test.
 
 Example::
 
     def test_my_service(chronicle_queue, chronicle_clock):
-        chronicle_queue.appender().write(b"hello")
+        chronicle_queue.appender().append(b"hello")
         chronicle_clock.advance_millis(86_400_000)  # the next daily cycle
         ...
 
-To override the queue's options (roll cycle, codec...), write your own fixture
-from ``chronicle_queue_dir`` and ``chronicle_clock``.  If the plugin is disabled
+    def test_pipeline(chronicle_queue_factory):
+        inbound = chronicle_queue_factory("in", source_id=1)
+        outbound = chronicle_queue_factory("out", roll_cycle=aiochronicle.RollCycles.FAST_HOURLY)
+        ...
+
+If the plugin is disabled
 (``-p no:aiochronicle``), enable it per test module with
 ``pytest_plugins = ["aiochronicle.testing"]``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
@@ -39,9 +51,11 @@ from ._queue import Queue, open_queue
 
 __all__ = [
     "CHRONICLE_EPOCH_MILLIS",
+    "QueueFactory",
     "chronicle_clock",
     "chronicle_queue",
     "chronicle_queue_dir",
+    "chronicle_queue_factory",
 ]
 
 CHRONICLE_EPOCH_MILLIS = 1_704_067_200_000
@@ -69,3 +83,38 @@ def chronicle_queue(chronicle_queue_dir: Path,
         yield queue
     finally:
         queue.close()
+
+
+class QueueFactory(Protocol):
+    """The type of the ``chronicle_queue_factory`` fixture, for annotating tests."""
+
+    def __call__(self, name: str = "queue", **options: Any) -> Queue:
+        """Open the queue ``name`` (a directory under the test's ``tmp_path``)."""
+        ...
+
+
+@pytest.fixture
+def chronicle_queue_factory(tmp_path: Path,
+                            chronicle_clock: SetTimeProvider) -> Iterator[QueueFactory]:
+    """Opens queues in directories under ``tmp_path``; closes them after the test.
+
+    ``make(name, **options)``: ``name`` is the directory (opening the same name
+    twice gives two handles on one queue, as two processes would have);
+    ``options`` are :func:`aiochronicle.open_queue` keywords, with
+    ``time_provider`` defaulting to ``chronicle_clock``.
+    """
+    opened: list[Queue] = []
+
+    def make(name: str = "queue", **options: Any) -> Queue:
+        if not name or os.path.isabs(name) or ".." in Path(name).parts:
+            raise ValueError(f"queue name {name!r} must be a relative path inside tmp_path")
+        options.setdefault("time_provider", chronicle_clock)
+        queue = open_queue(tmp_path / name, **options)
+        opened.append(queue)
+        return queue
+
+    try:
+        yield make
+    finally:
+        for queue in reversed(opened):
+            queue.close()

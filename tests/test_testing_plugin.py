@@ -62,3 +62,60 @@ def test_fixtures_through_pytest_plugins(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:aiochronicle",
                                            "-q")
     result.assert_outcomes(passed=5)
+
+
+FACTORY_TESTS = '''
+import pytest
+import aiochronicle
+from aiochronicle.testing import CHRONICLE_EPOCH_MILLIS, QueueFactory
+
+OPENED = []
+
+
+def test_two_queues_with_their_own_options(chronicle_queue_factory: QueueFactory,
+                                           chronicle_clock, tmp_path):
+    inbound = chronicle_queue_factory("in", source_id=7)
+    outbound = chronicle_queue_factory("out", roll_cycle=aiochronicle.RollCycles.FAST_HOURLY)
+    OPENED.extend([inbound, outbound])
+    assert inbound.path == str(tmp_path / "in") and outbound.path == str(tmp_path / "out")
+    assert inbound.source_id == 7
+    assert outbound.roll_cycle is aiochronicle.RollCycles.FAST_HOURLY
+    assert inbound.time_provider is chronicle_clock is outbound.time_provider
+    index = inbound.appender().append(b"order")
+    assert inbound.roll_cycle.to_cycle(index) == CHRONICLE_EPOCH_MILLIS // 86_400_000
+    # the same name twice: two handles on one queue
+    again = chronicle_queue_factory("in")
+    OPENED.append(again)
+    assert again.tailer().read_nowait().payload == b"order"
+
+
+def test_an_own_clock_and_bad_names(chronicle_queue_factory):
+    clock = aiochronicle.SetTimeProvider(0)
+    q = chronicle_queue_factory("epoch", time_provider=clock)
+    assert q.appender().append(b"x") == 0  # cycle 0, sequence 0
+    for bad in ("", "/etc/q", "../q"):
+        with pytest.raises(ValueError):
+            chronicle_queue_factory(bad)
+
+
+def test_all_closed_afterwards():
+    assert len(OPENED) == 3 and all(q.closed for q in OPENED)
+'''
+
+
+def test_queue_factory(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_factory=FACTORY_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(passed=3)
+
+
+def test_the_howto_example_passes(pytester: pytest.Pytester) -> None:
+    """The example of docs/howto.md "Test your own services" is a passing test file."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "howto.md").read_text()
+    section = page.split("## Test your own services", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    pytester.makepyfile(test_howto=code)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(passed=1)
