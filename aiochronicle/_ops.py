@@ -188,14 +188,17 @@ class QueueStats:
 
     @property
     def total_excerpts(self) -> int:
+        """Excerpts in all cycles (index pages and other metadata not counted)."""
         return sum(c.excerpts for c in self.cycles)
 
     @property
     def total_bytes(self) -> int:
+        """Bytes written in all cycle files (up to each file's write position)."""
         return sum(c.bytes_used for c in self.cycles)
 
     @property
     def disk_bytes(self) -> int:
+        """Disk blocks the cycle files take (they are sparse: less than their size)."""
         return sum(c.disk_bytes for c in self.cycles)
 
     def to_dict(self) -> dict[str, object]:
@@ -310,6 +313,7 @@ class LockState:
 
     @property
     def locked(self) -> bool:
+        """True if some process holds this lock."""
         return self.holder is not None
 
 
@@ -405,6 +409,7 @@ class CheckFinding:
 
     @property
     def repairable(self) -> bool:
+        """True if :func:`repair_queue` knows how to fix this finding."""
         return self._apply is not None
 
     def __str__(self) -> str:

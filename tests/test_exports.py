@@ -117,6 +117,35 @@ def test_every_name_is_importable_and_documented() -> None:
     assert isinstance(aiochronicle.__version__, str)
 
 
+def _undocumented_members(module_name: str) -> list[str]:
+    """Public methods and properties of the module's public classes, defined by
+    aiochronicle (inherited from a private base included), without a docstring."""
+    module = importlib.import_module(module_name)
+    missing = []
+    for name in module.__all__:
+        cls = getattr(module, name)
+        if not inspect.isclass(cls) or issubclass(cls, BaseException):
+            continue
+        ours = [b for b in cls.__mro__ if b.__module__.split(".")[0] == "aiochronicle"]
+        for attr in dir(cls):
+            owner = next((b for b in ours if attr in vars(b)), None)
+            if attr.startswith("_") or owner is None:
+                continue
+            value = vars(owner)[attr]
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            documented = bool((value.__doc__ or "").strip())
+            if (isinstance(value, property) or inspect.isfunction(value)) and not documented:
+                missing.append(f"{module_name}.{name}.{attr}")
+    return missing
+
+
+@pytest.mark.parametrize("module_name", ["aiochronicle", "aiochronicle.testing",
+                                         "aiochronicle.spark"])
+def test_every_public_method_and_property_has_a_docstring(module_name: str) -> None:
+    assert _undocumented_members(module_name) == []
+
+
 @pytest.mark.parametrize("name", [n for n in EXPECTED if n != "__version__"])
 def test_classes_and_functions_live_in_aiochronicle(name: str) -> None:
     obj = getattr(aiochronicle, name)

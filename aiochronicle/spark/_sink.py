@@ -170,6 +170,8 @@ class _Writing:
 
     @property
     def codec(self) -> Codec:
+        """The codec rows are encoded with (the ``codec`` option, else the queue's, else
+        BinaryWire)."""
         return Codecs.get(self.codec_name)
 
     def _write(self, iterator: Iterator[pa.RecordBatch], skip: bool = False,
@@ -232,14 +234,19 @@ class ChronicleWriter(_Writing, DataSourceArrowWriter):
     """``df.write.format("chronicle").mode("append").save(queue_dir)``."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CommitMessage:
+        """Spark callback, on an executor: encode the rows (appended here, or shipped to the
+        driver)."""
         return self._write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Spark callback, on the driver: append the rows the tasks shipped, in partition order."""
         if self.on_driver:
             self._append_messages([m if isinstance(m, CommitMessage) else None
                                    for m in messages])
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Spark callback: nothing is undone, rows
+        already appended stay (a queue is append-only)."""
         pass  # rows appended by finished tasks stay: a queue is append-only
 
 
@@ -248,6 +255,8 @@ class ChronicleStreamWriter(_Writing, DataSourceStreamArrowWriter):
     .start(queue_dir)``, exactly once with ``option("exactlyOnce", "true")``."""
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CommitMessage:
+        """Spark callback, on an executor: encode a micro-batch; with exactly-once, a replayed one
+        is skipped."""
         if not self.exactly_once:
             return self._write(iterator)
         from pyspark import TaskContext
@@ -265,6 +274,8 @@ class ChronicleStreamWriter(_Writing, DataSourceStreamArrowWriter):
         return self._write(iterator, skip=skip, query_id=qid, batch_id=bid)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Spark callback, on the driver: append the micro-batch, and record its id when
+        exactly-once."""
         if not self.on_driver:
             return
         msgs = [m if isinstance(m, CommitMessage) else None for m in messages]
@@ -286,6 +297,7 @@ class ChronicleStreamWriter(_Writing, DataSourceStreamArrowWriter):
             q.close()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Spark callback: nothing is undone (see ``commit``)."""
         pass
 
 

@@ -118,6 +118,8 @@ class _Reading:
                                       DEFAULT_BATCH_BYTES) or DEFAULT_BATCH_BYTES
 
     def codec(self, q: Queue) -> Codec:
+        """The codec payloads are decoded with: the ``codec`` option, else the one the queue
+        records, else BinaryWire."""
         if self.layout.codec_name:
             return Codecs.get(self.layout.codec_name)
         return recorded_codec(q) or Codecs.BINARY_WIRE
@@ -147,6 +149,7 @@ class _Reading:
         return out
 
     def read_span(self, span: Span) -> Iterator[pa.RecordBatch]:
+        """Arrow record batches of the excerpts of one partition (a cycle's sequence range)."""
         q = shared_queue(self.path)
         rc = q.roll_cycle
         shift = rc.cycle_shift
@@ -225,12 +228,15 @@ class ChronicleReader(_Reading, DataSourceReader):
         self.end_cycle = option_int(o, "endCycle", None)
 
     def partitions(self) -> list[InputPartition]:
+        """Spark callback: the batch read's partitions, at most ``partitionSize`` excerpts of one
+        cycle each."""
         q = shared_queue(self.path)
         spans: list[InputPartition] = list(self.spans(
             q, self.start_index, self.end_index, self.start_cycle, self.end_cycle))
         return spans
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Spark callback, on an executor: the rows of one partition as Arrow record batches."""
         if not isinstance(partition, Span):
             return iter(())  # an empty queue plans one empty partition
         return self.read_span(partition)
@@ -280,6 +286,7 @@ class ChronicleStreamReader(_Reading, DataSourceStreamReader,
         return last + 1
 
     def initialOffset(self) -> dict[str, int]:
+        """Spark callback: where a new query starts (``startingIndex``)."""
         if self.starting == "earliest":
             q = self._queue()
             first = q.first_index if q is not None else None
@@ -290,19 +297,23 @@ class ChronicleStreamReader(_Reading, DataSourceStreamReader,
         return {"index": start or 0}
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """Spark callback: ``maxRecordsPerTrigger`` rows per micro-batch, else all available."""
         if self.max_rows is not None:
             return ReadMaxRows(self.max_rows)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        """Spark callback for ``Trigger.AvailableNow``: fix the end at what is in the queue now."""
         self._target = self._end(self._queue())
 
     def reportLatestOffset(self) -> dict[str, int] | None:
+        """Spark callback: the index after the last excerpt, for progress reports."""
         q = self._queue()
         return None if q is None else {"index": self._end(q)}
 
     def latestOffset(self, start: dict[str, int] | None = None,
                      limit: ReadLimit | None = None) -> dict[str, int]:
+        """Spark callback: the end of the next micro-batch, within the read limit."""
         if start is None:
             start = self.initialOffset()
         begin = int(start["index"])
@@ -335,6 +346,7 @@ class ChronicleStreamReader(_Reading, DataSourceStreamReader,
         return {"index": end}
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        """Spark callback: the micro-batch ``[start, end)`` split into partitions."""
         lo, hi = int(start["index"]), int(end["index"])
         if hi <= lo:
             return []
@@ -344,13 +356,17 @@ class ChronicleStreamReader(_Reading, DataSourceStreamReader,
         return self.spans(q, lo, hi)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Spark callback, on an executor: the rows of one partition as Arrow record batches."""
         assert isinstance(partition, Span)
         return self.read_span(partition)
 
     def commit(self, end: dict[str, int]) -> None:
+        """Spark callback: nothing to do, reading
+        consumes nothing (use the checkpoint to resume)."""
         pass
 
     def stop(self) -> None:
+        """Spark callback: nothing to release (read-only queues stay open per worker for reuse)."""
         pass
 
 
@@ -369,26 +385,32 @@ class ChronicleDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name: ``spark.read.format("chronicle")``."""
         return "chronicle"
 
     def schema(self) -> StructType:
+        """The default columns for the options given (see ``docs/spark.md``)."""
         return Layout(self.options).schema
 
     def _user_schema(self, schema: StructType) -> bool:
         return bool(schema != Layout(self.options).schema)
 
     def reader(self, schema: StructType) -> ChronicleReader:
+        """Spark callback: a batch reader for ``spark.read``."""
         return ChronicleReader(self.options, schema, self._user_schema(schema))
 
     def streamReader(self, schema: StructType) -> ChronicleStreamReader:
+        """Spark callback: a streaming reader for ``spark.readStream``."""
         return ChronicleStreamReader(self.options, schema, self._user_schema(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> ChronicleWriter:
+        """Spark callback: a batch writer for ``df.write`` (append only)."""
         from ._sink import ChronicleWriter
 
         return ChronicleWriter(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> ChronicleStreamWriter:
+        """Spark callback: a streaming writer for ``df.writeStream``."""
         from ._sink import ChronicleStreamWriter
 
         return ChronicleStreamWriter(self.options, schema, overwrite)
