@@ -771,6 +771,11 @@ class Pretoucher:
         self._touched: tuple[int, int] = (-1, 0)
         self.errors = 0
 
+    def __repr__(self) -> str:
+        running = self._thread is not None and self._thread.is_alive()
+        return (f"<Pretoucher {self.queue.path!r} headroom={self.headroom} "
+                f"{'running' if running else 'stopped'}>")
+
     def execute(self) -> None:
         """One pass: touch ahead of the write position; pre-create the next cycle."""
         q = self.queue
@@ -860,6 +865,16 @@ class DocumentContext:
     def __len__(self) -> int:
         return self._len
 
+    def __repr__(self) -> str:
+        if not self._done:
+            state = "open"
+        elif self._rollback:
+            state = "rolled back"
+        else:
+            state = "committed" + (f" at {self.index:#x}" if self.index is not None else "")
+        kind = " metadata" if self.metadata else ""
+        return f"<DocumentContext{kind} {self._len} bytes {state}>"
+
     def write(self, data: bytes | bytearray | memoryview | str) -> None:
         """Append bytes (``str`` as UTF-8) to the excerpt."""
         if self._done:
@@ -897,6 +912,7 @@ class DocumentContext:
         self._done = True
         a = self._appender
         if rollback or self._rollback:
+            self._rollback = True
             lib.cq_doc_rollback(a._c, self._len)
             return
         self.index = a._doc_commit(self._len, self.metadata)
@@ -1486,6 +1502,14 @@ class Batch:
         for i in range(len(self.indices)):
             yield self[i]
 
+    def __repr__(self) -> str:
+        n = len(self.indices)
+        if not n:
+            return "<Batch empty>"
+        size = self.offsets[n] - self.offsets[0]
+        return (f"<Batch {n} excerpts, {size} bytes, "
+                f"{self.indices[0]:#x}..{self.indices[n - 1]:#x}>")
+
     def payloads(self) -> list[bytes]:
         """Every payload as bytes."""
         o, d = self.offsets, self.data
@@ -1541,7 +1565,10 @@ class Tailer(AsyncTailerMixin, _Resource):
             self.to_start()
 
     def __repr__(self) -> str:
-        return f"<Tailer {self.queue.path!r} index={self.index:#x}>"
+        name = f" name={self.name!r}" if self.name is not None else ""
+        way = "" if self._direction == TailerDirection.FORWARD else f" {self._direction.name}"
+        state = " closed" if self._closed else ""
+        return f"<Tailer {self.queue.path!r}{name} index={self.index:#x}{way}{state}>"
 
     # -- lifecycle -------------------------------------------------------
     def close(self) -> None:

@@ -899,3 +899,29 @@ def test_appender_index_matches_roll_cycle_arithmetic(tmp_path: Path) -> None:
         assert rc.current_cycle(T0, 0) == DAY0
     with open_q(tmp_path / "q") as q:
         assert q.current_cycle() == DAY0
+
+
+def test_reprs_say_what_and_where(tmp_path: Path) -> None:
+    """What a user sees in a debugger or a log line: path, name, position, state."""
+    with open_q(tmp_path / "q") as q:
+        a = q.appender()
+        a.append(b"x")
+        a.append(b"yy")
+        t = q.tailer("risk")
+        assert repr(t) == f"<Tailer {str(tmp_path / 'q')!r} name='risk' index={ix(DAY0, 0):#x}>"
+        t.direction = ac.TailerDirection.BACKWARD
+        assert repr(t).endswith(" BACKWARD>")
+        with a.writing_document() as dc:
+            dc.write(b"abc")
+            assert repr(dc) == "<DocumentContext 3 bytes open>"
+        assert repr(dc) == f"<DocumentContext 3 bytes committed at {ix(DAY0, 2):#x}>"
+        dc = a.writing_document()
+        dc.write(b"z")
+        dc.close(rollback=True)
+        assert repr(dc) == "<DocumentContext 1 bytes rolled back>"
+        batch = q.tailer().read_many()
+        assert repr(batch) == f"<Batch 3 excerpts, 6 bytes, {ix(DAY0, 0):#x}..{ix(DAY0, 2):#x}>"
+        assert repr(q.tailer().to_end().read_many()) == "<Batch empty>"
+        assert "stopped" in repr(q.pretoucher())
+        t.close()
+        assert repr(t).endswith(" closed>")
