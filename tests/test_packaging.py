@@ -60,6 +60,8 @@ def test_wheel_contents(wheel: Path) -> None:
         assert "aiochronicle/spark/__init__.py" in names
         assert "pyspark_aiochronicle.py" in names
         assert not any(n.startswith("tests/") for n in names)
+        assert any(n.endswith(".dist-info/LICENSE") or "/licenses/LICENSE" in n
+                   for n in names), sorted(names)
         (ep,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         entry_points = zf.read(ep).decode()
     assert "aiochronicle = aiochronicle.__main__:main" in entry_points
@@ -181,7 +183,8 @@ def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
     (sdist,) = sdist_dir.glob("aiochronicle-*.tar.gz")
     with tarfile.open(sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
-    for needed in ("setup.py", "pyproject.toml", "native/build_ffi.py", "native/cq.c",
+    for needed in ("setup.py", "pyproject.toml", "LICENSE", "CHANGELOG.md", "README.md",
+                   "native/build_ffi.py", "native/cq.c",
                    "native/cq.h", "native/pause.c", "native/pause.h"):
         assert needed in names, needed
     out = tmp_path / "wheel"
