@@ -86,6 +86,24 @@ def test_installed_wheel_works_from_an_empty_directory(wheel: Path, tmp_path: Pa
     assert result.stdout.strip() == f"OK {aiochronicle.__version__}"
 
 
+def test_a_stale_native_core_is_refused(wheel: Path, tmp_path: Path) -> None:
+    """The version stamped into the compiled core must match the Python package's:
+    a core left over from another version is a clear ImportError, not odd crashes."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
+                    "--target", str(target), str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    (target / "aiochronicle" / "_version.py").write_text('__version__ = "0.0.0.stale"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(target)
+    result = subprocess.run([sys.executable, "-c", "import aiochronicle"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: aiochronicle native core is version "), last
+    assert aiochronicle.__version__ in last and "0.0.0.stale" in last and "rebuild" in last
+
+
 def _clean_env() -> dict[str, str]:
     # no PYTHONPATH &c. from this process (the Spark tests set one): pip would
     # otherwise find the source tree's package and install nothing
