@@ -157,6 +157,38 @@ def text_bytes(text: str) -> bytes:
     return WireWriter().text(text).getvalue()
 
 
+def _check_settings(roll_cycle: RollCycle | str | None, epoch: int | None,
+                    time_provider: TimeProvider | None, index_count: int | None,
+                    index_spacing: int | None, timeout: float, source_id: int,
+                    lock_timeout: float | None, sync_interval_ms: float | None,
+                    week_rule: str) -> RollCycle | None:
+    """Reject settings that would fail later, or silently misbehave, with a clear
+    error now; returns the roll cycle (a name looked up)."""
+    if isinstance(roll_cycle, str):
+        roll_cycle = RollCycles.by_name(roll_cycle.upper())
+    elif roll_cycle is not None and not isinstance(roll_cycle, RollCycle):
+        raise TypeError(f"roll_cycle must be a RollCycle (ac.RollCycles.X) or its name, "
+                        f"not {type(roll_cycle).__name__}")
+    if time_provider is not None and not callable(
+            getattr(time_provider, "current_time_millis", None)):
+        raise TypeError(f"time_provider needs a current_time_millis() method "
+                        f"({type(time_provider).__name__} has none)")
+    for name, value in (("index_count", index_count), ("index_spacing", index_spacing)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if epoch is not None and epoch < 0:
+        raise ValueError(f"epoch must be 0 or more milliseconds, got {epoch}")
+    if week_rule not in ("US", "ISO"):
+        raise ValueError(f"week_rule must be one of ['ISO', 'US'], got {week_rule!r}")
+    if not 0 <= source_id < 1 << 31:
+        raise ValueError(f"source_id must be in 0..2**31-1 (a Java int), got {source_id}")
+    for name, limit in (("timeout", timeout), ("lock_timeout", lock_timeout),
+                        ("sync_interval_ms", sync_interval_ms)):
+        if limit is not None and not limit >= 0:  # NaN fails too
+            raise ValueError(f"{name} must be 0 or more, got {limit}")
+    return roll_cycle
+
+
 class Queue(_Resource):
     """A Chronicle Queue directory opened for appending and tailing.
 
@@ -164,7 +196,8 @@ class Queue(_Resource):
     it closes every appender and tailer made from it.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, roll_cycle: RollCycle | None = None,
+    def __init__(self, path: str | os.PathLike[str], *,
+                 roll_cycle: RollCycle | str | None = None,
                  epoch: int | None = None, time_provider: TimeProvider | None = None,
                  read_only: bool = False, block_size: int = 64 << 20,
                  index_count: int | None = None, index_spacing: int | None = None,
@@ -173,6 +206,9 @@ class Queue(_Resource):
                  unlock_mode: UnlockMode = UnlockMode.LOCKING_PROCESS_DEAD,
                  sync: SyncMode = SyncMode.NONE, sync_every: int = 1,
                  sync_interval_ms: float | None = None) -> None:
+        roll_cycle = _check_settings(roll_cycle, epoch, time_provider, index_count,
+                                     index_spacing, timeout, source_id, lock_timeout,
+                                     sync_interval_ms, week_rule)
         self._path = os.fspath(path)
         self.unlock_mode = UnlockMode(unlock_mode)
         """What an appender does when a live process holds the write lock past ``lock_timeout``."""
@@ -2102,7 +2138,7 @@ def _batch_of(items: list[Excerpt]) -> Batch:
     return Batch(data, offsets, array("q", [ex.index for ex in items]))
 
 
-def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | None = None,
+def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | None = None,
                epoch: int | None = None, time_provider: TimeProvider | None = None,
                read_only: bool = False, block_size: int = 64 << 20,
                index_count: int | None = None, index_spacing: int | None = None,
@@ -2114,9 +2150,10 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | None = N
     """Open (creating if needed) the Chronicle Queue directory at ``path``.
 
     Args:
-        roll_cycle: how often a new cycle file starts (default FAST_DAILY).  An
-            existing queue keeps the roll cycle stored in its metadata; a
-            different one asked for here raises a RollCycleMismatchWarning.
+        roll_cycle: how often a new cycle file starts (default FAST_DAILY): one
+            of :class:`RollCycles` or its name (``"FAST_HOURLY"``).  An existing
+            queue keeps the roll cycle stored in its metadata; a different one
+            asked for here raises a RollCycleMismatchWarning.
         epoch: milliseconds added to the start of every cycle (default the roll
             cycle's own, 0 for all but WEEKLY).
         time_provider: the clock appenders use to pick their cycle.
@@ -2132,6 +2169,13 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | None = N
         sync: msync mode of appenders: NONE (the OS decides), SYNC or ASYNC.
         sync_every: with a sync mode, msync every this many excerpts ...
         sync_interval_ms: ... or when this many milliseconds have passed.
+
+    Raises:
+        ValueError: a setting out of range (a negative timeout, an index count
+            or spacing below 1, a ``source_id`` outside 0..2**31-1...).
+        UnknownRollCycleError: a roll cycle name that is not a built-in one.
+        TypeError: a ``roll_cycle`` or ``time_provider`` of the wrong type.
+        CorruptQueueError: the directory holds files that are not a queue's.
     """
     return Queue(path, roll_cycle=roll_cycle, epoch=epoch, time_provider=time_provider,
                  read_only=read_only, block_size=block_size, index_count=index_count,

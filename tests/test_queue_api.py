@@ -13,6 +13,7 @@ from __future__ import annotations
 import mmap
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -925,3 +926,32 @@ def test_reprs_say_what_and_where(tmp_path: Path) -> None:
         assert "stopped" in repr(q.pretoucher())
         t.close()
         assert repr(t).endswith(" closed>")
+
+
+@pytest.mark.parametrize(("options", "error", "words"), [
+    ({"roll_cycle": "NOT_A_CYCLE"}, ac.UnknownRollCycleError, "unknown roll cycle"),
+    ({"roll_cycle": 3600}, TypeError, "roll_cycle must be a RollCycle"),
+    ({"time_provider": 5}, TypeError, "current_time_millis"),
+    ({"timeout": -1}, ValueError, "timeout must be 0 or more"),
+    ({"timeout": float("nan")}, ValueError, "timeout must be 0 or more"),
+    ({"lock_timeout": -0.5}, ValueError, "lock_timeout must be 0 or more"),
+    ({"sync_interval_ms": -1}, ValueError, "sync_interval_ms must be 0 or more"),
+    ({"source_id": -5}, ValueError, "source_id must be in 0..2**31-1"),
+    ({"source_id": 1 << 31}, ValueError, "source_id must be in 0..2**31-1"),
+    ({"index_count": 0}, ValueError, "index_count must be a positive integer"),
+    ({"index_spacing": 0}, ValueError, "index_spacing must be a positive integer"),
+    ({"epoch": -1}, ValueError, "epoch must be 0 or more"),
+    ({"block_size": 1000}, ValueError, "block_size must be a multiple of 4096"),
+    ({"sync_every": 0}, ValueError, "sync_every must be at least 1"),
+    ({"week_rule": "MARS"}, ValueError, "week_rule must be one of"),
+])
+def test_bad_settings_are_refused_before_anything_is_created(
+        tmp_path: Path, options: dict[str, object], error: type[Exception], words: str) -> None:
+    with pytest.raises(error, match=re.escape(words)):
+        ac.open_queue(tmp_path / "q", **options)  # type: ignore[arg-type]
+    assert not (tmp_path / "q").exists()
+
+
+def test_roll_cycle_by_name(tmp_path: Path) -> None:
+    with ac.open_queue(tmp_path / "q", roll_cycle="fast_hourly") as q:
+        assert q.roll_cycle is ac.RollCycles.FAST_HOURLY
