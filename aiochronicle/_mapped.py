@@ -3,13 +3,16 @@
 A :class:`MappedFile` maps a whole file with one ``MAP_SHARED`` mapping whose
 address and length live in a native ``cq_store`` struct.  When the file grows
 the file is mapped again and the struct switched to the new mapping; the old
-mapping is kept (retired) until the file is closed, so a pointer taken from it
-a moment earlier stays valid.  Readers drop the pages behind them (see
+mapping is kept (retired), so a pointer taken from it a moment earlier stays
+valid.  Mappings and the descriptor are released when the object is garbage,
+not by ``close()``: whoever may still be inside a native call on them holds a
+reference (see :meth:`MappedFile.close`).  Readers drop the pages behind them (see
 ``cq_read``), so resident memory stays flat however large a file grows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -24,7 +27,11 @@ PAGE = os.sysconf("SC_PAGESIZE")
 
 
 class MappedFile:
-    """One file mapped in full, growable in ``chunk``-sized steps plus ``overlap``."""
+    """One file mapped in full, growable in ``chunk``-sized steps plus ``overlap``.
+
+    Once constructed it owns ``fd``: the descriptor is closed with the mappings
+    when the object is garbage.
+    """
 
     __slots__ = ("_retired", "c", "chunk", "closed", "fd", "overlap", "path", "writable")
 
@@ -39,12 +46,17 @@ class MappedFile:
         self.c.chunk = chunk
         self._retired: list[tuple[Any, int]] = []
         self.closed = False
-        size = os.fstat(fd).st_size
-        if writable and size < min_size:
-            self._grow(min_size)
+        try:
             size = os.fstat(fd).st_size
-        if size > 0:
-            self._map(size)
+            if writable and size < min_size:
+                self._grow(min_size)
+                size = os.fstat(fd).st_size
+            if size > 0:
+                self._map(size)
+        except BaseException:
+            # the descriptor stays the caller's when construction fails
+            self.fd = -1
+            raise
 
     @property
     def size(self) -> int:
@@ -178,9 +190,23 @@ class MappedFile:
             raise OSError(err, f"msync of {self.path} failed: {os.strerror(err)}")
 
     def close(self) -> None:
-        """Unmap everything and close the file descriptor."""
-        if self.closed:
-            return
+        """Mark the file closed; it is unmapped when the last reference goes.
+
+        Another thread may be inside a native call that reads or writes this
+        mapping (a tailer closed by ``Queue.close()`` from another thread, say).
+        Every object that hands the mapping to native code holds a reference to
+        this one, so unmapping when it is garbage (``__del__``) can never pull
+        the memory from under a call in flight: closing never crashes a reader.
+        """
+        self.closed = True
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # e.g. at interpreter shutdown
+            self.release()
+
+    def release(self) -> None:
+        """Unmap and close the descriptor now.  Only for an owner that knows no
+        native call can be using the mapping (no other thread holds it)."""
         self.closed = True
         if self.c.base != ffi.NULL:
             lib.cq_unmap(self.c.base, self.c.map_len)
@@ -189,4 +215,6 @@ class MappedFile:
         for base, length in self._retired:
             lib.cq_unmap(base, length)
         self._retired.clear()
-        os.close(self.fd)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -576,7 +576,7 @@ class Queue(_Resource):
             st.refs -= 1
             if st.refs <= 0 and self._stores.get(st.cycle) is st:
                 del self._stores[st.cycle]
-                st.close()
+                st.close(now=True)
                 self._store_event("on_released", st)
 
     def _on_file_created(self, cycle: int) -> None:
@@ -967,6 +967,7 @@ class Appender(_Resource):
         self.queue = queue
         """The queue this object belongs to."""
         self._store: CycleStore | None = None
+        self._kept: CycleStore | None = None  # after close: keeps the mapping alive
         c = ffi.new("cq_appender *")
         self._c: Any = c
         self._keep: list[Any] = []
@@ -1015,9 +1016,6 @@ class Appender(_Resource):
     # -- lifecycle -------------------------------------------------------
     def close(self) -> None:
         """Release this appender's cycle file."""
-        if self._closed:
-            return
-        self._closed = True
         self._detach()
 
     async def aclose(self) -> None:
@@ -1025,13 +1023,21 @@ class Appender(_Resource):
         self.close()
 
     def _detach(self) -> None:
+        # May run on another thread than one appending right now (Queue.close):
+        # the native struct keeps its pointers (a call in flight goes on using
+        # them) and this object keeps its store, so the mapping stays until this
+        # appender is garbage; the closed flag turns every later call away.
+        if self._closed:
+            return
+        self._closed = True
         c = self._c
+        c.closed = 1
         if c.doc_open:
             lib.cq_doc_rollback(c, 0)
         st, self._store = self._store, None
-        c.store = ffi.NULL
-        c.write_lock = ffi.NULL
-        self._closed = True
+        self._kept = st  # what the native struct still points at
+        if st is not None:
+            st.kept += 1
         if st is not None and not self.queue.closed:
             self.queue._release_store(st)
 
@@ -1566,6 +1572,7 @@ class Tailer(AsyncTailerMixin, _Resource):
         self.name = name
         """The named tailer's name (its position is kept as ``index.<name>``), or None."""
         self._store: CycleStore | None = None
+        self._kept: CycleStore | None = None  # after close: keeps the mapping alive
         c = ffi.new("cq_tailer *")
         self._c: Any = c
         self._scratch: Any = ffi.new("char[]", SCRATCH)
@@ -1615,9 +1622,15 @@ class Tailer(AsyncTailerMixin, _Resource):
         if self._closed:
             return
         self._closed = True
+        # as Appender._detach: the native struct and this object keep the store
+        # (a read in flight on another thread goes on safely); the flag turns
+        # every later native call away with CQ_BAD_STATE
+        self._c.closed = 1
         self._abort_wait()  # end a spin/park in progress first (_aio)
         st, self._store = self._store, None
-        self._c.store = ffi.NULL
+        self._kept = st  # what the native struct still points at
+        if st is not None:
+            st.kept += 1
         if st is not None and not self.queue.closed:
             self.queue._release_store(st)
 

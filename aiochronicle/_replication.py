@@ -63,7 +63,7 @@ from itertools import accumulate
 from types import TracebackType
 from typing import Any
 
-from ._errors import AppendLockedError, ChronicleError, IllegalIndexError
+from ._errors import AppendLockedError, ChronicleError, IllegalIndexError, QueueClosedError
 from ._native import UNLOCKED, ffi, lib
 from ._notify import _watch_setup, _watch_view
 from ._pauser import Pauser
@@ -873,6 +873,8 @@ class _SinkWriter:
                 i += int(done[0])
                 if rc == 0:
                     continue
+                if app._closed:
+                    raise QueueClosedError("the sink's appender was closed")
                 if rc in (lib.CQ_EOF, lib.CQ_ROLL, lib.CQ_BAD_STATE, lib.CQ_APPEND_LOCKED):
                     raise DivergenceError(f"the sink queue's cycle changed under the sink "
                                           f"(code {rc}) at {first + i:#x}", first + i)

@@ -165,7 +165,7 @@ class CycleStore:
     """One open cycle file: its mapping (shared by every appender and tailer of
     this queue object) and its parsed header."""
 
-    __slots__ = ("cycle", "file", "layout", "path", "refs")
+    __slots__ = ("cycle", "file", "kept", "layout", "path", "refs")
 
     def __init__(self, path: str, cycle: int, file: MappedFile, layout: StoreLayout) -> None:
         self.path = path
@@ -173,6 +173,10 @@ class CycleStore:
         self.file = file
         self.layout = layout
         self.refs = 0
+        # closed appenders/tailers that still point at this store (a call of
+        # theirs may be in flight on another thread): then it is never
+        # unmapped by close(now=True), only when it is garbage
+        self.kept = 0
         c = file.c
         c.cycle = cycle
         c.align = layout.align
@@ -240,8 +244,13 @@ class CycleStore:
                 continue
             raise CorruptQueueError("cannot write the end-of-cycle marker", self.path)
 
-    def close(self) -> None:
+    def close(self, now: bool = False) -> None:
+        """Mark the file closed; with ``now`` (the last user let go, on the
+        thread that used it) also unmap it at once, unless a closed appender
+        or tailer still points at it."""
         self.file.close()
+        if now and not self.kept:
+            self.file.release()
 
 
 def _wait_header(f: MappedFile, timeout: float) -> bool:
@@ -267,7 +276,11 @@ def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: in
         fd = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    f = MappedFile(path, fd, writable, chunk, overlap)
+    try:
+        f = MappedFile(path, fd, writable, chunk, overlap)
+    except BaseException:
+        os.close(fd)
+        raise
     try:
         if not _wait_header(f, timeout):
             f.close()

@@ -97,12 +97,13 @@ class TableStore:
             else:
                 self._wait_ready(fd)
             self.file = MappedFile(path, fd, not read_only, TABLE_CHUNK, 0)
-            if not read_only:
-                # every page of the table store is written through the mapping
-                self.file.reserve(0, self.file.size)
         except BaseException:
             os.close(fd)
             raise
+        # from here the mapped file owns fd (closed when it is garbage)
+        if not read_only:
+            # every page of the table store is written through the mapping
+            self.file.reserve(0, self.file.size)
         try:
             self.header = self._parse_header()
             self._scan()

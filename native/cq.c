@@ -590,7 +590,12 @@ static void after_publish(cq_appender *a) {
     if (a->notify) cq_notify_commit((cq_notify_watch *)a->notify);
 }
 
+static inline int is_closed(const int32_t *flag) {
+    return __atomic_load_n(flag, __ATOMIC_ACQUIRE) != 0;
+}
+
 static int begin(cq_appender *a, uint64_t len, int meta, uint64_t *pos, uint64_t *seq) {
+    if (is_closed(&a->closed)) return CQ_BAD_STATE;
     if (!a->store || !a->store->base || !a->write_lock) return CQ_BAD_STATE;
     if (len > CQ_HDR_LENGTH_MASK) return CQ_TOO_LARGE;
     int rc = check_append_lock(a, meta);
@@ -706,11 +711,23 @@ int cq_doc_ensure(cq_appender *a, uint64_t len) {
     return CQ_OK;
 }
 
+/* Ends the open document; exactly one caller wins (the owner committing or
+ * rolling back, or another thread closing the appender), so the write lock is
+ * released once. */
+static inline int take_doc(cq_appender *a) {
+    return __atomic_exchange_n(&a->doc_open, 0, __ATOMIC_ACQ_REL) != 0;
+}
+
 int cq_doc_commit(cq_appender *a, uint64_t len) {
-    if (!a->doc_open) return CQ_BAD_STATE;
+    if (!__atomic_load_n(&a->doc_open, __ATOMIC_ACQUIRE)) return CQ_BAD_STATE;
+    if (is_closed(&a->closed)) {
+        /* closed while the document was open: nothing is published */
+        cq_doc_rollback(a, len);
+        return CQ_BAD_STATE;
+    }
     int rc = cq_doc_ensure(a, len);
     if (rc != CQ_OK) return rc;
-    a->doc_open = 0;
+    if (!take_doc(a)) return CQ_BAD_STATE;
     rc = commit(a, a->doc_pos, a->seq, len, a->doc_meta);
     cq_unlock(a->write_lock, a->pid);
     after_publish(a);
@@ -718,12 +735,11 @@ int cq_doc_commit(cq_appender *a, uint64_t len) {
 }
 
 int cq_doc_rollback(cq_appender *a, uint64_t len) {
-    if (!a->doc_open) return CQ_BAD_STATE;
+    if (!take_doc(a)) return CQ_BAD_STATE;
     cq_store *s = a->store;
     uint64_t end = a->doc_pos + 4 + len + 8;
     if (end > s->map_len) end = s->map_len;
     memset(s->base + a->doc_pos + 4, 0, end - a->doc_pos - 4);
-    a->doc_open = 0;
     a->pos = a->doc_pos;
     cq_unlock(a->write_lock, a->pid);
     return CQ_OK;
@@ -741,6 +757,7 @@ static void drop_behind(cq_tailer *t) {
 }
 
 int64_t cq_read(cq_tailer *t) {
+    if (is_closed(&t->closed)) return CQ_BAD_STATE;
     cq_store *s = t->store;
     if (!s || !s->base) return CQ_BAD_STATE;
     uint64_t pos = t->pos;

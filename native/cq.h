@@ -72,6 +72,9 @@ typedef struct cq_appender {
     int64_t length_ms;
     int32_t queue_shift;      /* cycle shift of the queue's roll cycle */
     int32_t check_cycle;      /* 0 disables the roll check (positioned writes) */
+    int32_t closed;           /* set (from any thread) when the appender closes: every
+                                 call then returns CQ_BAD_STATE; the mappings stay valid */
+    int32_t reserved0;
     uint64_t lock_spin_ns;    /* bounded spin for the write lock */
     uint64_t pos;             /* hint: next header position */
     uint64_t seq;             /* hint: sequence of the next data excerpt */
@@ -95,6 +98,9 @@ typedef struct cq_tailer {
     cq_store *store;
     int32_t queue_shift;
     int32_t include_meta;
+    int32_t closed;           /* set (from any thread) when the tailer closes: every read
+                                 then returns CQ_BAD_STATE; the mappings stay valid */
+    int32_t reserved0;
     uint64_t pos;             /* next header to read */
     uint64_t seq;             /* sequence of the next data excerpt */
     uint64_t dropped;         /* pages before this offset have been released */

@@ -972,6 +972,37 @@ static void t_doc_context(void) {
     CHECK(memcmp(t.data, "inplace", 7) == 0);
     CHECK_EQ(cq_read(&t), 1);
     CHECK_EQ(cq_read(&t), CQ_NONE);
+
+    /* a document ends once: a rollback by a closer, then the owner's commit */
+    CHECK_EQ(cq_doc_begin(&a, 0, 0), CQ_OK);
+    uint64_t dp2 = a.doc_pos;
+    memcpy(b + dp2 + 4, "late", 4);
+    CHECK_EQ(cq_doc_rollback(&a, 0), CQ_OK);
+    CHECK_EQ(lock, UNLOCKED);
+    lock = PID_A + 1; /* someone else's lock now: a second release would steal it */
+    CHECK_EQ(cq_doc_commit(&a, 4), CQ_BAD_STATE);
+    CHECK_EQ(cq_doc_rollback(&a, 4), CQ_BAD_STATE);
+    CHECK_EQ(lock, PID_A + 1);
+    CHECK_EQ(r32(b, dp2), 0);
+    lock = UNLOCKED;
+
+    /* closed while a document is open: the commit publishes nothing and
+     * releases the lock */
+    CHECK_EQ(cq_doc_begin(&a, 0, 0), CQ_OK);
+    memcpy(b + a.doc_pos + 4, "gone", 4);
+    a.closed = 1;
+    CHECK_EQ(cq_doc_commit(&a, 4), CQ_BAD_STATE);
+    CHECK_EQ(lock, UNLOCKED);
+    CHECK_EQ(r32(b, dp2), 0);
+    CHECK_EQ(app(&a, (const uint8_t *)"x", 1, 0), CQ_BAD_STATE);
+    CHECK_EQ(cq_doc_begin(&a, 0, 0), CQ_BAD_STATE);
+    CHECK_EQ(cq_read(&t), CQ_NONE);
+    t.closed = 1;
+    CHECK_EQ(cq_read(&t), CQ_BAD_STATE);
+    t.closed = 0;
+    t.pos = DATA_START;
+    t.seq = 0;
+    CHECK_EQ(cq_read(&t), 7); /* the store itself is untouched */
     free(b);
 }
 

@@ -1,0 +1,183 @@
+"""Closing a queue, a tailer or an appender from one thread while other threads
+are inside calls on them: the callers get ``QueueClosedError`` (or finish the
+call they were in), never a crash.
+
+Each scenario runs in a child process, so a segfault is a failed test with the
+signal in its message instead of the end of the test run.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PRELUDE = textwrap.dedent("""
+    import asyncio, sys, threading, time
+    import aiochronicle as ac
+
+    path = sys.argv[1]
+    SMALL, LARGE = b"s" * 40, b"L" * 20_000   # LARGE is copied from the mapping itself
+    with ac.open_queue(path) as q:
+        a = q.appender()
+        for i in range(20_000):
+            a.append(LARGE if i % 7 == 0 else SMALL)
+
+    unexpected = []
+
+    def run(target, *args):
+        def body():
+            try:
+                target(*args)
+            except ac.QueueClosedError:
+                pass
+            except BaseException as exc:
+                unexpected.append(repr(exc))
+        th = threading.Thread(target=body)
+        th.start()
+        return th
+
+    def reader(q, how):
+        t = q.tailer()
+        while True:
+            if how == "read_nowait":
+                if t.read_nowait() is None:
+                    t.to_start()
+            elif how == "read_many":
+                if not len(t.read_many(500)):
+                    t.to_start()
+            elif how == "move_to_index":
+                t.move_to_index(q.first_index + 13_000)
+                t.read_nowait()
+            elif how == "blocking":
+                if t.read_blocking(0.001) is None:
+                    t.to_start()
+
+    def named_reader(q):
+        t = q.tailer("svc")
+        while True:
+            if t.read_nowait() is None:
+                t.to_start()
+
+    def writer(q, how):
+        a = q.appender()
+        while True:
+            if how == "append":
+                a.append(LARGE)
+            elif how == "packed":
+                a.append_packed(SMALL * 50, list(range(0, 40 * 51, 40)))
+            elif how == "document":
+                with a.writing_document() as dc:
+                    dc.write(SMALL)
+                    dc.write(LARGE)
+""")
+
+SCENARIOS = {
+    # Queue.close() while readers of every kind and writers are busy
+    "queue_close": """
+        for trial in range(12):
+            q = ac.open_queue(path)
+            threads = [run(reader, q, how) for how in
+                       ("read_nowait", "read_many", "move_to_index", "blocking")]
+            threads += [run(named_reader, q)]
+            threads += [run(writer, q, how) for how in ("append", "packed", "document")]
+            time.sleep(0.03 + 0.005 * trial)
+            q.close()
+            for th in threads:
+                th.join(10)
+                assert not th.is_alive(), "a worker did not stop after the close"
+    """,
+    # one tailer / appender closed from another thread while it is in use
+    "child_close": """
+        with ac.open_queue(path) as q:
+            for trial in range(20):
+                t = q.tailer()
+                a = q.appender()
+                def read_loop():
+                    while True:
+                        if t.read_nowait() is None:
+                            t.to_start()
+                def write_loop():
+                    while True:
+                        a.append(LARGE)
+                threads = [run(read_loop), run(write_loop)]
+                time.sleep(0.01 + 0.003 * trial)
+                t.close()
+                a.close()
+                for th in threads:
+                    th.join(10)
+                    assert not th.is_alive()
+            # the queue itself still works
+            n = q.appender().append(b"after")
+            assert q.tailer().move_to_index(n)
+    """,
+    # an async tailer on the loop thread; the queue closed from a plain thread
+    "async_close": """
+        async def consume(q):
+            async for _ in q.tailer(pauser=ac.Pauser.busy()):
+                pass
+
+        async def main():
+            for trial in range(10):
+                q = ac.open_queue(path)
+                task = asyncio.ensure_future(consume(q))
+                await asyncio.sleep(0.01)
+                closer = threading.Timer(0.005 * trial, q.close)
+                closer.start()
+                try:
+                    await asyncio.wait_for(task, 10)
+                except ac.QueueClosedError:
+                    pass
+                closer.join()
+
+        asyncio.run(main())
+    """,
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_closing_under_load_never_crashes(scenario: str, tmp_path: Path) -> None:
+    script = PRELUDE + textwrap.dedent(SCENARIOS[scenario]) + textwrap.dedent("""
+        assert not unexpected, unexpected
+        print("OK")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "q")],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode < 0:
+        pytest.fail(f"the process died of {signal.Signals(-proc.returncode).name}: "
+                    f"{proc.stderr[-2000:]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("OK"), proc.stdout
+
+
+def test_a_closed_tailer_keeps_its_mapping_until_it_is_gone(tmp_path: Path) -> None:
+    """After close() a tailer refuses to read; the memory it mapped is released
+    when the object goes (so a call still in flight could not have lost it)."""
+    import gc
+
+    import aiochronicle as ac
+
+    def mappings() -> int:
+        return sum(1 for line in Path("/proc/self/maps").read_text().splitlines()
+                   if str(tmp_path) in line and line.endswith(".cq4"))
+
+    with ac.open_queue(tmp_path / "q") as q:
+        q.appender().append(b"x")
+        q.appender().close()
+        before = mappings()
+        t = q.tailer()
+        assert t.read_nowait() is not None
+        t.close()
+        with pytest.raises(ac.QueueClosedError):
+            t.read_nowait()
+        with pytest.raises(ac.QueueClosedError):
+            t.read_many()
+        del t
+        gc.collect()
+        assert mappings() <= before
+    gc.collect()
+    assert mappings() == 0
