@@ -1959,7 +1959,12 @@ class Tailer(AsyncTailerMixin, _Resource):
 
     def read_many(self, max_count: int = 65536, max_bytes: int = 1 << 20) -> Batch:
         """Read up to ``max_count`` excerpts (and about ``max_bytes`` of payload)
-        in one native call.  An empty batch means nothing new yet."""
+        in one native call.  An empty batch means nothing new yet; an excerpt
+        larger than ``max_bytes`` comes alone.  The batch is the caller's: the
+        tailer never writes into it again."""
+        if max_count < 1 or max_bytes < 0:
+            raise ValueError(f"read_many needs max_count >= 1 and max_bytes >= 0, got "
+                             f"{max_count} and {max_bytes}")
         if self._direction != TailerDirection.FORWARD or self._c.include_meta:
             items = []
             for _ in range(max_count):
@@ -1969,23 +1974,19 @@ class Tailer(AsyncTailerMixin, _Resource):
                 items.append(ex)
             return _batch_of(items)
         c = self._c
-        buf = bytearray(max_bytes)
-        offsets = array("q", bytes(8 * (max_count + 1)))
-        indices = array("q", bytes(8 * max_count))
-        n_out = ffi.new("uint64_t *")
-        pbuf = ffi.from_buffer(buf)
-        poff = ffi.from_buffer("int64_t[]", offsets)
-        pidx = ffi.from_buffer("int64_t[]", indices)
-        rc = lib.cq_read_batch(c, pbuf, max_bytes, poff, pidx, max_count, n_out)
+        sc = self._batch_scratch
+        if sc is None or sc.max_bytes < max_bytes or sc.max_count < max_count:
+            if sc is not None:
+                sc.release()
+            sc = self._batch_scratch = _BatchScratch(max(max_bytes, 1), max(max_count, 1))
+        n_out = sc.n_out
+        rc = lib.cq_read_batch(c, sc.pdata, max_bytes, sc.poffsets, sc.pindices, max_count,
+                               n_out)
         n = int(n_out[0])
-        for p in (pbuf, poff, pidx):
-            ffi.release(p)
         if n:
-            del indices[n:]
-            del offsets[n + 1:]
             if self._named_off is not None:
                 self._save()
-            return Batch(memoryview(buf)[:offsets[n]], offsets, indices)
+            return sc.take(n, self)
         if rc == lib.CQ_NONE:
             return _batch_of([])
         # too large for the buffer, a roll, a remap or an error: one single read
@@ -1993,6 +1994,8 @@ class Tailer(AsyncTailerMixin, _Resource):
         if ex is not None and self._named_off is not None:
             self._save()
         return _batch_of([ex] if ex is not None else [])
+
+    _batch_scratch: _BatchScratch | None = None
 
     # -- replication: only what a replica acknowledged ---------------------
     _ack_cell: Any = None
@@ -2139,6 +2142,50 @@ class Tailer(AsyncTailerMixin, _Resource):
             if ex is None:
                 return
             yield ex
+
+
+class _BatchScratch:
+    """The buffers ``read_many`` reads into, kept by the tailer between calls.
+
+    Allocating (and page-faulting) a fresh megabyte for every call made a poll
+    that found nothing cost a millisecond.  A small batch is copied out (an
+    allocation of its own size); a large one takes the buffers themselves, and
+    the next call makes new ones.
+    """
+
+    __slots__ = ("data", "indices", "max_bytes", "max_count", "n_out", "offsets", "pdata",
+                 "pindices", "poffsets")
+
+    HAND_OFF = 256 << 10  # bytes of payload from which the buffer itself is handed out
+
+    def __init__(self, max_bytes: int, max_count: int) -> None:
+        self.max_bytes = max_bytes
+        self.max_count = max_count
+        self.data = bytearray(max_bytes)
+        self.offsets = array("q", bytes(8 * (max_count + 1)))
+        self.indices = array("q", bytes(8 * max_count))
+        self.n_out = ffi.new("uint64_t *")
+        self.pdata = ffi.from_buffer(self.data)
+        self.poffsets = ffi.from_buffer("int64_t[]", self.offsets)
+        self.pindices = ffi.from_buffer("int64_t[]", self.indices)
+
+    def release(self) -> None:
+        for p in (self.pdata, self.poffsets, self.pindices):
+            ffi.release(p)
+
+    def take(self, n: int, tailer: Tailer) -> Batch:
+        """The first ``n`` excerpts read, as a Batch the caller owns."""
+        used = self.offsets[n]
+        if used >= self.HAND_OFF or n >= 4096:
+            # the buffers themselves (no copy); the tailer makes new ones next time
+            self.release()
+            tailer._batch_scratch = None
+            offsets, indices = self.offsets, self.indices
+            del offsets[n + 1:]
+            del indices[n:]
+            return Batch(memoryview(self.data)[:used], offsets, indices)
+        return Batch(memoryview(bytes(memoryview(self.data)[:used])), self.offsets[:n + 1],
+                     self.indices[:n])
 
 
 def _batch_of(items: list[Excerpt]) -> Batch:

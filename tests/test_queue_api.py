@@ -955,3 +955,32 @@ def test_bad_settings_are_refused_before_anything_is_created(
 def test_roll_cycle_by_name(tmp_path: Path) -> None:
     with ac.open_queue(tmp_path / "q", roll_cycle="fast_hourly") as q:
         assert q.roll_cycle is ac.RollCycles.FAST_HOURLY
+
+
+def test_batches_stay_intact_after_later_reads(tmp_path: Path) -> None:
+    """read_many reuses its buffers between calls: a batch already returned (a
+    small one, copied out, or a large one that took the buffers) never changes."""
+    small, large = (16, 3), (2_000, 200)  # 200 x 2 kB: over the 256 KiB hand-off
+    rounds = [small, small, large, small, large, large, small, small]
+    with open_q(tmp_path / "q") as q:
+        a, t = q.appender(), q.tailer()
+        batches = []
+        for round_, (size, count) in enumerate(rounds):
+            for i in range(count):
+                a.append(bytes([round_]) * size + b"%d" % i)
+            got = 0  # (a batch may stop short at a remap or the first file)
+            while got < count:
+                b = t.read_many()
+                assert len(b)
+                batches.append((b, round_, size, got))
+                got += len(b)
+            assert got == count
+            assert len(t.read_many()) == 0  # an empty poll in between
+        assert any(len(b.data) >= 256 << 10 for b, *_ in batches)  # a hand-off happened
+        for b, round_, size, first in batches:
+            expected = [bytes([round_]) * size + b"%d" % i for i in range(first, first + len(b))]
+            assert b.payloads() == expected
+            assert list(b.offsets) == [sum(len(p) for p in expected[:k])
+                                       for k in range(len(expected) + 1)]
+        with pytest.raises(ValueError):
+            t.read_many(max_count=0)
