@@ -49,6 +49,19 @@ _notifiers: weakref.WeakKeyDictionary[Queue, Notifier] = weakref.WeakKeyDictiona
 _notifiers_lock = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    """The helper threads did not survive the fork; their locks may be held."""
+    global _notifiers_lock
+    _notifiers_lock = threading.Lock()
+    for n in list(_notifiers.values()):
+        n._cond = threading.Condition()
+        n._thread = None
+        n._waiters.clear()  # futures of the parent's event loops
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)

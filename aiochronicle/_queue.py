@@ -189,6 +189,30 @@ def _check_settings(roll_cycle: RollCycle | str | None, epoch: int | None,
     return roll_cycle
 
 
+# -- fork ----------------------------------------------------------------------
+# A process forked while queues are open (multiprocessing's default on Linux)
+# inherits them.  Only the forking thread survives, so locks other threads held
+# would stay locked for good, and appenders would take the write lock with the
+# parent's PID (so a crash of the child would look like a crash of the parent,
+# and the parent's death would let others take a lock the child holds).
+
+_OPEN_QUEUES: weakref.WeakSet[Queue] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    pid = os.getpid()
+    for q in list(_OPEN_QUEUES):
+        q._lock = threading.RLock()
+        for child in list(q._children):
+            if isinstance(child, Appender):
+                child._c.pid = pid
+            else:
+                child._wait_guard = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Queue(_Resource):
     """A Chronicle Queue directory opened for appending and tailing.
 
@@ -241,6 +265,7 @@ class Queue(_Resource):
         self._store_hooks: list[Callable[[str, int, str], None]] = []
         self._listing_time = 0.0
         self._meta: TableStore | None = None
+        _OPEN_QUEUES.add(self)
 
         meta_path = os.path.join(self.path, METADATA_FILE)
         legacy = (not os.path.exists(meta_path)

@@ -1,0 +1,112 @@
+"""A process forked while a queue is open (multiprocessing's default start method
+on Linux) can go on using the queue, its appenders and tailers.
+
+Each scenario forks inside a child Python process of its own, so a hang or a
+crash is a failed test, not a stuck test run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PRELUDE = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    import aiochronicle as ac
+
+    path = sys.argv[1]
+    q = ac.open_queue(path, lock_timeout=3.0)
+    appender = q.appender()
+    appender.append(b"parent before the fork")
+
+    def lock_holder():
+        value = q.table_store_get("chronicle.write.lock")
+        return None if value is None or value == -(1 << 63) else value & 0xFFFFFFFF
+
+    def wait_child(pid, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child hung")
+""")
+
+SCENARIOS = {
+    # the inherited appender takes the write lock with the child's own PID
+    "lock_pid": """
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                with appender.writing_document() as dc:
+                    dc.write(b"child")
+                    code = 0 if lock_holder() == os.getpid() else 3
+            finally:
+                os._exit(code)
+        status = wait_child(pid)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        assert lock_holder() is None
+        payloads = [e.payload for e in iter(q.tailer().read_nowait, None)]
+        assert payloads == [b"parent before the fork", b"child"], payloads
+    """,
+    # a child killed while holding the lock: the parent recovers at once
+    # (the lock names the dead child, not the parent)
+    "child_dies_holding_the_lock": """
+        pid = os.fork()
+        if pid == 0:
+            dc = appender.writing_document()
+            dc.write(b"never committed")
+            os.kill(os.getpid(), signal.SIGKILL)
+        status = wait_child(pid)
+        assert os.waitstatus_to_exitcode(status) == -signal.SIGKILL
+        t0 = time.monotonic()
+        appender.append(b"parent after")
+        assert time.monotonic() - t0 < 2.0, "waited for the lock instead of taking it over"
+        payloads = [e.payload for e in iter(q.tailer().read_nowait, None)]
+        assert payloads == [b"parent before the fork", b"parent after"], payloads
+    """,
+    # another thread of the parent held the queue's lock at the fork
+    "lock_held_by_another_thread": """
+        holding, release = threading.Event(), threading.Event()
+        def hold():
+            with q._lock:
+                holding.set()
+                release.wait()
+        th = threading.Thread(target=hold)
+        th.start()
+        holding.wait()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                t = q.tailer()
+                first = t.read_nowait()
+                q.appender().append(b"from the child")
+                code = 0 if first.payload == b"parent before the fork" else 3
+            finally:
+                os._exit(code)
+        release.set()
+        th.join()
+        status = wait_child(pid)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        payloads = [e.payload for e in iter(q.tailer().read_nowait, None)]
+        assert payloads[-1] == b"from the child", payloads
+    """,
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_forked_child_uses_the_queue(scenario: str, tmp_path: Path) -> None:
+    script = PRELUDE + textwrap.dedent(SCENARIOS[scenario]) + "\nprint('OK')\n"
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "q")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("OK"), proc.stdout
