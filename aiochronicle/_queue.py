@@ -23,6 +23,7 @@ from ._errors import (
     IllegalIndexError,
     IndexFullError,
     MessageTooLargeError,
+    NotAQueueError,
     QueueClosedError,
     ReadOnlyQueueError,
     RollCycleMismatchWarning,
@@ -234,6 +235,10 @@ class Queue(_Resource):
                                      index_spacing, timeout, source_id, lock_timeout,
                                      sync_interval_ms, week_rule)
         self._path = os.fspath(path)
+        if not self._path:
+            raise ValueError("the queue path is empty")
+        if os.path.exists(self._path) and not os.path.isdir(self._path):
+            raise NotAQueueError(f"{self._path} is a file, not a queue directory")
         self.unlock_mode = UnlockMode(unlock_mode)
         """What an appender does when a live process holds the write lock past ``lock_timeout``."""
         self.sync_mode = SyncMode(sync)

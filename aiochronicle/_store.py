@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from dataclasses import dataclass
 
@@ -268,15 +269,28 @@ def _wait_header(f: MappedFile, timeout: float) -> bool:
         f.refresh()
 
 
+def _check_regular(fd: int, path: str) -> None:
+    """A cycle file must be a regular file (not a directory, FIFO, device...)."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise CorruptQueueError("not a regular file where a cycle file should be", path, 0)
+
+
 def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: int,
                timeout: float) -> CycleStore | None:
     """Open an existing cycle file; None if it does not exist or is being created
     by a process that died (a tailer treats such a cycle as absent)."""
     try:
-        fd = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO in the cycle file's place must not block the open
+        # (it is refused just below); it changes nothing for a regular file
+        fd = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC
+                     | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        raise CorruptQueueError("a directory stands where a cycle file should be", path,
+                                0) from None
     try:
+        _check_regular(fd, path)
         f = MappedFile(path, fd, writable, chunk, overlap)
     except BaseException:
         os.close(fd)
@@ -300,9 +314,14 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
     ``timeout`` and created again.
     """
     for _ in range(8):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+        except IsADirectoryError:
+            raise CorruptQueueError("a directory stands where a cycle file should be", path,
+                                    0) from None
         image, layout = store_image(index_count, index_spacing)
         try:
+            _check_regular(fd, path)
             f = MappedFile(path, fd, True, chunk, overlap, min_size=len(image) + 64)
         except BaseException:
             os.close(fd)

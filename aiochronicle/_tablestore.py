@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -86,8 +87,16 @@ class TableStore:
         self._keys: dict[str, int] = {}
         self._end = 0
         flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
-        fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
         try:
+            # O_NONBLOCK: a FIFO in its place must not block (refused below)
+            fd = os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+        except IsADirectoryError:
+            raise CorruptQueueError("a directory stands where the table store should be",
+                                    path, 0) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CorruptQueueError("not a regular file where the table store should be",
+                                        path, 0)
             if not read_only:
                 with _FileLock(fd, timeout):
                     if os.fstat(fd).st_size == 0 or self._first_word(fd) == 0:

@@ -1179,3 +1179,44 @@ def test_random_flips_in_metadata_writable(worker: Worker, tmp_path: Path, lib_q
 if __name__ == "__main__":
     assert sys.argv[1:] == ["serve"], sys.argv
     sys.exit(serve())
+
+
+def test_things_that_are_not_queue_files_get_named_errors(tmp_path: Path) -> None:
+    """A file where the queue directory should be, a directory or a FIFO where a
+    cycle file should be: named errors, never an OSError from deep inside mmap."""
+    afile = tmp_path / "afile"
+    afile.write_bytes(b"not a queue")
+    with pytest.raises(ac.NotAQueueError, match="is a file, not a queue directory"):
+        ac.open_queue(afile)
+    with pytest.raises(ValueError, match="empty"):
+        ac.open_queue("")
+    clock = ac.SetTimeProvider(19_675 * 86_400_000 + 1)  # 2023-11-14: 20231114F.cq4
+    for maker in ("dir", "fifo"):
+        qdir = tmp_path / maker
+        qdir.mkdir()
+        where = qdir / "20231114F.cq4"
+        if maker == "dir":
+            where.mkdir()
+        else:
+            os.mkfifo(where)
+        with ac.open_queue(qdir, time_provider=clock) as q:
+            with pytest.raises(ac.CorruptQueueError) as err:
+                q.appender().append(b"x")
+            assert err.value.path == str(where)
+        with ac.open_queue(qdir, read_only=True) as q, pytest.raises(ac.CorruptQueueError):
+            q.tailer().read_nowait()
+
+
+@pytest.mark.parametrize("maker", ["dir", "fifo"])
+def test_a_table_store_that_is_not_a_file(tmp_path: Path, maker: str) -> None:
+    qdir = tmp_path / "q"
+    qdir.mkdir()
+    meta = qdir / "metadata.cq4t"
+    if maker == "dir":
+        meta.mkdir()
+    else:
+        os.mkfifo(meta)
+    for read_only in (False, True):
+        with pytest.raises(ac.CorruptQueueError) as err:
+            ac.open_queue(qdir, read_only=read_only)
+        assert err.value.path == str(meta)
