@@ -260,3 +260,19 @@ def test_cli_reference_covers_every_command_and_option() -> None:
         for inner in [sub, *commands(sub).values()]:
             missing += [f"{name} {o}" for o in options(inner) if o not in section]
     assert not missing, missing
+
+
+def test_quickstart_runs_as_written(tmp_path: Path) -> None:
+    """The Python blocks of docs/quickstart.md, run in order in one namespace (with
+    their /tmp paths moved into a temporary directory), as a reader would paste them."""
+    import re
+
+    page = (ROOT / "docs" / "quickstart.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) >= 7
+    code = "\n".join(blocks).replace('"/tmp/', f'"{tmp_path}/')
+    script = tmp_path / "quickstart.py"
+    script.write_text(code)
+    proc = _run([str(script)], tmp_path, 60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "EURUSD 1.0841" in proc.stdout
