@@ -990,6 +990,10 @@ class Appender(_Resource):
 
     Payloads are copied into the mapped file under the lock; anything that has
     to be encoded is encoded before the lock is taken.
+
+    One appender belongs to one thread at a time (as Java's, which are
+    thread-local): give each writing thread its own from :meth:`Queue.appender`.
+    Closing it, or its queue, is safe from any thread.
     """
 
     def __init__(self, queue: Queue) -> None:
@@ -1592,7 +1596,10 @@ class Tailer(AsyncTailerMixin, _Resource):
     """Reads excerpts in index order; never consumes them.
 
     ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
-    nothing new yet.
+    nothing new yet.  A tailer belongs to one thread (or one event loop) at a
+    time; any number of tailers can read the same queue.  Closing it, or its
+    queue, is safe from any thread: a read in progress finishes, the next one
+    raises :class:`QueueClosedError`.
     """
 
     def __init__(self, queue: Queue, name: str | None, direction: TailerDirection,
