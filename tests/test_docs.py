@@ -276,3 +276,31 @@ def test_quickstart_runs_as_written(tmp_path: Path) -> None:
     proc = _run([str(script)], tmp_path, 60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "EURUSD 1.0841" in proc.stdout
+
+
+def test_errors_page_lists_every_error_with_its_real_bases() -> None:
+    """docs/errors.md has a row per exported error; its "also a" column names
+    exactly the standard exceptions the class really derives from."""
+    import builtins
+    import inspect
+
+    import aiochronicle
+
+    rows = {}
+    for line in _section("errors.md", "# Errors").splitlines():
+        if line.startswith("| `"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0].strip("`")] = cells[1]
+    errors = {n for n in aiochronicle.__all__
+              if inspect.isclass(getattr(aiochronicle, n))
+              and issubclass(getattr(aiochronicle, n), aiochronicle.ChronicleError)}
+    assert set(rows) == errors
+    for name, also in rows.items():
+        cls = getattr(aiochronicle, name)
+        listed = {a.strip("` ") for a in also.split(",") if a.strip()}
+        for std in listed:
+            assert issubclass(cls, getattr(builtins, std)), (name, std)
+        # the most specific standard bases are all named (their own bases aside)
+        direct = {b.__name__ for b in cls.__mro__[1:] if b.__module__ == "builtins"
+                  and b not in (object, BaseException, Exception, LookupError, OSError)}
+        assert direct <= listed | {"LookupError"}, (name, direct, listed)
