@@ -270,6 +270,7 @@ class Queue(_Resource):
         self._store_hooks: list[Callable[[str, int, str], None]] = []
         self._listing_time = 0.0
         self._meta: TableStore | None = None
+        self._write_lock_cell: Any = None
         _OPEN_QUEUES.add(self)
 
         meta_path = os.path.join(self.path, METADATA_FILE)
@@ -643,8 +644,14 @@ class Queue(_Resource):
 
     # -- the write lock (chronicle.write.lock) ----------------------------
     def _write_lock_ptr(self) -> Any:
-        assert self._meta is not None
-        return self._meta.ptr("chronicle.write.lock", UNLOCKED)
+        # looked up once, while the queue is open; kept so that a lock taken
+        # just before another thread closes the queue can still be released
+        # (the table store stays mapped until the queue is garbage)
+        p = self._write_lock_cell
+        if p is None:
+            assert self._meta is not None
+            p = self._write_lock_cell = self._meta.ptr("chronicle.write.lock", UNLOCKED)
+        return p
 
     def _wait_write_lock(self) -> None:
         """Wait for the write lock to come free; take it over from a dead holder
@@ -659,6 +666,8 @@ class Queue(_Resource):
             value = int(lock[0])
             if value == UNLOCKED:
                 return
+            if self._closed:
+                raise QueueClosedError(f"queue {self.path} is closed")
             holder = _lock_holder(value)
             if (mode is not UnlockMode.NEVER and holder != os.getpid()
                     and not _pid_alive(holder)):
@@ -1005,7 +1014,7 @@ class Appender(_Resource):
         c = ffi.new("cq_appender *")
         self._c: Any = c
         self._keep: list[Any] = []
-        c.write_lock = queue._meta.ptr("chronicle.write.lock", UNLOCKED)
+        c.write_lock = queue._write_lock_ptr()
         self._refresh_append_lock()
         c.pid = os.getpid()
         tp = queue.time_provider

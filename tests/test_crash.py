@@ -151,8 +151,8 @@ def test_random_sigkill_of_writers(tmp_path):
           f"cycles={len(os.listdir(path))} files={sorted(os.listdir(path))[-3:]}")
 
     # the live tailers read everything without an error, in the same order
-    with open(stop_file, "w"):
-        pass
+    with open(stop_file, "w") as fh:
+        fh.write(hex(final_index))
     for tp in tailers:
         out, err = tp.communicate(timeout=120)
         assert tp.returncode == 0, err[-3000:]

@@ -90,11 +90,21 @@ def tailer(path: str, expected: int, timeout: float) -> None:
 
 
 def live_tailer(path: str, stop_file: str) -> None:
-    """Read live until ``stop_file`` exists and the queue is drained; print the
-    count and a digest of (index, message head) in the order read."""
+    """Read live until ``stop_file`` exists and the excerpt at the index written
+    in it has been read (or, with an empty file, the queue is drained); print
+    the count and a digest of (index, message head) in the order read.
+
+    Reading on after the stop until that index is what a live reader does: a
+    cycle file left half-created by a killed writer makes a tailer wait (up to
+    the queue's timeout) before it moves on, so "nothing right now" at the
+    moment of the stop does not mean the tailer has seen everything.  Waiting
+    is bounded: 60 s after the stop it reports what it has.
+    """
     digest = hashlib.sha256()
     count = 0
     parent = os.getppid()
+    last_read = -1
+    deadline = None
     with open_q(path, read_only=True) as q:
         t = q.tailer()
         while True:
@@ -103,12 +113,22 @@ def live_tailer(path: str, stop_file: str) -> None:
                 if os.getppid() != parent:
                     raise SystemExit("the test process is gone")
                 if os.path.exists(stop_file):
-                    ex = t.read_nowait()
-                    if ex is None:
-                        break
+                    with open(stop_file) as fh:
+                        text = fh.read().strip()
+                    target = int(text, 0) if text else None
+                    if deadline is None:
+                        deadline = time.monotonic() + 60
+                    if target is None or last_read >= target or time.monotonic() > deadline:
+                        ex = t.read_nowait()
+                        if ex is None:
+                            break
+                    else:
+                        time.sleep(0.001)
+                        continue
                 else:
                     time.sleep(0.0005)
                     continue
+            last_read = ex.index
             if ex.payload != b"final":
                 parse_message(ex.payload)
             digest.update(struct.pack("<q", ex.index) + ex.payload[:HEAD.size])
