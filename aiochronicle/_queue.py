@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import threading
@@ -158,6 +159,23 @@ def text_bytes(text: str) -> bytes:
     return WireWriter().text(text).getvalue()
 
 
+def _still_dead(path: str, dead: tuple[int, int]) -> bool:
+    """True if ``path`` is still the file found half-created earlier, its header
+    still unfinished (a cheap look, not another wait of ``timeout``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != dead:
+            return False
+        word = int.from_bytes(os.pread(fd, 4, 0).ljust(4, b"\0"), "little")
+        return word == 0 or bool(word & 0x80000000)
+    finally:
+        os.close(fd)
+
+
 def _check_settings(roll_cycle: RollCycle | str | None, epoch: int | None,
                     time_provider: TimeProvider | None, index_count: int | None,
                     index_spacing: int | None, timeout: float, source_id: int,
@@ -271,6 +289,7 @@ class Queue(_Resource):
         self._listing_time = 0.0
         self._meta: TableStore | None = None
         self._write_lock_cell: Any = None
+        self._dead_files: dict[str, tuple[int, int]] = {}
         _OPEN_QUEUES.add(self)
 
         meta_path = os.path.join(self.path, METADATA_FILE)
@@ -587,9 +606,19 @@ class Queue(_Resource):
                     if created:
                         self._on_file_created(cycle)
                 else:
+                    if path in self._dead_files and _still_dead(path,
+                                                                self._dead_files[path]):
+                        return None
                     st = open_store(path, cycle, writable=writable, chunk=self.block_size,
                                     overlap=self._overlap, timeout=self.timeout)
                     if st is None:
+                        # absent, or its creator died before finishing the header
+                        # (open_store waited `timeout`): remember the latter, so
+                        # tailers do not wait for it again (an appender that needs
+                        # the cycle moves the file aside and creates it anew)
+                        with contextlib.suppress(OSError):
+                            info = os.stat(path)
+                            self._dead_files[path] = (info.st_dev, info.st_ino)
                         return None
                 self._stores[cycle] = st
                 self._store_event("on_acquired", st)
