@@ -306,5 +306,6 @@ class TableStore:
         return self.file.cas64(self.acquire(key, expected), expected, value)
 
     def close(self) -> None:
-        """Unmap and close."""
+        """Mark the table store closed; its mapping and descriptor go when it is
+        garbage (see ``MappedFile.close``)."""
         self.file.close()

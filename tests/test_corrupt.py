@@ -1181,6 +1181,15 @@ if __name__ == "__main__":
     sys.exit(serve())
 
 
+def _not_a_file(where: Path, maker: str) -> Path:
+    """Put a directory or a FIFO at ``where``."""
+    if maker == "dir":
+        where.mkdir()
+    else:
+        os.mkfifo(where)
+    return where
+
+
 def test_things_that_are_not_queue_files_get_named_errors(tmp_path: Path) -> None:
     """A file where the queue directory should be, a directory or a FIFO where a
     cycle file should be: named errors, never an OSError from deep inside mmap."""
@@ -1194,11 +1203,7 @@ def test_things_that_are_not_queue_files_get_named_errors(tmp_path: Path) -> Non
     for maker in ("dir", "fifo"):
         qdir = tmp_path / maker
         qdir.mkdir()
-        where = qdir / "20231114F.cq4"
-        if maker == "dir":
-            where.mkdir()
-        else:
-            os.mkfifo(where)
+        where = _not_a_file(qdir / "20231114F.cq4", maker)
         with ac.open_queue(qdir, time_provider=clock) as q:
             with pytest.raises(ac.CorruptQueueError) as err:
                 q.appender().append(b"x")
@@ -1211,11 +1216,7 @@ def test_things_that_are_not_queue_files_get_named_errors(tmp_path: Path) -> Non
 def test_a_table_store_that_is_not_a_file(tmp_path: Path, maker: str) -> None:
     qdir = tmp_path / "q"
     qdir.mkdir()
-    meta = qdir / "metadata.cq4t"
-    if maker == "dir":
-        meta.mkdir()
-    else:
-        os.mkfifo(meta)
+    meta = _not_a_file(qdir / "metadata.cq4t", maker)
     for read_only in (False, True):
         with pytest.raises(ac.CorruptQueueError) as err:
             ac.open_queue(qdir, read_only=read_only)
