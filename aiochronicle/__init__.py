@@ -29,6 +29,7 @@ from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
 from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
 from ._errors import UnknownRollCycleError as UnknownRollCycleError
 from ._errors import WireError as WireError
+from ._errors import WriteLockLostError as WriteLockLostError
 from ._errors import WriteLockTimeoutError as WriteLockTimeoutError
 from ._history import MessageHistory as MessageHistory
 from ._history import current_history as current_history
@@ -138,6 +139,7 @@ __all__ = [
     "UnknownRollCycleError",
     "UnlockMode",
     "WireError",
+    "WriteLockLostError",
     "WriteLockTimeoutError",
     "__version__",
     "add_store_file_listener",

@@ -20,6 +20,7 @@ __all__ = [
     "RollCycleMismatchWarning",
     "UnknownRollCycleError",
     "WireError",
+    "WriteLockLostError",
     "WriteLockTimeoutError",
 ]
 
@@ -53,6 +54,15 @@ class CorruptQueueError(ChronicleError):
 
 class WriteLockTimeoutError(ChronicleError, TimeoutError):
     """The queue's write lock stayed held by a live process past the timeout."""
+
+
+class WriteLockLostError(ChronicleError):
+    """Another writer forced this appender's write lock away (``UnlockMode.ALWAYS``
+    after ``lock_timeout``) before the excerpt was committed.
+
+    Nothing of the excerpt was published: its slot became padding that every
+    reader skips, and no other excerpt was touched.  Append it again.
+    """
 
 
 class AppendLockedError(ChronicleError):

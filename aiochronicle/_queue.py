@@ -28,6 +28,7 @@ from ._errors import (
     QueueClosedError,
     ReadOnlyQueueError,
     RollCycleMismatchWarning,
+    WriteLockLostError,
     WriteLockTimeoutError,
 )
 from ._native import UNLOCKED, ffi, lib
@@ -668,6 +669,12 @@ class Queue(_Resource):
                 if st.end()[2]:
                     return
                 st.write_eof()
+            except CorruptQueueError as exc:
+                # a damaged older cycle must not make the queue unwritable:
+                # leave it as it is (readers stop there with this error, and
+                # `aiochronicle repair` recovers it) and go on
+                warnings.warn(f"cycle {older} could not be closed with an end-of-file "
+                              f"marker: {exc}", RuntimeWarning, stacklevel=2)
             finally:
                 self._release_store(st)
 
@@ -688,15 +695,21 @@ class Queue(_Resource):
         meta = self._meta
         assert meta is not None
         lock = self._write_lock_ptr()
-        deadline = time.monotonic() + self.lock_timeout
+        deadline = 0.0
         delay = 20e-6
         mode = self.unlock_mode
+        last = UNLOCKED
         while True:
             value = int(lock[0])
             if value == UNLOCKED:
                 return
             if self._closed:
                 raise QueueClosedError(f"queue {self.path} is closed")
+            if value != last:
+                # the timeout is how long one holder keeps the lock: it starts
+                # again whenever the lock changes hands
+                last = value
+                deadline = time.monotonic() + self.lock_timeout
             holder = _lock_holder(value)
             if (mode is not UnlockMode.NEVER and holder != os.getpid()
                     and not _pid_alive(holder)):
@@ -1105,7 +1118,9 @@ class Appender(_Resource):
         c = self._c
         c.closed = 1
         if c.doc_open:
-            lib.cq_doc_rollback(c, 0)
+            # the owner may still be copying into the document: its slot
+            # becomes padding, so those bytes land where nobody reads
+            lib.cq_doc_abandon(c)
         st, self._store = self._store, None
         self._kept = st  # what the native struct still points at
         if st is not None:
@@ -1217,6 +1232,12 @@ class Appender(_Resource):
             self._reserve(int(c.need))
         elif rc == lib.CQ_LOCKED:
             self._wait_lock()
+        elif rc == lib.CQ_NOT_REACHED:
+            pass  # a long walk to the end of the data let the lock go: call again
+        elif rc == lib.CQ_LOCK_LOST:
+            raise WriteLockLostError(
+                f"the write lock of {self.queue.path} was forced away from this appender "
+                "before it committed: the excerpt was not written")
         elif rc == lib.CQ_APPEND_LOCKED:
             self._check_append_lock()
         elif rc == lib.CQ_TOO_LARGE:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import time
 from dataclasses import dataclass
 
-from ._errors import CorruptQueueError
+from ._errors import CorruptQueueError, WriteLockLostError
 from ._mapped import MappedFile
 from ._native import ffi, lib
 from ._rollcycles import cycle_shift_for
@@ -230,20 +231,39 @@ class CycleStore:
             return rc, int(pos[0])
 
     def write_eof(self) -> None:
-        """Close the cycle with an EOF marker (the write lock must be held)."""
-        if self.file.writable:
+        """Close the cycle with an EOF marker (the write lock must be held).
+
+        Bounded: raises CorruptQueueError when the file is damaged where its
+        data ends (a document runs past the end of a truncated file), and
+        WriteLockLostError when another writer forced the lock away meanwhile.
+        """
+        f = self.file
+        if f.writable:
             end = self.end()[0]
-            self.file.ensure(end + 16)
-            self.file.reserve(end, end + 16)
-        while True:
-            rc = lib.cq_write_eof(self.file.c, 0)
+            f.ensure(end + 16)
+            f.reserve(end, end + 16)
+        need = ffi.new("uint64_t *")
+        for _ in range(64):
+            rc = lib.cq_write_eof(f.c, 0, need)
             if rc == lib.CQ_OK:
                 return
+            n = int(need[0])
             if rc == lib.CQ_NEED_MAP:
-                end, _, _ = self.end()
-                self.file.ensure(end + 16)
+                if f.ensure(n, grow=False):
+                    continue
+                raise CorruptQueueError("a document runs past the end of the file (it was "
+                                        "truncated): the cycle cannot be closed", self.path, n)
+            if rc == lib.CQ_NOT_REACHED:
+                f.ensure(n + 8)
+                f.reserve(max(0, n - 8), n + 8)
                 continue
-            raise CorruptQueueError("cannot write the end-of-cycle marker", self.path)
+            if rc == lib.CQ_LOCK_LOST:
+                raise WriteLockLostError("the write lock was forced away while the cycle's "
+                                         f"end-of-file marker was written ({self.path})")
+            raise CorruptQueueError("cannot write the end-of-cycle marker: the headers do "
+                                    "not lead to the end of the data", self.path)
+        raise CorruptQueueError("the end of the cycle moved 64 times while its "
+                                "end-of-file marker was written", self.path)
 
     def close(self, now: bool = False) -> None:
         """Mark the file closed; with ``now`` (the last user let go, on the
@@ -305,9 +325,98 @@ def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: in
         raise
 
 
+def _build_aside(path: str, cycle: int, index_count: int, index_spacing: int, chunk: int,
+                 overlap: int) -> tuple[str, MappedFile, StoreLayout]:
+    """Write a complete new cycle file under a temporary name beside ``path``
+    (ignored by every listing: it does not end in ``.cq4``)."""
+    tmp = os.path.join(os.path.dirname(path),
+                       f".{os.path.basename(path)}.{os.getpid()}.creating")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    image, layout = store_image(index_count, index_spacing)
+    try:
+        f = MappedFile(path, fd, True, chunk, overlap, min_size=len(image) + 64)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    try:
+        # blocks for the header first: a full disk must not SIGBUS us
+        f.reserve(0, len(image) + 4096)
+        f.write(4, image[4:])
+        f.cas32(0, 0, int.from_bytes(image[:4], "little"))
+    except BaseException:
+        f.close()
+        f.release()
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp, f, layout
+
+
 def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spacing: int,
                          chunk: int, overlap: int, timeout: float) -> tuple[CycleStore, bool]:
     """Open the cycle file, creating it first if needed.  Returns (store, created).
+
+    A new file is written in full under a temporary name and then linked into
+    place, so no reader ever meets a half-made cycle file, and a failure (a
+    full disk, a crash) leaves nothing behind at the cycle's name.  Another
+    creator (Java creates in place: it CASes the first header word from 0 to
+    NOT_COMPLETE) wins when its file is there first; a file whose creator died
+    mid-way is renamed ``.discard`` after ``timeout`` and created again.
+    """
+    for _ in range(8):
+        st = open_store(path, cycle, writable=True, chunk=chunk, overlap=overlap,
+                        timeout=timeout)
+        if st is not None:
+            return st, False
+        if os.path.exists(path):
+            _discard(path)
+            continue
+        tmp, f, layout = _build_aside(path, cycle, index_count, index_spacing, chunk,
+                                      overlap)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            f.close()
+            f.release()
+            continue
+        except OSError as exc:
+            f.close()
+            f.release()
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            # no hard links here: create in place, as Java does
+            return _create_in_place(path, cycle, index_count, index_spacing, chunk,
+                                    overlap, timeout)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        return CycleStore(path, cycle, f, layout), True
+    raise CorruptQueueError("could not create the cycle file", path, 0)
+
+
+def _discard(path: str) -> None:
+    """Move aside a cycle file whose creator died before finishing its header
+    (only if the name still points at a file with an unfinished header)."""
+    with contextlib.suppress(FileNotFoundError):
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            info = os.fstat(fd)
+            head = os.pread(fd, 4, 0)
+        finally:
+            os.close(fd)
+        word = int.from_bytes(head.ljust(4, b"\0"), "little")
+        if word and not word & HDR_NOT_COMPLETE:
+            return  # finished meanwhile
+        now = os.stat(path)
+        if (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
+            os.rename(path, f"{path}-{int(time.time() * 1000)}.discard")
+
+
+def _create_in_place(path: str, cycle: int, index_count: int, index_spacing: int,
+                     chunk: int, overlap: int, timeout: float) -> tuple[CycleStore, bool]:
+    """Create the cycle file at its name (file systems without hard links).
 
     The creator wins a CAS of the first header word from 0 to NOT_COMPLETE, as
     in Java; a file whose creator died mid-way is renamed ``.discard`` after
@@ -338,13 +447,6 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
         except BaseException:
             f.close()
             raise
-        # the creator died mid-way: move its file aside (only if the name still
-        # points at the file we waited on), then create the cycle again
-        stuck = os.fstat(f.fd)
         f.close()
-        discard = f"{path}-{int(time.time() * 1000)}.discard"
-        with contextlib.suppress(FileNotFoundError):
-            now = os.stat(path)
-            if (now.st_dev, now.st_ino) == (stuck.st_dev, stuck.st_ino):
-                os.rename(path, discard)
+        _discard(path)
     raise CorruptQueueError("could not create the cycle file", path, 0)

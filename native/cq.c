@@ -20,6 +20,9 @@
 #define LOCK_UNLOCKED ((int64_t)INT64_MIN)
 #define MAX_META_SKIPS 4096u
 #define INDEX_DOC_SLACK 64u
+/* documents one locate() walks under the write lock before it lets go and
+ * resumes from where it stopped (CQ_NOT_REACHED): bounds the lock hold time */
+#define LOCATE_BUDGET 65536u
 
 const char *cq_version(void) { return AIOCHRONICLE_VERSION; }
 
@@ -84,6 +87,42 @@ static int64_t max64(int64_t *p, int64_t v) {
 
 static inline int is_eof(uint32_t h) { return h == CQ_HDR_EOF; }
 static inline int not_ready(uint32_t h) { return h == 0 || (h & CQ_HDR_NOT_COMPLETE); }
+
+/* Slot claims (see native/README.md, "Claiming a slot").  An appender owns the
+ * bytes of the excerpt it writes before it copies anything: under the write
+ * lock it CASes the header 0 -> NOT_COMPLETE|META|len (len >= 1, so never the
+ * EOF word), copies, then commits with CAS claim -> len.  Readers (ours and
+ * Java's) see a claim as "not ready", as they see 0.  A writer that finds a
+ * claim at the end of the data while it holds the lock knows the claimant died
+ * or lost the lock: it turns the claim into a metadata padding document of the
+ * same length (skipped by every reader) and writes after it.  The claimant's
+ * late copy then lands only inside its own slot, and its commit CAS fails
+ * (CQ_LOCK_LOST): two writers never write the same bytes. */
+static inline uint32_t claim_hdr(uint64_t len) { return CQ_HDR_EOF | (uint32_t)len; }
+static inline int is_claim(uint32_t h) {
+    return (h & CQ_HDR_EOF) == CQ_HDR_EOF && (h & CQ_HDR_LENGTH_MASK) != 0;
+}
+
+/* Clear a non-zero word where the next header goes: bytes a writer of the
+ * zero-header protocol (Java's) left behind when it died mid-excerpt.  A CAS,
+ * so a header published there meanwhile is never erased. */
+static inline void clear_next(cq_store *s, uint64_t off) {
+    uint32_t w = hdr_load(s, off);
+    if (w != 0) hdr_cas(s, off, w, 0);
+}
+
+/* Turn the unfinished claim `h` at `pos` into padding.  CQ_OK with *next the
+ * position after it; CQ_NONE when the header changed meanwhile (read it
+ * again); CQ_NEED_MAP with *need. */
+static int abandon_claim(cq_store *s, uint64_t pos, uint32_t h, uint64_t *next, uint64_t *need) {
+    uint64_t len = h & CQ_HDR_LENGTH_MASK;
+    uint64_t nxt = align_up(s, pos + 4 + len);
+    if (!fits(s, nxt, 4)) { *need = nxt + 4; return CQ_NEED_MAP; }
+    clear_next(s, nxt);
+    if (!hdr_cas(s, pos, h, CQ_HDR_META | (uint32_t)len)) return CQ_NONE;
+    *next = nxt;
+    return CQ_OK;
+}
 
 /* ------------------------------------------------------------------ */
 /* mapping                                                             */
@@ -362,8 +401,9 @@ int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out) {
     return CQ_OK;
 }
 
-int cq_write_eof(cq_store *s, uint64_t hint) {
+int cq_write_eof(cq_store *s, uint64_t hint, uint64_t *need_out) {
     uint64_t p, q, need = 0, err = 0;
+    *need_out = 0;
     if (!write_position(s, &p, &q)) index_floor(s, UINT64_MAX, &p, &q);
     if (hint > p && fits(s, hint, 8)) {
         /* the hint is a committed boundary known to the caller; walking
@@ -371,21 +411,34 @@ int cq_write_eof(cq_store *s, uint64_t hint) {
         uint32_t h = hdr_load(s, hint);
         if (h == 0 || is_eof(h) || !(h & CQ_HDR_NOT_COMPLETE)) { p = hint; q = 0; }
     }
-    for (;;) {
+    for (unsigned rounds = 0; rounds < LOCATE_BUDGET; rounds++) {
         int rc = walk(s, &p, &q, UINT64_MAX, &need, &err);
         if (rc == CQ_EOF) return CQ_OK;
+        if (rc == CQ_NEED_MAP) { *need_out = need; return rc; }
         if (rc != CQ_NONE) return rc;
-        if (p + 8 > s->map_len) return CQ_NEED_MAP;
+        if (p + 8 > s->map_len) { *need_out = p + 8; return CQ_NOT_REACHED; }
         uint32_t h = hdr_load(s, p);
+        if (is_claim(h)) {
+            /* a claim whose writer died or lost the lock: padding, then on */
+            uint64_t nxt;
+            int arc = abandon_claim(s, p, h, &nxt, &need);
+            if (arc == CQ_NEED_MAP) { *need_out = need; return CQ_NOT_REACHED; }
+            if (arc == CQ_OK) p = nxt;
+            continue;
+        }
         if (h != 0) {
-            /* an incomplete header of a writer that died mid-excerpt:
-             * the lock is held, so nobody is writing it any more */
+            /* an old-protocol incomplete header of a writer that died
+             * mid-excerpt: the lock is held, so nobody is writing it any more */
             if (!hdr_cas(s, p, h, 0)) continue;
         }
+        /* claimed like an excerpt, so a late writer cannot tear the marker */
+        if (!hdr_cas(s, p, 0, claim_hdr(4))) continue;
         static const uint8_t trailer[4] = {0xC3, 'E', 'O', 'F'};
         memcpy(s->base + p + 4, trailer, 4);
-        if (hdr_cas(s, p, 0, CQ_HDR_EOF)) return CQ_OK;
+        if (hdr_cas(s, p, claim_hdr(4), CQ_HDR_EOF)) return CQ_OK;
+        return CQ_LOCK_LOST;
     }
+    return CQ_CORRUPT;
 }
 
 /* ------------------------------------------------------------------ */
@@ -424,22 +477,35 @@ static int locate(cq_appender *a, uint64_t *pos_out, uint64_t *seq_out) {
     uint64_t wp, wq;
     if (write_position(s, &wp, &wq) && wp > pos) { pos = wp; seq = wq; }
     if (pos < 4 && pos != 0) pos = 0;
-    for (unsigned skips = 0;; skips++) {
+    for (unsigned steps = 0;; steps++) {
+        if (steps >= LOCATE_BUDGET) {
+            /* a long walk (no usable writePosition): keep the progress as the
+             * hint and let the lock go; the caller calls again */
+            a->pos = pos;
+            a->seq = seq;
+            return CQ_NOT_REACHED;
+        }
         if (pos + 4 > s->map_len) { a->need = pos + 4; return CQ_NEED_MAP; }
         uint32_t h = hdr_load(s, pos);
         if (h == 0) break;
         if (is_eof(h)) return CQ_EOF;
+        if (is_claim(h)) {
+            uint64_t nxt;
+            int rc = abandon_claim(s, pos, h, &nxt, &a->need);
+            if (rc == CQ_NEED_MAP) return rc;
+            if (rc == CQ_OK) pos = nxt;
+            continue;
+        }
         if (h & CQ_HDR_NOT_COMPLETE) {
             /* a header marked in-progress by an old-protocol writer that
              * died: we hold the lock, so take the slot over */
-            if (!hdr_cas(s, pos, h, 0)) { a->err_pos = pos; return CQ_CORRUPT; }
+            if (!hdr_cas(s, pos, h, 0)) continue;
             break;
         }
         uint64_t end = pos + 4 + (h & CQ_HDR_LENGTH_MASK);
         if (end > s->map_len) { a->need = end; return CQ_NEED_MAP; }
         if (!(h & CQ_HDR_META)) seq++;
         pos = align_up(s, end);
-        (void)skips;
     }
     *pos_out = pos;
     *seq_out = seq;
@@ -473,7 +539,8 @@ static int new_index_page(cq_appender *a, uint64_t n2, uint64_t i2i_vals, uint64
     uint64_t arr = q + pad;
     uint64_t end = arr + 17 + 8 * count;
     if (end + 8 > s->map_len) return CQ_NEED_MAP;
-    if (hdr_load(s, p) != 0) { a->err_pos = p; return CQ_CORRUPT; }
+    uint32_t claim = claim_hdr(end - body);
+    if (!hdr_cas(s, p, 0, claim)) return CQ_LOCK_LOST; /* another writer is here */
     static const uint8_t name[7] = {0xB9, 5, 'i', 'n', 'd', 'e', 'x'};
     memcpy(b + body, name, 7);
     if (pad >= 5) {
@@ -489,11 +556,15 @@ static int new_index_page(cq_appender *a, uint64_t n2, uint64_t i2i_vals, uint64
     memcpy(b + arr + 1, &cap, 8);
     memcpy(b + arr + 9, &used, 8);
     memset(b + arr + 17, 0, 8 * count);
-    memset(b + end, 0, 8);
-    if (!hdr_cas(s, p, 0, CQ_HDR_META | (uint32_t)(end - body))) { a->err_pos = p; return CQ_CORRUPT; }
-    st64(s, i2i_vals + 8 * n2, (int64_t)p);
-    max64((int64_t *)(b + i2i_used), (int64_t)(n2 + 1));
+    clear_next(s, align_up(s, end));
+    if (!hdr_cas(s, p, claim, CQ_HDR_META | (uint32_t)(end - body))) return CQ_LOCK_LOST;
     *next = align_up(s, end);
+    /* a page linked first by another writer wins; ours stays a metadata
+     * document nobody points at */
+    int64_t none = 0;
+    if (__atomic_compare_exchange_n((int64_t *)(b + i2i_vals + 8 * n2), &none, (int64_t)p, 0,
+                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        max64((int64_t *)(b + i2i_used), (int64_t)(n2 + 1));
     return CQ_OK;
 }
 
@@ -518,6 +589,7 @@ static int index_entry(cq_appender *a, uint64_t seq, uint64_t pos, uint64_t *nex
         int rc = new_index_page(a, n2, vals, used_off, next);
         if (rc != CQ_OK) return rc;
         page = (uint64_t)ld64(s, vals + 8 * n2);
+        if (!page) return CQ_OK;
     }
     uint64_t pv, pu, pc;
     if (array_at(s, page, &pv, &pu, &pc) != CQ_OK || n3 >= pc) { a->err_pos = page; return CQ_CORRUPT; }
@@ -531,15 +603,27 @@ static int index_entry(cq_appender *a, uint64_t seq, uint64_t pos, uint64_t *nex
     return CQ_OK;
 }
 
-/* Publish a document whose payload is already in place.  Lock held. */
-static int commit(cq_appender *a, uint64_t pos, uint64_t seq, uint64_t plen, int meta) {
+/* Publish a document whose payload is already in place in the slot claimed
+ * with length `claim`.  Lock held (or lost: then CQ_LOCK_LOST, nothing
+ * published and the slot left as padding). */
+static int commit(cq_appender *a, uint64_t pos, uint64_t seq, uint64_t plen, int meta,
+                  uint64_t claim) {
     cq_store *s = a->store;
     uint8_t *b = s->base;
+    uint32_t held = claim_hdr(claim);
+    if (__atomic_load_n(a->write_lock, __ATOMIC_ACQUIRE) != a->pid) {
+        /* the lock was forced away from us: never publish */
+        hdr_cas(s, pos, held, CQ_HDR_META | (uint32_t)claim);
+        return CQ_LOCK_LOST;
+    }
     if (plen == 0) { b[pos + 4] = 0x8F; plen = 1; }
-    memset(b + pos + 4 + plen, 0, 8);
-    uint32_t h = (uint32_t)plen | (meta ? CQ_HDR_META : 0);
-    if (!hdr_cas(s, pos, 0, h)) { a->err_pos = pos; return CQ_CORRUPT; }
     uint64_t next = align_up(s, pos + 4 + plen);
+    /* the padding up to the next header is dead space of this slot (a taker
+     * starts after the claimed length, aligned): plain stores are safe */
+    memset(b + pos + 4 + plen, 0, next - (pos + 4 + plen));
+    clear_next(s, next);
+    uint32_t h = (uint32_t)plen | (meta ? CQ_HDR_META : 0);
+    if (!hdr_cas(s, pos, held, h)) return CQ_LOCK_LOST;
     if (!meta) {
         if (s->wp_off) max64((int64_t *)(b + s->wp_off), (int64_t)pos);
         if (s->wp_seq_off)
@@ -612,10 +696,18 @@ static int begin(cq_appender *a, uint64_t len, int meta, uint64_t *pos, uint64_t
             uint64_t need = space_needed(a, *pos, *seq, len ? len : 1, meta);
             if (need > s->map_len) { a->need = need; rc = CQ_NEED_MAP; }
             else if (need > a->allocated) { a->need = need; rc = CQ_NO_SPACE; }
+            /* the slot is ours before a byte is copied; a failed claim means
+             * a writer that does not take the lock wrote here: look again */
+            else if (!hdr_cas(s, *pos, 0, claim_hdr(len ? len : 1))) rc = CQ_NOT_REACHED;
         }
     }
     if (rc != CQ_OK) cq_unlock(a->write_lock, a->pid);
     return rc;
+}
+
+/* Let the lock go after a commit, unless it was lost (then it is not ours). */
+static inline void finish(cq_appender *a, int rc) {
+    if (rc != CQ_LOCK_LOST) cq_unlock(a->write_lock, a->pid);
 }
 
 /* Returns the index of the excerpt (>= 0; 0 for metadata) or a CQ_ code. */
@@ -625,10 +717,10 @@ int64_t cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta) {
     int rc = begin(a, len, meta, &pos, &seq);
     if (rc != CQ_OK) return rc;
     if (len) memcpy(a->store->base + pos + 4, data, len);
-    rc = commit(a, pos, seq, len, meta);
-    cq_unlock(a->write_lock, a->pid);
-    after_publish(a);
+    rc = commit(a, pos, seq, len, meta, len ? len : 1);
+    finish(a, rc);
     if (rc != CQ_OK) return rc;
+    after_publish(a);
     return meta ? 0 : a->last_index;
 }
 
@@ -641,14 +733,16 @@ int64_t cq_append_at(cq_appender *a, const uint8_t *data, uint64_t len, uint64_t
     a->check_cycle = check;
     if (rc != CQ_OK) return rc;
     if (seq != want) {
+        /* give the claimed slot back */
+        hdr_cas(a->store, pos, claim_hdr(len ? len : 1), 0);
         cq_unlock(a->write_lock, a->pid);
         return seq > want ? CQ_DUPLICATE : CQ_GAP;
     }
     if (len) memcpy(a->store->base + pos + 4, data, len);
-    rc = commit(a, pos, seq, len, 0);
-    cq_unlock(a->write_lock, a->pid);
-    after_publish(a);
+    rc = commit(a, pos, seq, len, 0, len ? len : 1);
+    finish(a, rc);
     if (rc != CQ_OK) return rc;
+    after_publish(a);
     return a->last_index;
 }
 
@@ -678,12 +772,26 @@ int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets,
             uint64_t need = space_needed(a, pos, seq, len ? len : 1, 0);
             if (need > s->map_len) { a->need = need; rc = CQ_NEED_MAP; break; }
             if (need > a->allocated) { a->need = need; rc = CQ_NO_SPACE; break; }
+            /* the word after the last commit was cleared by it: a failed claim
+             * means another writer is here.  If the lock was forced away it is
+             * no longer ours; else (a writer that ignores the lock) let go and
+             * let the caller locate the end again */
+            if (!hdr_cas(s, pos, 0, claim_hdr(len ? len : 1))) {
+                rc = __atomic_load_n(a->write_lock, __ATOMIC_ACQUIRE) == a->pid
+                         ? CQ_NOT_REACHED : CQ_LOCK_LOST;
+                break;
+            }
+        } else if (len != len0) {
+            /* claimed for len0 by begin(): offsets changed under us */
+            hdr_cas(s, pos, claim_hdr(len0 ? len0 : 1), 0);
+            rc = CQ_BAD_STATE;
+            break;
         }
         if (len) memcpy(s->base + pos + 4, data + o0, len);
-        rc = commit(a, pos, seq, len, 0);
-        if (rc != CQ_OK) { i++; break; }
+        rc = commit(a, pos, seq, len, 0, len ? len : 1);
+        if (rc != CQ_OK) break;
     }
-    cq_unlock(a->write_lock, a->pid);
+    finish(a, rc);
     *done = i;
     if (i) after_publish(a);
     else populate(a);
@@ -695,19 +803,27 @@ int cq_doc_begin(cq_appender *a, uint64_t reserve, int meta) {
     uint64_t pos, seq;
     int rc = begin(a, reserve, meta, &pos, &seq);
     if (rc != CQ_OK) return rc;
-    a->doc_open = 1;
     a->doc_meta = meta;
     a->doc_pos = pos;
+    a->doc_claim = reserve ? reserve : 1;
     a->seq = seq;
+    __atomic_store_n(&a->doc_open, 1, __ATOMIC_RELEASE);
     return CQ_OK;
 }
 
 int cq_doc_ensure(cq_appender *a, uint64_t len) {
-    if (!a->doc_open) return CQ_BAD_STATE;
+    if (!__atomic_load_n(&a->doc_open, __ATOMIC_ACQUIRE)) return CQ_BAD_STATE;
     if (len > CQ_HDR_LENGTH_MASK) return CQ_TOO_LARGE;
     uint64_t need = space_needed(a, a->doc_pos, a->seq, len ? len : 1, a->doc_meta);
     if (need > a->store->map_len) { a->need = need; return CQ_NEED_MAP; }
     if (need > a->allocated) { a->need = need; return CQ_NO_SPACE; }
+    if (len > a->doc_claim) {
+        /* grow the claim before the bytes are written; it fails only when
+         * another writer took the lock and made the slot padding */
+        if (!hdr_cas(a->store, a->doc_pos, claim_hdr(a->doc_claim), claim_hdr(len)))
+            return CQ_LOCK_LOST;
+        a->doc_claim = len;
+    }
     return CQ_OK;
 }
 
@@ -726,22 +842,44 @@ int cq_doc_commit(cq_appender *a, uint64_t len) {
         return CQ_BAD_STATE;
     }
     int rc = cq_doc_ensure(a, len);
+    if (rc == CQ_LOCK_LOST) {
+        if (take_doc(a)) return CQ_LOCK_LOST;
+        return CQ_BAD_STATE;
+    }
     if (rc != CQ_OK) return rc;
     if (!take_doc(a)) return CQ_BAD_STATE;
-    rc = commit(a, a->doc_pos, a->seq, len, a->doc_meta);
-    cq_unlock(a->write_lock, a->pid);
-    after_publish(a);
+    rc = commit(a, a->doc_pos, a->seq, len, a->doc_meta, a->doc_claim);
+    finish(a, rc);
+    if (rc == CQ_OK) after_publish(a);
     return rc;
 }
 
 int cq_doc_rollback(cq_appender *a, uint64_t len) {
     if (!take_doc(a)) return CQ_BAD_STATE;
     cq_store *s = a->store;
-    uint64_t end = a->doc_pos + 4 + len + 8;
-    if (end > s->map_len) end = s->map_len;
-    memset(s->base + a->doc_pos + 4, 0, end - a->doc_pos - 4);
-    a->pos = a->doc_pos;
-    cq_unlock(a->write_lock, a->pid);
+    /* zero only what the claim covers (never the next header), then give
+     * the slot back; a claim made padding meanwhile stays padding */
+    uint64_t n = a->doc_claim;
+    if (a->doc_pos + 4 + n > s->map_len) n = s->map_len - a->doc_pos - 4;
+    memset(s->base + a->doc_pos + 4, 0, n);
+    if (hdr_cas(s, a->doc_pos, claim_hdr(a->doc_claim), 0)) {
+        a->pos = a->doc_pos;
+        cq_unlock(a->write_lock, a->pid);
+    }
+    (void)len;
+    return CQ_OK;
+}
+
+int cq_doc_abandon(cq_appender *a) {
+    if (!take_doc(a)) return CQ_BAD_STATE;
+    /* the owner may still be copying into the slot: it becomes padding (its
+     * bytes land in dead space) and the next excerpt goes after it */
+    cq_store *s = a->store;
+    uint32_t held = claim_hdr(a->doc_claim);
+    uint64_t nxt = align_up(s, a->doc_pos + 4 + a->doc_claim);
+    if (fits(s, nxt, 4)) clear_next(s, nxt);
+    if (hdr_cas(s, a->doc_pos, held, CQ_HDR_META | (uint32_t)a->doc_claim))
+        cq_unlock(a->write_lock, a->pid);
     return CQ_OK;
 }
 

@@ -36,6 +36,7 @@
 #define CQ_BAD_STATE -14
 #define CQ_DUPLICATE -15
 #define CQ_GAP -16
+#define CQ_LOCK_LOST -17
 
 #define CQ_HDR_LENGTH_MASK 0x3FFFFFFF
 #define CQ_HDR_META 0x40000000
@@ -92,6 +93,7 @@ typedef struct cq_appender {
     int32_t doc_open;
     int32_t doc_meta;
     uint64_t doc_pos;
+    uint64_t doc_claim;       /* length the open document's header claims */
 } cq_appender;
 
 typedef struct cq_tailer {
@@ -143,7 +145,10 @@ int cq_reserve(int fd, uint64_t off, uint64_t len);
 /* store inspection */
 int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof);
 int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos);
-int cq_write_eof(cq_store *s, uint64_t hint);
+/* CQ_OK; CQ_NEED_MAP: a document runs to *need (map it, or the file is
+ * truncated); CQ_NOT_REACHED: the data ends at the end of the mapping, the
+ * file must hold *need bytes; CQ_LOCK_LOST; CQ_CORRUPT */
+int cq_write_eof(cq_store *s, uint64_t hint, uint64_t *need);
 int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out);
 
 /* appending (each takes and releases the write lock unless a document is open) */
@@ -157,6 +162,9 @@ int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets,
 int cq_doc_begin(cq_appender *a, uint64_t reserve, int meta);
 int cq_doc_commit(cq_appender *a, uint64_t len);
 int cq_doc_rollback(cq_appender *a, uint64_t len);
+/* ends an open document from another thread (close): its slot becomes a
+ * metadata padding document, so a copy still in flight lands in dead space */
+int cq_doc_abandon(cq_appender *a);
 int cq_doc_ensure(cq_appender *a, uint64_t len);
 
 /* reading */

@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include "../cq.h"
+static uint64_t wneed; /* cq_write_eof's need output */
 
 #include <stdint.h>
 #include <stdio.h>
@@ -211,7 +212,7 @@ static void append_phase(cq_store *s, const uint8_t *p) {
         int64_t r = cq_append(&a, payload, k == 1 ? 0 : len, meta);
         FUZZ_ASSERT(lock == INT64_MIN);
         FUZZ_ASSERT(r >= 0 || r == CQ_NEED_MAP || r == CQ_NO_SPACE || r == CQ_EOF ||
-                    r == CQ_CORRUPT || r == CQ_INDEX_FULL);
+                    r == CQ_CORRUPT || r == CQ_INDEX_FULL || r == CQ_NOT_REACHED);
         int after = end_count(s, &q1);
         if (r >= 0) st_appended++;
         if (before == CQ_OK && after == CQ_OK && s->wp_off == 0) {
@@ -422,7 +423,7 @@ static size_t make_seed(uint8_t *out, size_t cap, int variant) {
         int64_t r = cq_append(&a, msg, len, meta);
         if (r < 0) break;
     }
-    if (below(4) == 0) cq_write_eof(&s, 0);
+    if (below(4) == 0) cq_write_eof(&s, 0, &wneed);
     uint64_t used = a.pos + 8 + below(64);
     if (used > blen) used = blen;
     p[0] = (uint8_t)((align4 ? 1 : 0) | (below(2) ? 2 : 0) | 4 | (indexed ? 8 : 0) |

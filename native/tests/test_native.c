@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "../cq.h"
+static uint64_t wneed; /* cq_write_eof's need output */
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -654,7 +655,8 @@ static void t_append_basic(void) {
     uint64_t p0 = DATA_START;
     CHECK_EQ(r32(b, p0), 3);
     CHECK(memcmp(b + p0 + 4, "abc", 3) == 0);
-    CHECK_EQ(r64(b, p0 + 7), 0); /* next 8 bytes zeroed */
+    CHECK_EQ(b[p0 + 7], 0);            /* the padding ... */
+    CHECK_EQ(r32(b, al4(p0 + 7)), 0);  /* ... and the next header are zeroed */
     CHECK_EQ(a.last_index, idx(7, 0));
     CHECK_EQ(a.pos, al4(p0 + 7));
     CHECK_EQ(a.seq, 1);
@@ -681,7 +683,8 @@ static void t_append_basic(void) {
     CHECK_EQ(r64(b, WP_SEQ_OFF), (p1 << 32) | 1);
     uint64_t p3 = a.pos;
     CHECK_EQ(p3, al4(p2 + 9));
-    CHECK_EQ(r64(b, p2 + 9), 0);
+    CHECK_EQ(b[p2 + 9], 0);
+    CHECK_EQ(r32(b, p3), 0);
 
     /* a second appender (no hints) finds the end by itself */
     cq_appender a2;
@@ -834,7 +837,7 @@ static void t_append_errors(void) {
     a.check_cycle = 0;
 
     /* a closed cycle */
-    CHECK_EQ(cq_write_eof(&s, 0), CQ_OK);
+    CHECK_EQ(cq_write_eof(&s, 0, &wneed), CQ_OK);
     CHECK_EQ(app(&a, (const uint8_t *)"x", 1, 0), CQ_EOF);
     CHECK_EQ(lock, UNLOCKED);
     cq_appender a3;
@@ -857,12 +860,111 @@ static void t_append_takes_over_incomplete(void) {
     appender_init(&a, &s, &lock);
     CHECK_EQ(app(&a, (const uint8_t *)"new", 3, 0), CQ_OK);
     CHECK_EQ(r32(b, DATA_START), 3);
-    CHECK_EQ(r64(b, DATA_START + 7), 0);
+    CHECK_EQ(b[DATA_START + 7], 0);
+    CHECK_EQ(r32(b, DATA_START + 8), 0);
     cq_tailer t;
     tailer_init(&t, &s);
     CHECK_EQ(cq_read(&t), 3);
     CHECK(memcmp(t.data, "new", 3) == 0);
     CHECK_EQ(cq_read(&t), CQ_NONE);
+    free(b);
+}
+
+/* Forced unlock (UnlockMode.ALWAYS): a writer stalled with its slot claimed
+ * loses the lock to another.  The taker turns the claim into padding and
+ * writes after it; the stalled writer's late bytes stay inside its own slot and
+ * its commit fails with CQ_LOCK_LOST; readers see only the taker's excerpt. */
+static void t_lock_lost_claim(void) {
+    const uint64_t L = 4096;
+    uint8_t *b = new_buf(L);
+    put_file_header(b);
+    cq_store s;
+    store_init(&s, b, L, 4);
+    int64_t lock = UNLOCKED;
+    cq_appender a, bb;
+    appender_init(&a, &s, &lock);
+    appender_init(&bb, &s, &lock);
+    bb.pid = PID_B;
+
+    /* A opens a document and claims 16 bytes, then stalls */
+    CHECK_EQ(cq_doc_begin(&a, 0, 0), CQ_OK);
+    CHECK_EQ(cq_doc_ensure(&a, 16), CQ_OK);
+    uint64_t dp = a.doc_pos;
+    CHECK_EQ(r32(b, dp), CQ_HDR_EOF | 16);
+    memcpy(b + dp + 4, "AAAAAAAA", 8);
+    /* the lock is forced away from A and B appends */
+    lock = UNLOCKED;
+    CHECK_EQ(app(&bb, (const uint8_t *)"BBBBBBBBBB", 10, 0), CQ_OK);
+    CHECK_EQ(r32(b, dp), META | 16);            /* A's slot is padding now */
+    uint64_t bp = al4(dp + 4 + 16);
+    CHECK_EQ(r32(b, bp), 10);
+    CHECK(memcmp(b + bp + 4, "BBBBBBBBBB", 10) == 0);
+    CHECK_EQ(lock, UNLOCKED);
+    /* A resumes: it writes inside its own slot only, then learns it lost */
+    memcpy(b + dp + 4 + 8, "AAAAAAAA", 8);
+    CHECK_EQ(cq_doc_ensure(&a, 20), CQ_LOCK_LOST); /* growing the claim fails */
+    CHECK_EQ(cq_doc_commit(&a, 16), CQ_LOCK_LOST);
+    CHECK_EQ(r32(b, dp), META | 16);
+    CHECK(memcmp(b + bp + 4, "BBBBBBBBBB", 10) == 0);
+    CHECK_EQ(lock, UNLOCKED); /* A never releases a lock that is not its own */
+
+    /* commit with a lock that belongs to someone else: never published */
+    CHECK_EQ(cq_doc_begin(&a, 0, 0), CQ_OK);
+    uint64_t dp2 = a.doc_pos;
+    CHECK_EQ(dp2, al4(bp + 4 + 10));
+    CHECK_EQ(cq_doc_ensure(&a, 4), CQ_OK);
+    memcpy(b + dp2 + 4, "late", 4);
+    lock = PID_B;
+    CHECK_EQ(cq_doc_commit(&a, 4), CQ_LOCK_LOST);
+    CHECK_EQ(r32(b, dp2), META | 4);
+    CHECK_EQ(lock, PID_B);
+    lock = UNLOCKED;
+
+    /* a claim left by a writer that died: the EOF goes after it */
+    CHECK_EQ(cq_doc_begin(&a, 0, 0), CQ_OK);
+    CHECK_EQ(cq_doc_ensure(&a, 8), CQ_OK);
+    uint64_t dp3 = a.doc_pos;
+    lock = UNLOCKED;
+    CHECK_EQ(cq_write_eof(&s, 0, &wneed), CQ_OK);
+    CHECK_EQ(r32(b, dp3), META | 8);
+    CHECK_EQ(r32(b, al4(dp3 + 12)), CQ_HDR_EOF);
+
+    cq_tailer t;
+    tailer_init(&t, &s);
+    CHECK_EQ(cq_read(&t), 10);
+    CHECK(memcmp(t.data, "BBBBBBBBBB", 10) == 0);
+    CHECK_EQ(cq_read(&t), CQ_EOF);
+    free(b);
+}
+
+/* A document closed from another thread while its owner still copies: the
+ * slot becomes padding, the lock is released once, the next excerpt goes
+ * after the slot. */
+static void t_doc_abandon(void) {
+    const uint64_t L = 4096;
+    uint8_t *b = new_buf(L);
+    put_file_header(b);
+    cq_store s;
+    store_init(&s, b, L, 4);
+    int64_t lock = UNLOCKED;
+    cq_appender a, bb;
+    appender_init(&a, &s, &lock);
+    appender_init(&bb, &s, &lock);
+    CHECK_EQ(cq_doc_begin(&a, 0, 0), CQ_OK);
+    CHECK_EQ(cq_doc_ensure(&a, 12), CQ_OK);
+    uint64_t dp = a.doc_pos;
+    CHECK_EQ(cq_doc_abandon(&a), CQ_OK);
+    CHECK_EQ(lock, UNLOCKED);
+    CHECK_EQ(cq_doc_abandon(&a), CQ_BAD_STATE);
+    memcpy(b + dp + 4, "still-copyin", 12); /* the owner's late copy */
+    CHECK_EQ(cq_doc_commit(&a, 12), CQ_BAD_STATE);
+    CHECK_EQ(app(&bb, (const uint8_t *)"next", 4, 0), CQ_OK);
+    CHECK_EQ(r32(b, dp), META | 12);
+    CHECK_EQ(r32(b, al4(dp + 16)), 4);
+    cq_tailer t;
+    tailer_init(&t, &s);
+    CHECK_EQ(cq_read(&t), 4);
+    CHECK(memcmp(t.data, "next", 4) == 0);
     free(b);
 }
 
@@ -942,7 +1044,8 @@ static void t_doc_context(void) {
     CHECK_EQ(cq_doc_ensure(&a, 7), CQ_OK);
     CHECK_EQ(cq_doc_ensure(&a, L), CQ_NEED_MAP);
     CHECK_EQ(cq_doc_ensure(&a, (uint64_t)CQ_HDR_LENGTH_MASK + 1), CQ_TOO_LARGE);
-    CHECK_EQ(r32(b, DATA_START), 0); /* not visible before commit */
+    /* claimed (NOT_COMPLETE|META|len): not visible before commit */
+    CHECK_EQ(r32(b, DATA_START), CQ_HDR_EOF | 7);
     CHECK_EQ(cq_doc_commit(&a, 7), CQ_OK);
     CHECK_EQ(lock, UNLOCKED);
     CHECK_EQ(r32(b, DATA_START), 7);
@@ -951,6 +1054,7 @@ static void t_doc_context(void) {
     /* rollback zeroes what was written and leaves the slot free */
     CHECK_EQ(cq_doc_begin(&a, 0, 0), CQ_OK);
     uint64_t dp = a.doc_pos;
+    CHECK_EQ(cq_doc_ensure(&a, 20), CQ_OK);
     memset(b + dp + 4, 0x55, 20);
     CHECK_EQ(cq_doc_rollback(&a, 20), CQ_OK);
     CHECK_EQ(lock, UNLOCKED);
@@ -1013,14 +1117,14 @@ static void t_write_eof(void) {
     uint64_t end = build_basic(b, pos);
     cq_store s;
     store_init(&s, b, L, 4);
-    CHECK_EQ(cq_write_eof(&s, 0), CQ_OK);
+    CHECK_EQ(cq_write_eof(&s, 0, &wneed), CQ_OK);
     CHECK_EQ(r32(b, end), CQ_HDR_EOF);
     CHECK_EQ(b[end + 4], 0xC3);
     CHECK(memcmp(b + end + 5, "EOF", 3) == 0);
-    CHECK_EQ(cq_write_eof(&s, 0), CQ_OK); /* idempotent */
+    CHECK_EQ(cq_write_eof(&s, 0, &wneed), CQ_OK); /* idempotent */
     CHECK_EQ(r32(b, end + 8), 0);
     /* a hint past the start is used */
-    CHECK_EQ(cq_write_eof(&s, pos[2]), CQ_OK);
+    CHECK_EQ(cq_write_eof(&s, pos[2], &wneed), CQ_OK);
 
     /* an abandoned NOT_COMPLETE header is replaced by the EOF */
     uint8_t *b2 = new_buf(L);
@@ -1028,7 +1132,7 @@ static void t_write_eof(void) {
     w32(b2, e2, CQ_HDR_NOT_COMPLETE | 33);
     cq_store s2;
     store_init(&s2, b2, L, 4);
-    CHECK_EQ(cq_write_eof(&s2, 0), CQ_OK);
+    CHECK_EQ(cq_write_eof(&s2, 0, &wneed), CQ_OK);
     CHECK_EQ(r32(b2, e2), CQ_HDR_EOF);
 
     /* no room for the EOF marker */
@@ -1038,7 +1142,7 @@ static void t_write_eof(void) {
     memset(b3 + end, 0, 6);
     cq_store s3;
     store_init(&s3, b3, ml, 4);
-    CHECK_EQ(cq_write_eof(&s3, 0), CQ_NEED_MAP);
+    CHECK_EQ(cq_write_eof(&s3, 0, &wneed), CQ_NOT_REACHED);
     CHECK_EQ(r32(b3, end), 0);
     free(b);
     free(b2);
@@ -1385,7 +1489,7 @@ static void t_write_position_validation(void) {
 static void t_index_eof(void) {
     ix_file f;
     build_indexed(&f, 10, 0);
-    CHECK_EQ(cq_write_eof(&f.s, 0), CQ_OK);
+    CHECK_EQ(cq_write_eof(&f.s, 0, &wneed), CQ_OK);
     uint64_t p, q;
     int eof = 0;
     CHECK_EQ(cq_find_end(&f.s, &p, &q, &eof), CQ_OK);
@@ -1415,12 +1519,12 @@ static void t_write_eof_hint_near_map_end(void) {
     const uint64_t hints[] = {ml - 1, ml - 2, ml - 3, ml - 4, ml - 7, ml, ml + 1,
                               UINT64_MAX, UINT64_MAX - 3, UINT64_MAX - 7};
     for (size_t i = 0; i < sizeof hints / sizeof hints[0]; i++) {
-        CHECK_EQ(cq_write_eof(&s, hints[i]), CQ_NEED_MAP);
+        CHECK_EQ(cq_write_eof(&s, hints[i], &wneed), CQ_NOT_REACHED);
         CHECK_EQ(r32(b, end), 0);
     }
     /* with room for the marker, a bad hint still ends the cycle at the real end */
     store_init(&s, full, L, 4);
-    CHECK_EQ(cq_write_eof(&s, UINT64_MAX - 3), CQ_OK);
+    CHECK_EQ(cq_write_eof(&s, UINT64_MAX - 3, &wneed), CQ_OK);
     CHECK_EQ(r32(full, end), CQ_HDR_EOF);
     free(b);
     free(full);
@@ -1515,7 +1619,7 @@ static void t_write_position_near_2_64(void) {
         check_seek_all(&f, &s);
         w64(f.b, WP_SEQ_OFF, (wp << 32) | 11);
         check_seek_all(&f, &s);
-        CHECK_EQ(cq_write_eof(&s, 0), CQ_OK);
+        CHECK_EQ(cq_write_eof(&s, 0, &wneed), CQ_OK);
         uint64_t p, q;
         int eof = 0;
         CHECK_EQ(cq_find_end(&s, &p, &q, &eof), CQ_OK);
@@ -1680,6 +1784,8 @@ static const test_case TESTS[] = {
     {"append_takes_over_incomplete", t_append_takes_over_incomplete, 10},
     {"append_batch", t_append_batch, 10},
     {"doc_context", t_doc_context, 10},
+    {"lock_lost_claim", t_lock_lost_claim, 10},
+    {"doc_abandon", t_doc_abandon, 10},
     {"write_eof", t_write_eof, 10},
     {"lock_unlock", t_lock_unlock, 10},
     {"lock_contended", t_lock_contended, 10},
