@@ -342,6 +342,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
             if limit is not None and shown >= limit:
                 break
         out.flush()
+        # a named tailer: what was printed is handled, so a restart goes on after it
+        t._save()
     finally:
         q.close()
     return 0

@@ -634,6 +634,14 @@ class MethodReader:
         self._pend_off: Any = ()
         self._pend_idx: Any = ()
         self._pend_i = self._pend_n = 0
+        self._named = tailer.name is not None
+
+    def _done(self) -> None:
+        """A named tailer's saved position moves past what has been handled
+        (at least once: an excerpt whose handler never returned, because the
+        process died, is read again on restart)."""
+        if self._named and self._pend_i >= self._pend_n:
+            self.tailer._save()
 
     def _add_handler(self, h: object) -> None:
         cls = type(h)
@@ -713,6 +721,7 @@ class MethodReader:
         if got is None:
             return False
         self._process(*got)
+        self._done()
         return True
 
     def read_available(self, limit: int | None = None) -> int:
@@ -732,12 +741,14 @@ class MethodReader:
                     if ex is None:
                         break
                     self._process(ex.payload, ex.index)
+                    self._done()
                     n += 1
                     left -= 1
                     continue
                 if not self._refill():
                     break
             k, _ = self._drain(left)
+            self._done()
             n += k
             if left > 0:
                 left -= k
@@ -791,6 +802,7 @@ class MethodReader:
         r = self._process(*got)
         if r is not None:
             await r
+        self._done()
         return True
 
     def _closed(self) -> bool:
@@ -846,6 +858,7 @@ class MethodReader:
                 since += k
                 if r is not None:
                     await r
+                self._done()
             else:
                 got = self._poll()
                 if got is None:
@@ -860,6 +873,7 @@ class MethodReader:
                 since += 1
                 if r is not None:
                     await r
+                self._done()
             if since >= every:
                 since = 0
                 await asyncio.sleep(0)
@@ -900,6 +914,7 @@ class MethodReader:
             r = self._process(*got)
             if r is not None:
                 await r
+            self._done()
             last = self._last
             if last is not None:
                 name, args, inc = last

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import enum
 import os
@@ -219,6 +220,21 @@ def _check_settings(roll_cycle: RollCycle | str | None, epoch: int | None,
 _OPEN_QUEUES: weakref.WeakSet[Queue] = weakref.WeakSet()
 
 
+def _single_threaded() -> bool:
+    """No other Python thread runs: no native call of ours can be in flight
+    while this one closes something."""
+    return threading.active_count() == 1
+
+
+def _keep_if_threaded(obj: Appender | Tailer, st: CycleStore | None) -> None:
+    """On close: when another thread could be inside a native call on ``st``
+    (closing from another thread is allowed), keep it mapped until ``obj``
+    is garbage; alone, let it go at once (closing releases the file)."""
+    if st is not None and not _single_threaded():
+        obj._kept = st  # what the native struct still points at
+        st.kept += 1
+
+
 def _after_fork_in_child() -> None:
     pid = os.getpid()
     for q in list(_OPEN_QUEUES):
@@ -284,6 +300,7 @@ class Queue(_Resource):
         self._stores: dict[int, CycleStore] = {}
         self._children: weakref.WeakSet[Appender | Tailer] = weakref.WeakSet()
         self._listing_cache: tuple[int, list[int]] | None = None
+        self._parsed_names: dict[str, int | None] = {}  # file name -> cycle (None: not one)
         #: called with ("on_acquired" | "on_released", cycle, path) when this queue
         #: object opens or closes a cycle file (see add_store_file_listener)
         self._store_hooks: list[Callable[[str, int, str], None]] = []
@@ -291,6 +308,7 @@ class Queue(_Resource):
         self._meta: TableStore | None = None
         self._write_lock_cell: Any = None
         self._dead_files: dict[str, tuple[int, int]] = {}
+        self._unclosable: set[int] = set()  # damaged older cycles already warned about
         _OPEN_QUEUES.add(self)
 
         meta_path = os.path.join(self.path, METADATA_FILE)
@@ -485,8 +503,11 @@ class Queue(_Resource):
             for child in list(self._children):
                 child._detach()
             close_notifier(self)  # asyncio: the notify helper thread (_notify)
+            alone = _single_threaded()
             for store in self._stores.values():
-                store.close()
+                # with no other thread, no native call can be using the files:
+                # unmap and close them now, not when the objects are garbage
+                store.close(now=alone)
                 self._store_event("on_released", store)
             self._stores.clear()
             if self._meta is not None:
@@ -525,7 +546,7 @@ class Queue(_Resource):
         :attr:`Tailer.read_after_replica_acknowledged`).
         """
         self._check_open()
-        t = Tailer(self, name, direction, include_metadata)
+        t = (Tailer if name is None else _NamedTailer)(self, name, direction, include_metadata)
         if pauser is not None:
             t.pauser = pauser
         if read_after_replica_acknowledged:
@@ -556,11 +577,22 @@ class Queue(_Resource):
             names = os.listdir(self.path)
         except FileNotFoundError:
             names = []
+        # each name is parsed once per queue object: a rescan of a directory
+        # of thousands of cycle files costs the listdir and dict lookups
+        parsed = self._parsed_names
+        if len(parsed) > 4 * len(names) + 1024:
+            parsed.clear()
         for n in names:
-            if n.endswith(SUFFIX):
-                stem = n[:-len(SUFFIX)]
-                if self._namer.matches(stem):
-                    found.append(self._namer.parse(stem))
+            c = parsed.get(n, -1)
+            if c == -1:
+                c = None
+                if n.endswith(SUFFIX):
+                    stem = n[:-len(SUFFIX)]
+                    if self._namer.matches(stem):
+                        c = self._namer.parse(stem)
+                parsed[n] = c
+            if c is not None:
+                found.append(c)
         found.sort()
         self._listing_cache = (mod if mod is not None else -1, found)
         self._listing_time = now
@@ -641,11 +673,20 @@ class Queue(_Resource):
                 self._store_event("on_released", st)
 
     def _on_file_created(self, cycle: int) -> None:
+        cached = self._listing_cache
+        self._listing_cache = None
         if self._meta is not None:
             self._meta.set_max("listing.highestCycle", cycle)
             self._meta.set_min("listing.lowestCycle", cycle)
-            self._meta.add("listing.modCount", 1)
-        self._invalidate_listing()
+            mod = self._meta.add("listing.modCount", 1)
+            if cached is not None and cached[0] == mod - 1:
+                # nobody else changed the directory since our last look: add
+                # the new cycle instead of listing the directory again
+                cs = cached[1]
+                if cycle not in cs:
+                    cs = cs.copy()
+                    bisect.insort(cs, cycle)
+                self._listing_cache = (mod, cs)
 
     def refresh_directory_listing(self) -> None:
         """Rewrite ``listing.*`` in the metadata from the files present (as Java's
@@ -661,7 +702,7 @@ class Queue(_Resource):
         """Close every cycle older than ``before`` that lacks its EOF marker,
         newest first, stopping at the first that has one (Java's EOF
         normalisation).  The write lock must be held."""
-        for older in reversed([x for x in cycles if x < before]):
+        for older in reversed(cycles[:bisect.bisect_left(cycles, before)]):
             st = self._acquire_store(older)
             if st is None:
                 continue
@@ -673,8 +714,10 @@ class Queue(_Resource):
                 # a damaged older cycle must not make the queue unwritable:
                 # leave it as it is (readers stop there with this error, and
                 # `aiochronicle repair` recovers it) and go on
-                warnings.warn(f"cycle {older} could not be closed with an end-of-file "
-                              f"marker: {exc}", RuntimeWarning, stacklevel=2)
+                if older not in self._unclosable:
+                    self._unclosable.add(older)
+                    warnings.warn(f"cycle {older} could not be closed with an end-of-file "
+                                  f"marker: {exc}", RuntimeWarning, stacklevel=2)
             finally:
                 self._release_store(st)
 
@@ -996,6 +1039,8 @@ class DocumentContext:
         """Append bytes (``str`` as UTF-8) to the excerpt."""
         if self._done:
             raise ChronicleError("the document is already closed")
+        if self._appender._closed:
+            raise QueueClosedError("the appender is closed")
         raw = data.encode() if isinstance(data, str) else data
         n = len(raw)
         a = self._appender
@@ -1122,9 +1167,7 @@ class Appender(_Resource):
             # becomes padding, so those bytes land where nobody reads
             lib.cq_doc_abandon(c)
         st, self._store = self._store, None
-        self._kept = st  # what the native struct still points at
-        if st is not None:
-            st.kept += 1
+        _keep_if_threaded(self, st)
         if st is not None and not self.queue.closed:
             self.queue._release_store(st)
 
@@ -1305,11 +1348,12 @@ class Appender(_Resource):
         try:
             clock = q.current_cycle()
             target = clock if want is None else max(want, clock)
-            q._invalidate_listing()
+            # the listing is fresh by listing.modCount, which every creator of a
+            # cycle file bumps (Java too): no directory scan per roll
             cycles = q.cycles()
             # never write behind a newer cycle that already holds data (another
             # writer's clock is ahead); an empty pre-created file does not count
-            for newer in reversed([x for x in cycles if x > target]):
+            for newer in reversed(cycles[bisect.bisect_right(cycles, target):]):
                 if self._cycle_has_content(newer):
                     target = newer
                     break
@@ -1684,6 +1728,7 @@ class Tailer(AsyncTailerMixin, _Resource):
         self._closed = False
         self._batch_buf: bytearray | None = None
         self._named_off: int | None = None
+        self._saved = 0  # the value of index.<name> as this tailer last wrote it
         self._last_mod = -2
         self._before_start = False
         if name is not None:
@@ -1691,8 +1736,8 @@ class Tailer(AsyncTailerMixin, _Resource):
             if meta is None or queue.read_only:
                 raise ReadOnlyQueueError("a named tailer needs a writable metadata.cq4t")
             self._named_off = meta.acquire(f"index.{name}", 0)
-            self.read_nowait = self._read_named  # type: ignore[method-assign]
             stored = meta.file.load64(self._named_off)
+            self._saved = stored
             if stored:
                 if not self.move_to_index(stored):
                     self._position_at(queue.roll_cycle.to_cycle(stored),
@@ -1724,9 +1769,7 @@ class Tailer(AsyncTailerMixin, _Resource):
         self._c.closed = 1
         self._abort_wait()  # end a spin/park in progress first (_aio)
         st, self._store = self._store, None
-        self._kept = st  # what the native struct still points at
-        if st is not None:
-            st.kept += 1
+        _keep_if_threaded(self, st)
         if st is not None and not self.queue.closed:
             self.queue._release_store(st)
 
@@ -1790,11 +1833,23 @@ class Tailer(AsyncTailerMixin, _Resource):
             if code in (lib.CQ_OK, lib.CQ_NOT_REACHED):
                 c.pos = p
 
-    def _save(self) -> None:
+    def _save(self, index: int | None = None) -> None:
+        """Named tailers: persist ``index`` (default: the current position) as
+        ``index.<name>``, the index a restarted tailer reads first."""
         if self._named_off is not None:
-            meta = self.queue._meta
-            assert meta is not None
-            meta.file.store64(self._named_off, self.index)
+            value = self.index if index is None else index
+            if value != self._saved:
+                meta = self.queue._meta
+                assert meta is not None
+                meta.file.store64(self._named_off, value)
+                self._saved = value
+
+    def _handed(self, ex: Excerpt | None) -> None:
+        """Named tailers, at-least-once: while an excerpt is handed out the saved
+        position stays *at* it (a restart after a crash mid-processing reads it
+        again); the next read, by asking for more, marks it done."""
+        if self._named_off is not None:
+            self._save(ex.index if ex is not None else None)
 
     def to_start(self) -> Tailer:
         """Move to the first excerpt of the queue."""
@@ -1896,11 +1951,6 @@ class Tailer(AsyncTailerMixin, _Resource):
             return self._read_slow(n)
         return self._read_other()
 
-    def _read_named(self) -> Excerpt | None:
-        ex = Tailer.read_nowait(self)
-        if ex is not None:
-            self._save()
-        return ex
 
     def _read_slow(self, n: int) -> Excerpt | None:
         c = self._c
@@ -2064,10 +2114,11 @@ class Tailer(AsyncTailerMixin, _Resource):
         if self._direction != TailerDirection.FORWARD or self._c.include_meta:
             items = []
             for _ in range(max_count):
-                ex = self.read_nowait()
+                ex = Tailer.read_nowait(self)
                 if ex is None:
                     break
                 items.append(ex)
+            self._handed(items[0] if items else None)
             return _batch_of(items)
         c = self._c
         sc = self._batch_scratch
@@ -2081,14 +2132,14 @@ class Tailer(AsyncTailerMixin, _Resource):
         n = int(n_out[0])
         if n:
             if self._named_off is not None:
-                self._save()
+                self._save(int(sc.pindices[0]))
             return sc.take(n, self)
         if rc == lib.CQ_NONE:
+            self._handed(None)
             return _batch_of([])
         # too large for the buffer, a roll, a remap or an error: one single read
-        ex = self.read_nowait() if rc == lib.CQ_TOO_LARGE else self._read_slow(int(rc))
-        if ex is not None and self._named_off is not None:
-            self._save()
+        ex = Tailer.read_nowait(self) if rc == lib.CQ_TOO_LARGE else self._read_slow(int(rc))
+        self._handed(ex)
         return _batch_of([ex] if ex is not None else [])
 
     _batch_scratch: _BatchScratch | None = None
@@ -2153,7 +2204,7 @@ class Tailer(AsyncTailerMixin, _Resource):
         if ack is None:
             return None
         inner = self._ungated_read
-        ex = inner() if inner is not None else Tailer.read_nowait(self)
+        ex = inner() if inner is not None else type(self).read_nowait(self)
         if ex is not None and ex.index > ack:
             self.move_to_index(ex.index)  # not acknowledged yet: read it again later
             return None
@@ -2238,6 +2289,17 @@ class Tailer(AsyncTailerMixin, _Resource):
             if ex is None:
                 return
             yield ex
+
+
+class _NamedTailer(Tailer):
+    """A named tailer (``Queue.tailer(name)``): its position persists in
+    ``metadata.cq4t`` as ``index.<name>``, at least once (see :meth:`Tailer._handed`)."""
+
+    def read_nowait(self) -> Excerpt | None:
+        """The next excerpt, or None if none has been written yet."""
+        ex = Tailer.read_nowait(self)
+        self._handed(ex)
+        return ex
 
 
 class _BatchScratch:

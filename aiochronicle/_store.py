@@ -373,26 +373,28 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
         if os.path.exists(path):
             _discard(path)
             continue
-        tmp, f, layout = _build_aside(path, cycle, index_count, index_spacing, chunk,
-                                      overlap)
+        tmp, f, _ = _build_aside(path, cycle, index_count, index_spacing, chunk, overlap)
         try:
             os.link(tmp, path)
         except FileExistsError:
-            f.close()
-            f.release()
             continue
         except OSError as exc:
-            f.close()
-            f.release()
             if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
                 raise
             # no hard links here: create in place, as Java does
             return _create_in_place(path, cycle, index_count, index_spacing, chunk,
                                     overlap, timeout)
         finally:
+            f.close()
+            f.release()
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        return CycleStore(path, cycle, f, layout), True
+        # opened again by its own name: what /proc shows for this process
+        # (retention's "open in process" check) must name the cycle file
+        st = open_store(path, cycle, writable=True, chunk=chunk, overlap=overlap,
+                        timeout=timeout)
+        if st is not None:
+            return st, True
     raise CorruptQueueError("could not create the cycle file", path, 0)
 
 

@@ -104,6 +104,65 @@ def test_full_disk_when_creating_a_cycle_file(small_fs):
         assert q.roll_cycle.to_sequence(i) == 0
 
 
+ROLL_WRITER = textwrap.dedent(
+    """
+    import sys, aiochronicle as ac
+    path, now, msg = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode()
+    with ac.open_queue(path, roll_cycle=ac.RollCycles.FAST_HOURLY, block_size=256 << 10,
+                       time_provider=ac.SetTimeProvider(now)) as q:
+        try:
+            print("OK", q.appender().append(msg))
+        except ac.DiskFullError:
+            print("FULL")
+    """
+)
+
+
+def test_full_disk_during_a_roll_with_several_writers(small_fs):
+    """Writers roll into a new cycle while the disk is full: each gets
+    DiskFullError and nothing is left at the new cycle's name; once space is
+    freed, their appends are acknowledged and every reader sees all of them
+    (nothing stops readers at a half-made file), and `check` finds no problem."""
+    path = str(small_fs / "q")
+    hour = 3_600_000
+    t0 = 472_222 * hour
+    with ac.open_queue(path, roll_cycle=ac.RollCycles.FAST_HOURLY, block_size=256 << 10,
+                       time_provider=ac.SetTimeProvider(t0)) as q:
+        first = [q.appender().append(b"before %d" % i) for i in range(3)]
+        new_name = q.cycle_path(472_223)
+    free = shutil.disk_usage(small_fs).free
+    with open(small_fs / "filler", "wb") as f:
+        f.write(b"\0" * (free - 8192))
+
+    def writers(msgs: list[str]) -> list[str]:
+        procs = [subprocess.Popen([sys.executable, "-c", ROLL_WRITER, path, str(t0 + hour), m],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for m in msgs]
+        outs = []
+        for p in procs:
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err[-3000:]  # -7 would be a SIGBUS
+            outs.append(out.strip())
+        return outs
+
+    assert writers(["full-a", "full-b", "full-c"]) == ["FULL"] * 3
+    assert not os.path.exists(new_name)
+    assert [n for n in os.listdir(path) if n.endswith(".creating")] == []
+    os.unlink(small_fs / "filler")
+    outs = writers(["after-a", "after-b", "after-c"])
+    assert all(o.startswith("OK ") for o in outs), outs
+    acked = sorted((int(o.split()[1]), m) for o, m in zip(outs, ["after-a", "after-b",
+                                                                 "after-c"], strict=True))
+    with ac.open_queue(path, read_only=True) as q:
+        got = [(ex.index, ex.payload) for ex in q.tailer()]
+    assert got[:3] == [(i, b"before %d" % n) for n, i in enumerate(first)]
+    assert got[3:] == [(i, m.encode()) for i, m in acked]
+    r = subprocess.run([sys.executable, "-m", "aiochronicle", "check", path],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "died" not in r.stdout + r.stderr
+
+
 def test_sync_modes_record_last_index_msynced(tmp_path):
     path = str(tmp_path / "q")
     with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0), sync=ac.SyncMode.SYNC,

@@ -802,23 +802,29 @@ def test_named_tailer_resumes_after_reopen(tmp_path: Path) -> None:
         t = q.tailer("svc")
         got = [t.read_nowait() for _ in range(3)]
         assert [e.index for e in got] == [ix(DAY0, i) for i in range(3)]
-        # Java stores the *next* index to read under index.<name> (reference §7.4)
-        assert q.table_store_get("index.svc") == ix(DAY0, 3)
+        # at least once: while n2 is handed out the stored position stays at
+        # it; the next read marks it done (Java stores the next index when the
+        # reading document closes, after processing; reference §7.4)
+        assert q.table_store_get("index.svc") == ix(DAY0, 2)
         other = q.tailer("other")  # a different name starts at the beginning
         assert other.read_nowait() == ac.Excerpt(ix(DAY0, 0), b"n0")
     with open_q(tmp_path / "q") as q:
         t = q.tailer("svc")
-        assert t.index == ix(DAY0, 3)
+        assert t.index == ix(DAY0, 2)  # n2 was never marked done: it comes again
+        assert t.read_nowait() == ac.Excerpt(ix(DAY0, 2), b"n2")
         assert t.read_nowait() == ac.Excerpt(ix(DAY0, 3), b"n3")
+        assert q.table_store_get("index.svc") == ix(DAY0, 3)
         b = t.read_many(max_count=2)
         assert b.payloads() == [b"n4", b"n5"]
-        assert q.table_store_get("index.svc") == ix(DAY0, 6)
+        assert q.table_store_get("index.svc") == ix(DAY0, 4)  # the batch is in hand
         assert t.read_nowait() is None
+        assert q.table_store_get("index.svc") == ix(DAY0, 6)  # asking again: all done
         q.appender().append(b"n6")
     with open_q(tmp_path / "q") as q:
         t = q.tailer("svc")
         assert list(t) == [ac.Excerpt(ix(DAY0, 6), b"n6")]
-        assert q.tailer("other").read_nowait() == ac.Excerpt(ix(DAY0, 1), b"n1")
+        # "other" never asked for more after n0: n0 is read again
+        assert q.tailer("other").read_nowait() == ac.Excerpt(ix(DAY0, 0), b"n0")
         unnamed = q.tailer()
         assert unnamed.read_nowait() == ac.Excerpt(ix(DAY0, 0), b"n0")
 
@@ -984,3 +990,30 @@ def test_batches_stay_intact_after_later_reads(tmp_path: Path) -> None:
                                        for k in range(len(expected) + 1)]
         with pytest.raises(ValueError):
             t.read_many(max_count=0)
+
+
+def test_close_releases_cycle_files_at_once(tmp_path: Path) -> None:
+    """After close(), nothing of the queue's cycle files stays mapped or open in
+    this process, even while the user still holds its appender, tailers (a
+    named one read from) and a reader's batch (they used to keep them until
+    garbage collection), so retention can delete them."""
+    from aiochronicle._ops import files_open_by_processes
+
+    path = tmp_path / "q"
+    with open_q(path) as q:
+        app = q.appender()
+        for i in range(5):
+            app.append(b"r%d" % i)
+        named = q.tailer("svc")
+        assert named.read_nowait() is not None
+        plain = q.tailer()
+        batch = plain.read_many()
+        files = [q.cycle_path(c) for c in q.cycles()]
+        assert files_open_by_processes(files).get(files[0]) == [os.getpid()]
+    assert len(batch) == 5
+    assert files_open_by_processes(files) == {}
+    with pytest.raises(ac.QueueClosedError):
+        named.read_nowait()
+    with pytest.raises(ac.QueueClosedError):
+        app.append(b"late")
+    assert named.index > 0 and app.last_index_appended >= 0  # still answer, no crash

@@ -503,10 +503,11 @@ def test_named_tailer_across_cycles_and_to_end(tmp_path: Path) -> None:
         expected = _write_with_gaps(q, clk, {H0: 2, H0 + 2: 2}, HOUR)
         t = q.tailer("svc")
         assert [t.read_nowait() for _ in range(3)] == expected[:3]
-        assert q.table_store_get("index.svc") == ix(H0 + 2, 1)
+        # the third excerpt is still in hand (at least once): saved at it
+        assert q.table_store_get("index.svc") == ix(H0 + 2, 0)
     with open_q(qdir, clk) as q:
         t = q.tailer("svc")
-        assert read_all(t) == expected[3:]
+        assert read_all(t) == expected[2:]
         t.to_start()
     with open_q(qdir, clk) as q:
         t = q.tailer("svc")
@@ -519,3 +520,58 @@ def test_named_tailer_across_cycles_and_to_end(tmp_path: Path) -> None:
         clk.advance_millis(HOUR)
         q.appender().append(b"new")
         assert t.read_nowait() == ac.Excerpt(ix(H0 + 3, 0), b"new")
+
+
+ROLL_PAST_DAMAGE = """
+import sys, warnings, aiochronicle as ac
+path, t1 = sys.argv[1], int(sys.argv[2])
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    with ac.open_queue(path, roll_cycle=ac.RollCycles.FAST_HOURLY,
+                       time_provider=ac.SetTimeProvider(t1), lock_timeout=2.0) as q:
+        print(q.appender().append(b"after the damage"))
+print("WARNED" if any("could not be closed" in str(w.message) for w in seen) else "QUIET")
+"""
+
+
+def test_truncated_older_cycle_does_not_hang_the_roll(tmp_path: Path) -> None:
+    """The second-newest cycle file was cut short inside an excerpt and has no
+    EOF marker: the roll that closes it used to spin forever holding the write
+    lock.  Now it warns, leaves the damaged file as it is, and the append
+    lands in the new cycle; other appenders are not locked out."""
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "q")
+    t0 = H0 * HOUR
+    with ac.open_queue(path, roll_cycle=ac.RollCycles.FAST_HOURLY,
+                       time_provider=ac.SetTimeProvider(t0)) as q:
+        app = q.appender()
+        for i in range(6):
+            app.append(b"m%d-" % i + b"x" * 100)
+        older = q.cycle_path(H0)
+        docs = raw_documents(older)
+    # cut the file 20 bytes into the 4th data excerpt (it never got an EOF)
+    data = [pos for kind, pos, _ in docs if kind == "data"]
+    os.truncate(older, data[3] + 4 + 20)
+    r = subprocess.run([sys.executable, "-c", ROLL_PAST_DAMAGE, path, str(t0 + HOUR)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    index_s, warned = r.stdout.split()
+    assert int(index_s) == ix(H0 + 1, 0)
+    assert warned == "WARNED"
+    # the write lock is free again and the queue takes more appends
+    with ac.open_queue(path, roll_cycle=ac.RollCycles.FAST_HOURLY,
+                       time_provider=ac.SetTimeProvider(t0 + HOUR), lock_timeout=2.0) as q:
+        assert q.table_store_get("chronicle.write.lock") == -(1 << 63)
+        with pytest.warns(RuntimeWarning, match="could not be closed"):
+            assert q.appender().append(b"more") == ix(H0 + 1, 1)
+        t = q.tailer()
+        assert t.move_to_index(ix(H0 + 1, 0))
+        assert [ex.payload for ex in t] == [b"after the damage", b"more"]
+        # the intact excerpts before the damage still read; the damage itself
+        # is a named error, never a hang
+        t = q.tailer()
+        assert [t.read_nowait().payload[:3] for _ in range(3)] == [b"m0-", b"m1-", b"m2-"]
+        with pytest.raises(ac.CorruptQueueError):
+            t.read_nowait()

@@ -1,0 +1,236 @@
+"""The write lock under stalled holders: a writer SIGSTOPped while it holds
+``chronicle.write.lock`` (mid-excerpt) and resumed after ``lock_timeout``, in
+every unlock mode, with real processes.
+
+Forced unlocking (``UnlockMode.ALWAYS``) must never let two writers write the
+same bytes: the stalled writer finds out before it commits
+(``WriteLockLostError``) and nothing acknowledged is lost or torn.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import pytest
+
+import aiochronicle as ac
+
+STALLED_DOC = textwrap.dedent(
+    """
+    import os, sys, time, aiochronicle as ac
+    path, mode, ready = sys.argv[1], sys.argv[2], sys.argv[3]
+    with ac.open_queue(path, unlock_mode=ac.UnlockMode(mode), lock_timeout=0.5) as q:
+        app = q.appender()
+        try:
+            with app.writing_document() as dc:
+                dc.write(b"A" * 64)
+                open(ready, "w").close()        # the parent stops us about here
+                for _ in range(40):
+                    time.sleep(0.005)
+                    dc.write(b"A" * 64)
+            print("COMMITTED", dc.index, flush=True)
+        except ac.WriteLockLostError as exc:
+            print("LOST", exc, flush=True)
+    """
+)
+
+
+def _wait_for(path: str, proc: subprocess.Popen[str], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the child never got there"
+        time.sleep(0.002)
+
+
+def _payloads(path: str) -> list[bytes]:
+    with ac.open_queue(path, read_only=True) as q:
+        return [ex.payload for ex in q.tailer()]
+
+
+@pytest.mark.parametrize("mode", list(ac.UnlockMode))
+def test_holder_stopped_mid_document_then_resumed(tmp_path, mode):
+    path = str(tmp_path / "q")
+    ready = str(tmp_path / "ready")
+    with ac.open_queue(path) as q:
+        q.appender().append(b"first")
+    child = subprocess.Popen([sys.executable, "-c", STALLED_DOC, path, mode.value, ready],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(ready, child)
+        child.send_signal(signal.SIGSTOP)
+        acked = []
+        with ac.open_queue(path, unlock_mode=mode, lock_timeout=0.5) as q:
+            app = q.appender()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # "forcing ... away"
+                for i in range(20):
+                    msg = b"B%03d" % i * 10
+                    try:
+                        acked.append((app.append(msg), msg))
+                    except ac.WriteLockTimeoutError:
+                        assert mode is not ac.UnlockMode.ALWAYS
+                        break
+        child.send_signal(signal.SIGCONT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err[-3000:]
+    got = _payloads(path)
+    if mode is ac.UnlockMode.ALWAYS:
+        # the stalled writer learnt it lost the lock and published nothing;
+        # every acknowledged excerpt is intact, at its index
+        assert out.startswith("LOST"), out
+        assert len(acked) == 20
+        assert got == [b"first"] + [m for _, m in acked]
+        with ac.open_queue(path, read_only=True) as q:
+            t = q.tailer()
+            for index, msg in acked:
+                assert t.move_to_index(index)
+                ex = t.read_nowait()
+                assert ex is not None and ex.payload == msg
+    else:
+        # a live holder keeps the lock: the waiter gave up, the holder committed
+        assert acked == []
+        assert out.startswith("COMMITTED"), out
+        assert got == [b"first", b"A" * 64 * 41]
+    r = subprocess.run([sys.executable, "-m", "aiochronicle", "check", path],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+STRESS_WRITER = textwrap.dedent(
+    """
+    import sys, time, warnings, aiochronicle as ac
+    path, wid, count, acks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    warnings.simplefilter("ignore", RuntimeWarning)
+    lost = 0
+    with ac.open_queue(path, unlock_mode=ac.UnlockMode.ALWAYS, lock_timeout=0.15,
+                       roll_cycle=ac.RollCycles.FAST_DAILY) as q, open(acks, "w") as log:
+        app = q.appender()
+        for n in range(count):
+            msg = b"w%d-%05d|" % (wid, n) + bytes([65 + wid]) * (20 + n % 200)
+            while True:
+                try:
+                    if n % 3 == 0:
+                        with app.writing_document() as dc:
+                            dc.write(msg[:10])
+                            time.sleep(0.002)
+                            dc.write(msg[10:])
+                        index = dc.index
+                    else:
+                        index = app.append(msg)
+                    break
+                except (ac.WriteLockLostError, ac.WriteLockTimeoutError):
+                    lost += 1
+            log.write("%d %s\\n" % (index, msg.hex()))
+            log.flush()
+    print("lost", lost)
+    """
+)
+
+
+def test_forced_unlock_with_stopped_writers_loses_and_tears_nothing(tmp_path):
+    """Three writers in UnlockMode.ALWAYS, stopped and resumed at random while
+    they write: every acknowledged excerpt is read back once, intact, at its
+    index; nothing else is there; `check` finds the queue sound."""
+    path = str(tmp_path / "q")
+    count = 250
+    procs = []
+    for w in range(3):
+        acks = str(tmp_path / f"acks{w}")
+        procs.append((subprocess.Popen(
+            [sys.executable, "-c", STRESS_WRITER, path, str(w), str(count), acks],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), acks))
+    rnd = random.Random(13)
+    stops = 0
+    while not os.path.exists(os.path.join(path, "metadata.cq4t")):
+        time.sleep(0.01)
+    time.sleep(0.2)
+    watcher = ac.open_queue(path, read_only=True)
+    try:
+        deadline = time.monotonic() + 120
+        while any(p.poll() is None for p, _ in procs):
+            assert time.monotonic() < deadline, "writers did not finish"
+            live = {p.pid: p for p, _ in procs if p.poll() is None}
+            time.sleep(rnd.uniform(0.02, 0.1))
+            # mostly stop the writer holding the lock (mid-excerpt), else any
+            holder = (watcher.table_store_get("chronicle.write.lock") or 0) & 0xFFFFFFFF
+            victim = live.get(holder) if rnd.random() < 0.8 else None
+            if victim is None:
+                victim = rnd.choice(list(live.values()))
+            try:
+                victim.send_signal(signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            stops += 1
+            time.sleep(rnd.uniform(0.2, 0.5))
+            victim.send_signal(signal.SIGCONT)
+    finally:
+        watcher.close()
+        for p, _ in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+    acked: dict[int, bytes] = {}
+    for p, acks in procs:
+        _out, err = p.communicate(timeout=30)
+        assert p.returncode == 0, err[-3000:]
+        with open(acks) as f:
+            for line in f:
+                index, hexmsg = line.split()
+                assert int(index) not in acked, "two writers acknowledged one index"
+                acked[int(index)] = bytes.fromhex(hexmsg)
+    assert stops >= 3
+    assert len(acked) == 3 * count
+    with ac.open_queue(path, read_only=True) as q:
+        got = [(ex.index, ex.payload) for ex in q.tailer()]
+    assert got == sorted(acked.items())
+    r = subprocess.run([sys.executable, "-m", "aiochronicle", "check", path],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_lock_timeout_restarts_when_the_lock_changes_hands(tmp_path):
+    """A waiter with UnlockMode.ALWAYS must not force the lock away from a live
+    holder that has held it for less than lock_timeout, even when the lock went
+    from one holder to another without the waiter ever seeing it free."""
+    path = str(tmp_path / "q")
+    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+                for _ in range(3)]
+    try:
+        with ac.open_queue(path, unlock_mode=ac.UnlockMode.ALWAYS, lock_timeout=1.0) as q:
+            q.appender().append(b"x")
+            q.table_store_put("chronicle.write.lock", sleepers[0].pid)
+            child = subprocess.Popen(
+                [sys.executable, "-c", textwrap.dedent(
+                    """
+                    import sys, warnings, aiochronicle as ac
+                    warnings.simplefilter("error", RuntimeWarning)
+                    with ac.open_queue(sys.argv[1], unlock_mode=ac.UnlockMode.ALWAYS,
+                                       lock_timeout=1.0) as q:
+                        print(q.appender().append(b"waiter"))
+                    """), path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # hand the lock from one live process to the next every 0.6 s
+            for holder in sleepers[1:]:
+                time.sleep(0.6)
+                assert child.poll() is None, child.communicate()
+                q.table_store_put("chronicle.write.lock", holder.pid)
+            time.sleep(0.6)
+            assert child.poll() is None, child.communicate()
+            assert q.table_store_get("chronicle.write.lock") == sleepers[-1].pid
+            q.table_store_put("chronicle.write.lock", -(1 << 63))
+            _out, err = child.communicate(timeout=30)
+        assert child.returncode == 0, err[-3000:]
+        assert _payloads(path) == [b"x", b"waiter"]
+    finally:
+        for s in sleepers:
+            s.kill()
