@@ -74,6 +74,7 @@ EXPECTED = [
     "UnknownRollCycleError",
     "UnlockMode",
     "WireError",
+    "WriteLockLostError",
     "WriteLockTimeoutError",
     "__version__",
     "add_store_file_listener",
