@@ -42,6 +42,7 @@ from ._errors import (
 from ._native import UNLOCKED
 from ._queue import METADATA_FILE, Queue, _pid_alive, open_queue
 from ._rollcycles import cycle_shift_for
+from ._headerless import HEADERLESS_LIMITATION
 from ._store import CycleStore, open_store
 from ._tablestore import TableStore
 from ._wire import I64Array, WireError, parse_document
@@ -431,7 +432,8 @@ class _RepairContext:
         st = self._stores.get(path)
         if st is None:
             st = open_store(path, cycle, writable=True, chunk=self.q.block_size,
-                            overlap=self.q._overlap, timeout=1.0)
+                            overlap=self.q._overlap, timeout=1.0,
+                            roll_index=self.q._roll_index())
             if st is None:
                 raise ChronicleError(f"cannot open {path} for repair")
             self._stores[path] = st
@@ -486,7 +488,7 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
     out: list[CheckFinding] = []
     try:
         st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q._overlap,
-                        timeout=0.5)
+                        timeout=0.5, roll_index=q._roll_index())
     except CorruptQueueError as exc:
         return [CheckFinding("error", "bad-file", path, f"unreadable cycle file: {exc}", 0)]
     if st is None:
@@ -500,6 +502,8 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
             "the file's header was never completed (its creator died): readers treat the "
             "cycle as absent", 0, f"rename it to {os.path.basename(discard)} as Java does",
             _apply=rename)]
+    if st.layout.headerless:
+        out.append(CheckFinding("warning", "headerless-file", path, HEADERLESS_LIMITATION, 0))
     try:
         lay = st.layout
         positions: dict[int, int] = {}

@@ -21,6 +21,7 @@ from ._errors import (
     AppendLockedError,
     ChronicleError,
     CorruptQueueError,
+    HeaderlessCycleError,
     IllegalIndexError,
     IndexFullError,
     MessageTooLargeError,
@@ -34,6 +35,7 @@ from ._native import UNLOCKED, ffi, lib
 from ._notify import attach_appender, close_notifier
 from ._pauser import Pauser
 from ._rollcycles import CycleNamer, RollCycle, RollCycles, candidate_roll_cycles, make_roll_cycle
+from ._headerless import headerless_append_message
 from ._store import CycleStore, create_or_open_store, open_store
 from ._tablestore import TableStore
 from ._wire import WireWriter
@@ -429,7 +431,8 @@ class Queue(_Resource):
             return rc, ep
         # Chronicle 4 kept the roll settings in each cycle file's header
         probe = open_store(os.path.join(self.path, names[0] + SUFFIX), 0, writable=False,
-                           chunk=self.block_size, overlap=self._overlap, timeout=self.timeout)
+                           chunk=self.block_size, overlap=self._overlap, timeout=self.timeout,
+                           roll_index=(rc.index_count, rc.index_spacing))
         if probe is not None:
             try:
                 lay = probe.layout
@@ -610,7 +613,8 @@ class Queue(_Resource):
                                                                 self._dead_files[path]):
                         return None
                     st = open_store(path, cycle, writable=writable, chunk=self.block_size,
-                                    overlap=self._overlap, timeout=self.timeout)
+                                    overlap=self._overlap, timeout=self.timeout,
+                                    roll_index=self._roll_index())
                     if st is None:
                         # absent, or its creator died before finishing the header
                         # (open_store waited `timeout`): remember the latter, so
@@ -624,6 +628,10 @@ class Queue(_Resource):
                 self._store_event("on_acquired", st)
             st.refs += 1
             return st
+
+    def _roll_index(self) -> tuple[int, int]:
+        """(index count, spacing) for cycle files without a header (libchronicle's)."""
+        return self.roll_cycle.index_count, self.roll_cycle.index_spacing
 
     def _store_event(self, what: str, st: CycleStore) -> None:
         for hook in list(self._store_hooks):
@@ -1319,6 +1327,9 @@ class Appender(_Resource):
             self.queue._release_store(st)
 
     def _set_store(self, st: CycleStore) -> None:
+        if st.layout.headerless:
+            self.queue._release_store(st)
+            raise HeaderlessCycleError(headerless_append_message(st.path))
         old = self._store
         self._store = st
         c = self._c

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from ._errors import CorruptQueueError
+from ._headerless import is_headerless
 from ._mapped import MappedFile
 from ._native import ffi, lib
 from ._rollcycles import cycle_shift_for
@@ -42,6 +43,8 @@ class StoreLayout:
     roll_length: int | None = None
     roll_format: str | None = None
     roll_epoch: int | None = None
+    #: no header document (libchronicle's files): data from offset 0, no index
+    headerless: bool = False
 
 
 def _index_doc(name: str, base: int, capacity: int, values: tuple[int, ...]) -> tuple[bytes, int]:
@@ -98,10 +101,23 @@ def store_image(index_count: int, index_spacing: int) -> tuple[bytes, StoreLayou
     return bytes(image), layout
 
 
-def parse_layout(f: MappedFile) -> StoreLayout:
-    """Read a cycle file's header document (any Chronicle 4/5 variant)."""
+def headerless_layout(index_count: int, index_spacing: int) -> StoreLayout:
+    """The layout of a cycle file without a header document: data from offset
+    0, 4-byte aligned, no write position and no index (lookups walk)."""
+    return StoreLayout(index_count, index_spacing, 4, 0, 0, 0, 0, 0, headerless=True)
+
+
+def parse_layout(f: MappedFile, roll_index: tuple[int, int] | None = None) -> StoreLayout:
+    """Read a cycle file's header document (any Chronicle 4/5 variant).
+
+    ``roll_index`` (the queue's index count and spacing) allows a file without
+    a header document, as libchronicle writes them, to be read.
+    """
     word = f.load32(0)
     length = word & LENGTH_MASK
+    if roll_index is not None and (not word & HDR_META or word == HDR_EOF) and is_headerless(
+            lambda pos: f.load32(pos) if pos + 4 <= f.size else None, f.size):
+        return headerless_layout(*roll_index)
     if not word & HDR_META or word & HDR_NOT_COMPLETE or length == 0:
         raise CorruptQueueError(f"first header word {word:#010x} is not a complete metadata "
                                 "document: not a Chronicle Queue cycle file", f.path, 0)
@@ -260,7 +276,8 @@ def _wait_header(f: MappedFile, timeout: float) -> bool:
     while True:
         if f.size >= 4:
             word = f.load32(0)
-            if word and not word & HDR_NOT_COMPLETE:
+            # (a bare EOF first: a headerless cycle closed before any write)
+            if word and (not word & HDR_NOT_COMPLETE or word == HDR_EOF):
                 return True
         if time.monotonic() >= deadline:
             return False
@@ -276,9 +293,12 @@ def _check_regular(fd: int, path: str) -> None:
 
 
 def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: int,
-               timeout: float) -> CycleStore | None:
+               timeout: float, roll_index: tuple[int, int] | None = None) -> CycleStore | None:
     """Open an existing cycle file; None if it does not exist or is being created
-    by a process that died (a tailer treats such a cycle as absent)."""
+    by a process that died (a tailer treats such a cycle as absent).
+
+    With ``roll_index`` (index count, spacing) a file without a header
+    document (libchronicle's) is opened too, with a headerless layout."""
     try:
         # O_NONBLOCK: a FIFO in the cycle file's place must not block the open
         # (it is refused just below); it changes nothing for a regular file
@@ -299,7 +319,7 @@ def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: in
         if not _wait_header(f, timeout):
             f.close()
             return None
-        return CycleStore(path, cycle, f, parse_layout(f))
+        return CycleStore(path, cycle, f, parse_layout(f, roll_index))
     except BaseException:
         f.close()
         raise
@@ -334,7 +354,8 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
                 f.cas32(0, HDR_NOT_COMPLETE, int.from_bytes(image[:4], "little"))
                 return CycleStore(path, cycle, f, layout), True
             if _wait_header(f, timeout):
-                return CycleStore(path, cycle, f, parse_layout(f)), False
+                return CycleStore(path, cycle, f,
+                                  parse_layout(f, (index_count, index_spacing))), False
         except BaseException:
             f.close()
             raise
