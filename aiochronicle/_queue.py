@@ -38,7 +38,7 @@ from ._rollcycles import CycleNamer, RollCycle, RollCycles, candidate_roll_cycle
 from ._headerless import headerless_append_message
 from ._store import CycleStore, create_or_open_store, open_store
 from ._tablestore import TableStore
-from ._wire import WireWriter
+from ._wire import WireWriter, payload_text
 
 if TYPE_CHECKING:
     from ._codecs import Codec
@@ -154,6 +154,15 @@ class Excerpt(NamedTuple):
 
     index: int  # type: ignore[assignment]  # shadows tuple.index on purpose
     payload: bytes
+
+    @property
+    def text(self) -> str:
+        """The payload as text.  ``append_text`` and Java's ``writeText`` store
+        a BinaryWire string, whose first byte is a length prefix (``b"\\xe5hello"``
+        holds ``"hello"``: 0xE0 + 5 bytes; from 32 bytes on, 0xB8 and a
+        stop-bit length); this drops the prefix.  A payload without one is
+        decoded as UTF-8.  Raises WireError when it is not text."""
+        return payload_text(self.payload)
 
 
 def text_bytes(text: str) -> bytes:
