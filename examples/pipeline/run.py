@@ -14,10 +14,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", ".."))
+import aiochronicle as ac
 
-import aiochronicle as ac  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,8 +40,9 @@ def main(argv: list[str] | None = None) -> int:
           f"readers wait with Pauser.{args.pauser}()", flush=True)
 
     py = sys.executable
-    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", ".."),
-               PIPELINE_PAUSER=args.pauser)
+    # the services import `messages` from their own directory and aiochronicle
+    # from the installed package (never from the source tree)
+    env = dict(os.environ, PIPELINE_PAUSER=args.pauser)
     router = subprocess.Popen([py, os.path.join(HERE, "router.py"), orders, args.dir], env=env)
     strategy = subprocess.Popen([py, os.path.join(HERE, "strategy.py"), md, orders, args.dir],
                                 env=env)
