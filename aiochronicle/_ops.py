@@ -39,10 +39,10 @@ from ._errors import (
     QueueBusyError,
     RollCycleMismatchWarning,
 )
+from ._headerless import HEADERLESS_LIMITATION
 from ._native import UNLOCKED
 from ._queue import METADATA_FILE, Queue, _pid_alive, open_queue
 from ._rollcycles import cycle_shift_for
-from ._headerless import HEADERLESS_LIMITATION
 from ._store import CycleStore, open_store
 from ._tablestore import TableStore
 from ._wire import I64Array, WireError, parse_document

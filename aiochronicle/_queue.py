@@ -31,11 +31,11 @@ from ._errors import (
     RollCycleMismatchWarning,
     WriteLockTimeoutError,
 )
+from ._headerless import headerless_append_message
 from ._native import UNLOCKED, ffi, lib
 from ._notify import attach_appender, close_notifier
 from ._pauser import Pauser
 from ._rollcycles import CycleNamer, RollCycle, RollCycles, candidate_roll_cycles, make_roll_cycle
-from ._headerless import headerless_append_message
 from ._store import CycleStore, create_or_open_store, open_store
 from ._tablestore import TableStore
 from ._wire import WireWriter, payload_text

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from libchronicle_format import FILE_SIZE, LibchronicleStyleWriter, text_payload
 
 import aiochronicle as ac
-from libchronicle_format import FILE_SIZE, LibchronicleStyleWriter, text_payload
 
 HOUR = 3_600_000
 FIRST = 18949 * 24  # a FAST_HOURLY cycle (2021-11-18 00:00)
