@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 import time
+from array import array
 from dataclasses import dataclass
 
 from ._errors import CorruptQueueError
@@ -22,6 +24,8 @@ HDR_NOT_COMPLETE = 0x80000000
 HDR_EOF = 0xC0000000
 LENGTH_MASK = 0x3FFFFFFF
 MAX_HEADER = 1 << 20
+#: in a file without an index, a seek walks at most this many excerpts
+MARK_EVERY = 256
 
 
 def _align4(n: int) -> int:
@@ -182,7 +186,7 @@ class CycleStore:
     """One open cycle file: its mapping (shared by every appender and tailer of
     this queue object) and its parsed header."""
 
-    __slots__ = ("cycle", "file", "kept", "layout", "path", "refs")
+    __slots__ = ("_marks", "_marks_lock", "cycle", "file", "kept", "layout", "path", "refs")
 
     def __init__(self, path: str, cycle: int, file: MappedFile, layout: StoreLayout) -> None:
         self.path = path
@@ -190,6 +194,11 @@ class CycleStore:
         self.file = file
         self.layout = layout
         self.refs = 0
+        # a file without an index (libchronicle's): the position of every
+        # MARK_EVERY-th excerpt passed so far, so that seeks (and reading
+        # backwards) walk at most MARK_EVERY excerpts
+        self._marks = array("Q", [0]) if layout.headerless else None
+        self._marks_lock = threading.Lock()
         # closed appenders/tailers that still point at this store (a call of
         # theirs may be in flight on another thread): then it is never
         # unmapped by close(now=True), only when it is garbage
@@ -230,9 +239,29 @@ class CycleStore:
 
     def seek(self, seq: int) -> tuple[int, int]:
         """(native result code, header position) of data excerpt ``seq``."""
+        return self._seek(seq, self._mark_before(seq) if self._marks is not None else None)
+
+    def _mark_before(self, seq: int) -> tuple[int, int]:
+        """(sequence, position) of the remembered excerpt nearest before
+        ``seq``, remembering every MARK_EVERY-th one up to it first."""
+        marks = self._marks
+        assert marks is not None
+        k = seq // MARK_EVERY
+        with self._marks_lock:
+            while len(marks) <= k:
+                last = (len(marks) - 1) * MARK_EVERY
+                code, pos = self._seek(last + MARK_EVERY, (last, marks[-1]))
+                if code != lib.CQ_OK:
+                    break
+                marks.append(pos)
+            n = min(k, len(marks) - 1)
+            return n * MARK_EVERY, marks[n]
+
+    def _seek(self, seq: int, start: tuple[int, int] | None) -> tuple[int, int]:
         pos = ffi.new("uint64_t *")
         while True:
-            rc = lib.cq_seek(self.file.c, seq, pos)
+            rc = (lib.cq_seek(self.file.c, seq, pos) if start is None
+                  else lib.cq_seek_from(self.file.c, seq, start[1], start[0], pos))
             if rc == lib.CQ_NEED_MAP:
                 if not self.file.refresh():
                     need = int(pos[0])

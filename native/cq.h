@@ -143,6 +143,11 @@ int cq_reserve(int fd, uint64_t off, uint64_t len);
 /* store inspection */
 int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof);
 int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos);
+/* cq_seek walking from a known document boundary (from_pos holds the header
+ * of data excerpt from_seq, or the end of the data): for files without an
+ * index, whose caller remembers positions it has passed */
+int cq_seek_from(cq_store *s, uint64_t seq, uint64_t from_pos, uint64_t from_seq,
+                 uint64_t *pos);
 int cq_write_eof(cq_store *s, uint64_t hint);
 int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out);
 
