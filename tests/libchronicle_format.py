@@ -118,9 +118,8 @@ class LibchronicleStyleWriter:
         finally:
             os.close(fd)
         self._namer = cycle_name
-        self._file: mmap.mmap | None = None
+        self._file: mmap.mmap | None = None  # created by the first append, as libchronicle
         self._pos = self._seq = 0
-        self._open(first_cycle)
 
     def path_of(self, cycle: int) -> Path:
         """The cycle file of ``cycle``: its name from the roll format."""
@@ -157,8 +156,9 @@ class LibchronicleStyleWriter:
         """Append ``payload`` in ``cycle`` (default: the current one), rolling
         with a bare EOF first when ``cycle`` is later; returns its index
         (cycle << 32 | seq, libchronicle's fixed cycle shift)."""
-        if cycle is not None and cycle > self.cycle:
-            assert self._file is not None
+        if self._file is None:
+            self._open(self.cycle if cycle is None else cycle)
+        elif cycle is not None and cycle > self.cycle:
             struct.pack_into("<I", self._file, self._pos, HDR_EOF)
             self._file.close()
             self._open(cycle)

@@ -23,9 +23,9 @@ STRFTIME = "%Y%m%d-%HF"
 WRITER = Path(__file__).with_name("libchronicle_format.py")
 
 
-def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "aiochronicle", *args], capture_output=True,
-                          text=True, timeout=timeout, check=False)
+def run(*args: str, stdin: str = "", timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aiochronicle", *args], input=stdin,
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def build(path: Path) -> list[tuple[int, bytes]]:
@@ -105,9 +105,17 @@ def test_append_is_refused_with_a_named_error(lcq: tuple[Path, list[tuple[int, b
             a.write_at(written[-1][0] + 1, b"x")
     assert last.read_bytes() == before
     assert len(list(q.glob("*.cq4"))) == 3
-    r = run("write", str(q), "-q", "--roll-cycle", "FAST_HOURLY")
-    # the clock is today: a new cycle file with a header is written after them
-    assert r.returncode == 0, r.stderr
+    # the CLI: a queue whose newest cycle (ahead of the clock) libchronicle wrote
+    future = q.parent / "future"
+    w = LibchronicleStyleWriter(future, FORMAT, HOUR, 1_140_000, STRFTIME)  # in 2100
+    w.append(b"from libchronicle")
+    w.close()
+    r = run("write", str(future), "-q", stdin="refused\n")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "cannot append to" in r.stderr and "no header document" in r.stderr
+    assert len(list(future.glob("*.cq4"))) == 1
+    r = run("repair", str(q), "--yes", "--no-backup")
+    assert r.returncode == 3 and "nothing to repair" in r.stdout, r.stdout + r.stderr
 
 
 def test_cli_reads_it(lcq: tuple[Path, list[tuple[int, bytes]]]) -> None:
