@@ -392,7 +392,8 @@ def unlock_queue(path: str, *, force: bool = False) -> list[tuple[LockState, boo
 class CheckFinding:
     """One problem (or remark) found by :func:`check_queue`.
 
-    ``kind`` is one of ``bad-file``, ``unfinished-file``, ``incomplete-header``,
+    ``kind`` is one of ``bad-file``, ``unfinished-file``, ``headerless-file``
+    (written by libchronicle: readable, not appendable), ``incomplete-header``,
     ``corrupt-header``, ``missing-eof``, ``stale-write-position``,
     ``bad-write-position``, ``index-hole``, ``bad-index-entry``,
     ``missing-index-page``, ``listing-out-of-date``, ``stale-lock``,
