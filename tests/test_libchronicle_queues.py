@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from libchronicle_format import FILE_SIZE, LibchronicleStyleWriter, text_payload
+from libchronicle_format import FILE_SIZE, LibchronicleStyleWriter, metadata_bytes, text_payload
 
 import aiochronicle as ac
 
@@ -61,6 +61,13 @@ def test_the_built_queue_has_libchronicle_layout(lcq: tuple[Path, list[tuple[int
     assert first[:4] == len(written[0][1]).to_bytes(4, "little")
     assert first[4:4 + len(written[0][1])] == written[0][1]
     assert written[0][0] == FIRST << 32
+
+
+def test_table_store_matches_the_golden_vector(java_fixtures: Path) -> None:
+    """For FAST_DAILY libchronicle's metadata.cq4t equals the first 432 bytes
+    of Java's (the vector libchronicle's own tests compare with)."""
+    golden = (java_fixtures / "metadata-cq4t-excerpt-cycle18941.bin").read_bytes()
+    assert metadata_bytes("yyyyMMdd'F'", 86_400_000, 18941) == golden
 
 
 def test_read_forward_backward_and_by_index(lcq: tuple[Path, list[tuple[int, bytes]]]
