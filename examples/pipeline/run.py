@@ -45,11 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     # the services import `messages` from their own directory and aiochronicle
     # from the installed package (never from the source tree)
     env = dict(os.environ, PIPELINE_PAUSER=args.pauser)
-    # each service's summary is collected and printed in the order of the chain
-    out = {"stdout": subprocess.PIPE, "text": True, "env": env}
-    router = subprocess.Popen([py, os.path.join(HERE, "router.py"), orders, args.dir], **out)
-    strategy = subprocess.Popen([py, os.path.join(HERE, "strategy.py"), md, orders, args.dir],
-                                **out)
+
+    def start(script: str, *argv: str) -> subprocess.Popen[str]:
+        # each service's summary is collected, to be printed in the order of the chain
+        return subprocess.Popen([py, os.path.join(HERE, script), *argv],
+                                stdout=subprocess.PIPE, text=True, env=env)
+
+    router = start("router.py", orders, args.dir)
+    strategy = start("strategy.py", md, orders, args.dir)
     deadline = time.monotonic() + 30
     while not all(os.path.exists(os.path.join(args.dir, f"{n}.ready"))
                   for n in ("router", "strategy")):
@@ -59,8 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             print("pipeline: the readers did not start")
             return 1
         time.sleep(0.01)
-    gateway = subprocess.Popen([py, os.path.join(HERE, "gateway.py"), md, str(args.ticks),
-                                str(args.rate)], **out)
+    gateway = start("gateway.py", md, str(args.ticks), str(args.rate))
     codes = []
     for p in (gateway, strategy, router):
         try:
