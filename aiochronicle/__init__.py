@@ -18,6 +18,7 @@ from ._errors import AppendLockedError as AppendLockedError
 from ._errors import ChronicleError as ChronicleError
 from ._errors import CorruptQueueError as CorruptQueueError
 from ._errors import DiskFullError as DiskFullError
+from ._errors import HeaderlessCycleError as HeaderlessCycleError
 from ._errors import IllegalIndexError as IllegalIndexError
 from ._errors import IndexFullError as IndexFullError
 from ._errors import MessageTooLargeError as MessageTooLargeError
@@ -95,6 +96,7 @@ __all__ = [
     "DivergenceError",
     "DocumentContext",
     "Excerpt",
+    "HeaderlessCycleError",
     "IllegalIndexError",
     "IncompatibleQueueError",
     "IndexFullError",

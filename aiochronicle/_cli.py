@@ -35,6 +35,7 @@ from ._ops import (
     Retention,
     check_queue,
     files_to_repair,
+    is_queue_dir,
     lock_states,
     open_existing_queue,
     parse_index,
@@ -289,6 +290,22 @@ def _idle_waits() -> Iterator[float]:
         delay = min(delay * 1.5, 0.02)
 
 
+def _wait_for_queue(path: str) -> None:
+    """``tail -f`` on a queue that is not there yet (its writer has not started):
+    say so once on stderr, then wait for it to appear."""
+    if is_queue_dir(path):
+        return
+    sys.stderr.write(f"{PROG} tail: waiting for a queue to appear at {path} "
+                     "(Ctrl-C to stop)\n")
+    sys.stderr.flush()
+    delay = 0.01
+    while not is_queue_dir(path):
+        if os.path.isfile(path):
+            raise NotAQueueError(f"{path} is a file: tail reads a queue directory")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
+
+
 def cmd_tail(args: argparse.Namespace) -> int:
     if args.backward and args.follow:
         raise UsageError("--follow and --backward cannot be combined")
@@ -298,6 +315,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
     if os.path.isfile(path):
         raise NotAQueueError(f"{path} is a file: tail reads a queue directory "
                              "(use `aiochronicle dump` for a single file)")
+    if args.follow:
+        _wait_for_queue(path)
     q = open_existing_queue(path, writable=args.named is not None)
     if args.decode == "auto":
         from ._codecs import payload_decoder
@@ -597,6 +616,18 @@ def _summarise(findings: list[CheckFinding]) -> tuple[int, int]:
     return errors, warnings
 
 
+#: ``check``/``repair`` exit statuses: the queue is consistent; only warnings
+#: (every excerpt reads; something is worth tidying); errors (excerpts may be
+#: unreachable).  1 stays "the command failed" and 2 "bad usage", as for every
+#: command.
+CHECK_CLEAN, CHECK_WARNINGS, CHECK_ERRORS = 0, 3, 4
+
+
+def _check_status(findings: list[CheckFinding]) -> int:
+    errors, warnings = _summarise(findings)
+    return CHECK_ERRORS if errors else CHECK_WARNINGS if warnings else CHECK_CLEAN
+
+
 def _print_findings(findings: list[CheckFinding], out: TextIO, *, show_fix: bool) -> None:
     for f in findings:
         line = str(f)
@@ -624,7 +655,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         out.write(json.dumps([{"severity": f.severity, "kind": f.kind, "path": f.path,
                                "offset": f.offset, "message": f.message, "fix": f.fix}
                               for f in findings]) + "\n")
-        return 1 if any(_summarise(findings)) else 0
+        return _check_status(findings)
     _print_findings(findings, out, show_fix=True)
     errors, warnings = _summarise(findings)
     todo = [f for f in findings if f.repairable]
@@ -635,10 +666,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         out.write(f"{errors} error{'s' if errors != 1 else ''}, {warnings} "
                   f"warning{'s' if warnings != 1 else ''}; {len(todo)} repairable")
         out.write(f" (run: {PROG} repair {args.path})\n" if todo else "\n")
-        return 1
+        return _check_status(findings)
     if not todo:
         out.write("nothing to repair\n")
-        return 1 if errors or warnings else 0
+        return _check_status(findings)
     files = files_to_repair(todo)
     backup = args.backup or f"{os.path.abspath(args.path).rstrip(os.sep)}.backup-" \
                            f"{time.strftime('%Y%m%d-%H%M%S')}"
@@ -655,13 +686,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                       f"Back them up to {backup} first? [Y/n/q] ")
         if answer in ("q", "quit"):
             out.write("nothing changed\n")
-            return 1
+            return _check_status(findings)
         if answer in ("", "y", "yes"):
             backup_dir = backup
         else:
             if _ask("Repair without a backup? [y/N] ") not in ("y", "yes"):
                 out.write("nothing changed\n")
-                return 1
+                return _check_status(findings)
             backup_dir = None
     with ProgressBar("repair") as bar:
         done = repair_queue(args.path, backup_dir=backup_dir, progress=bar)
@@ -675,7 +706,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if errors or warnings:
         out.write("still wrong after the repair:\n")
         _print_findings(remaining, out, show_fix=False)
-        return 1
+        return _check_status(remaining)
     out.write(f"repaired {len(fixed)} problem{'s' if len(fixed) != 1 else ''}; "
               f"{args.path} is consistent now\n")
     return 0
@@ -1007,11 +1038,20 @@ def build_parser() -> argparse.ArgumentParser:
     c = add("check", cmd_check, "find inconsistencies (and repair them with --repair)",
             "Find incomplete headers, missing EOF markers, index holes and bad entries, a "
             "stale\nwritePosition, an out-of-date directory listing and locks held by dead "
-            "processes.\nExit status 0 when clean, 1 when something was found.")
+            "processes.\n\n"
+            "exit status:\n"
+            "  0  no problems found\n"
+            "  1  the check could not run (no such queue, unreadable metadata...)\n"
+            "  2  bad command line, or a repair refused without confirmation\n"
+            "  3  warnings only: nothing is damaged, something needs attention (a missing\n"
+            "     EOF marker, a stale lock, a file libchronicle wrote...)\n"
+            "  4  errors: damaged headers, index or excerpts")
     check_opts(c, True)
     r = add("repair", cmd_repair, "same as check --repair",
             "Check the queue, then repair what can be repaired while holding its write lock "
-            "(after\na backup prompt, or with --yes).")
+            "(after\na backup prompt, or with --yes).  Exit status 0 when the queue is "
+            "consistent afterwards,\notherwise as for check (3: warnings remain, 4: errors "
+            "remain).")
     check_opts(r, False)
 
     u = add("unlock", cmd_unlock, "release a write/append lock whose holder is dead",

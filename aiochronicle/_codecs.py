@@ -60,6 +60,7 @@ from ._wire import (
     WireError,
     WireWriter,
     encode_stop_bit,
+    payload_text,
 )
 
 if TYPE_CHECKING:
@@ -305,18 +306,9 @@ class TextCodec(Codec):
     def decode(self, payload: Any, type: Any = Any) -> Any:
         if type not in (Any, str):
             raise CodecError(f"the text codec decodes to str, not {type!r}")
-        buf = bytes(payload)
-        if buf and (buf[0] >= 0xE0 or buf[0] == 0xB8):
-            try:
-                value, end = PlainReader(buf).value(0, len(buf))
-            except WireError:
-                pass
-            else:
-                if end == len(buf) and isinstance(value, str):
-                    return value
         try:
-            return buf.decode("utf-8")
-        except UnicodeDecodeError as exc:
+            return payload_text(payload)
+        except WireError as exc:
             raise CodecError(f"not text: {exc}") from exc
 
     def render(self, payload: bytes) -> DecodedPayload | None:

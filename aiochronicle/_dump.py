@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ._errors import ChronicleError, CorruptQueueError
+from ._headerless import HEADERLESS_LIMITATION, is_headerless
 from ._rollcycles import CycleNamer, RollCycle
 from ._wire import Document, I64Array, Value, WireError, parse_document, parse_values
 
@@ -495,7 +496,10 @@ def dump_file(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
                 out.write(f", cycle: {cycle}")
             out.write("\n")
         first = f.u32(0)
-        if first is None or not first & HDR_META or first & HDR_NOT_COMPLETE:
+        if not table and is_headerless(f.u32, size):
+            if not data_only:
+                out.write(f"# {HEADERLESS_LIMITATION}\n")
+        elif first is None or not first & HDR_META or first & HDR_NOT_COMPLETE:
             raise CorruptQueueError(
                 f"first header word {first if first is None else hex(first)} is not a "
                 "complete metadata document: not a Chronicle Queue file", path, 0)

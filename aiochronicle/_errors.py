@@ -9,6 +9,7 @@ __all__ = [
     "ChronicleError",
     "CorruptQueueError",
     "DiskFullError",
+    "HeaderlessCycleError",
     "IllegalIndexError",
     "IndexFullError",
     "MessageTooLargeError",
@@ -88,6 +89,13 @@ class IndexFullError(ChronicleError):
 
 class DiskFullError(ChronicleError, OSError):
     """The file system has no room for the queue to grow; nothing was written."""
+
+
+class HeaderlessCycleError(ChronicleError):
+    """An append to a cycle file without a header document (one libchronicle
+    wrote): such files are read, never appended to, because there is no header
+    to keep the write position or the index in, and their writer does not take
+    the write lock."""
 
 
 class NotAQueueError(ChronicleError):

@@ -2,15 +2,40 @@
 
 from __future__ import annotations
 
+import glob
+import os
+import sys
+
 from ._version import __version__
+
+
+def _not_built_message() -> str:
+    """Why ``aiochronicle._cq`` is missing, and what to do: most often a source
+    checkout (no compiled core in it) comes first on ``sys.path`` and hides the
+    package installed in the environment."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    tree = os.path.dirname(here)
+    if not os.path.isfile(os.path.join(tree, "pyproject.toml")):
+        return ("aiochronicle's native core (aiochronicle._cq) is not built in "
+                f"{here}; install the package with `pip install .`")
+    shadowed = [os.path.join(entry, "aiochronicle")
+                for entry in sys.path
+                if entry and os.path.abspath(entry) != tree
+                and glob.glob(os.path.join(entry, "aiochronicle", "_cq*.so"))]
+    why = (f"Python imported aiochronicle from the source tree {tree} (it comes first on "
+           "sys.path: the current directory, PYTHONPATH, or a script that inserts it), and "
+           "the native core is not built there")
+    if shadowed:
+        why += f"; it hides the installed package in {shadowed[0]}"
+    return (f"{why}. Run from another directory (or with `python -P`, or without the "
+            "checkout on PYTHONPATH) to use the installed package, or build the core in "
+            "the checkout with `pip install -e .`")
+
 
 try:
     from ._cq import ffi, lib
 except ImportError as exc:  # pragma: no cover - depends on the build
-    raise ImportError(
-        "aiochronicle's native core (aiochronicle._cq) is not built; "
-        "install the package with `pip install .`"
-    ) from exc
+    raise ImportError(_not_built_message()) from exc
 
 _native_version = ffi.string(lib.cq_version()).decode()
 if _native_version != __version__:  # pragma: no cover - depends on the build

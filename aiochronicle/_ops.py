@@ -39,6 +39,7 @@ from ._errors import (
     QueueBusyError,
     RollCycleMismatchWarning,
 )
+from ._headerless import HEADERLESS_LIMITATION
 from ._native import UNLOCKED
 from ._queue import METADATA_FILE, Queue, _pid_alive, open_queue
 from ._rollcycles import cycle_shift_for
@@ -391,7 +392,8 @@ def unlock_queue(path: str, *, force: bool = False) -> list[tuple[LockState, boo
 class CheckFinding:
     """One problem (or remark) found by :func:`check_queue`.
 
-    ``kind`` is one of ``bad-file``, ``unfinished-file``, ``incomplete-header``,
+    ``kind`` is one of ``bad-file``, ``unfinished-file``, ``headerless-file``
+    (written by libchronicle: readable, not appendable), ``incomplete-header``,
     ``corrupt-header``, ``missing-eof``, ``stale-write-position``,
     ``bad-write-position``, ``index-hole``, ``bad-index-entry``,
     ``missing-index-page``, ``listing-out-of-date``, ``stale-lock``,
@@ -431,7 +433,8 @@ class _RepairContext:
         st = self._stores.get(path)
         if st is None:
             st = open_store(path, cycle, writable=True, chunk=self.q.block_size,
-                            overlap=self.q._overlap, timeout=1.0)
+                            overlap=self.q._overlap, timeout=1.0,
+                            roll_index=self.q._roll_index())
             if st is None:
                 raise ChronicleError(f"cannot open {path} for repair")
             self._stores[path] = st
@@ -486,7 +489,7 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
     out: list[CheckFinding] = []
     try:
         st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q._overlap,
-                        timeout=0.5)
+                        timeout=0.5, roll_index=q._roll_index())
     except CorruptQueueError as exc:
         return [CheckFinding("error", "bad-file", path, f"unreadable cycle file: {exc}", 0)]
     if st is None:
@@ -500,6 +503,8 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
             "the file's header was never completed (its creator died): readers treat the "
             "cycle as absent", 0, f"rename it to {os.path.basename(discard)} as Java does",
             _apply=rename)]
+    if st.layout.headerless:
+        out.append(CheckFinding("warning", "headerless-file", path, HEADERLESS_LIMITATION, 0))
     try:
         lay = st.layout
         positions: dict[int, int] = {}

@@ -22,6 +22,7 @@ from ._errors import (
     AppendLockedError,
     ChronicleError,
     CorruptQueueError,
+    HeaderlessCycleError,
     IllegalIndexError,
     IndexFullError,
     MessageTooLargeError,
@@ -32,13 +33,14 @@ from ._errors import (
     WriteLockLostError,
     WriteLockTimeoutError,
 )
+from ._headerless import headerless_append_message
 from ._native import UNLOCKED, ffi, lib
 from ._notify import attach_appender, close_notifier
 from ._pauser import Pauser
 from ._rollcycles import CycleNamer, RollCycle, RollCycles, candidate_roll_cycles, make_roll_cycle
 from ._store import CycleStore, create_or_open_store, open_store
 from ._tablestore import TableStore
-from ._wire import WireWriter
+from ._wire import WireWriter, payload_text
 
 if TYPE_CHECKING:
     from ._codecs import Codec
@@ -154,6 +156,15 @@ class Excerpt(NamedTuple):
 
     index: int  # type: ignore[assignment]  # shadows tuple.index on purpose
     payload: bytes
+
+    @property
+    def text(self) -> str:
+        """The payload as text.  ``append_text`` and Java's ``writeText`` store
+        a BinaryWire string, whose first byte is a length prefix (``b"\\xe5hello"``
+        holds ``"hello"``: 0xE0 + 5 bytes; from 32 bytes on, 0xB8 and a
+        stop-bit length); this drops the prefix.  A payload without one is
+        decoded as UTF-8.  Raises WireError when it is not text."""
+        return payload_text(self.payload)
 
 
 def text_bytes(text: str) -> bytes:
@@ -448,7 +459,8 @@ class Queue(_Resource):
             return rc, ep
         # Chronicle 4 kept the roll settings in each cycle file's header
         probe = open_store(os.path.join(self.path, names[0] + SUFFIX), 0, writable=False,
-                           chunk=self.block_size, overlap=self._overlap, timeout=self.timeout)
+                           chunk=self.block_size, overlap=self._overlap, timeout=self.timeout,
+                           roll_index=(rc.index_count, rc.index_spacing))
         if probe is not None:
             try:
                 lay = probe.layout
@@ -635,7 +647,8 @@ class Queue(_Resource):
                     st, created = create_or_open_store(
                         path, cycle, index_count=self.roll_cycle.index_count,
                         index_spacing=self.roll_cycle.index_spacing, chunk=self.block_size,
-                        overlap=self._overlap, timeout=self.timeout)
+                        overlap=self._overlap, timeout=self.timeout,
+                        roll_index=self._roll_index())
                     if created:
                         self._on_file_created(cycle)
                 else:
@@ -643,7 +656,8 @@ class Queue(_Resource):
                                                                 self._dead_files[path]):
                         return None
                     st = open_store(path, cycle, writable=writable, chunk=self.block_size,
-                                    overlap=self._overlap, timeout=self.timeout)
+                                    overlap=self._overlap, timeout=self.timeout,
+                                    roll_index=self._roll_index())
                     if st is None:
                         # absent, or its creator died before finishing the header
                         # (open_store waited `timeout`): remember the latter, so
@@ -657,6 +671,10 @@ class Queue(_Resource):
                 self._store_event("on_acquired", st)
             st.refs += 1
             return st
+
+    def _roll_index(self) -> tuple[int, int]:
+        """(index count, spacing) for cycle files without a header (libchronicle's)."""
+        return self.roll_cycle.index_count, self.roll_cycle.index_spacing
 
     def _store_event(self, what: str, st: CycleStore) -> None:
         for hook in list(self._store_hooks):
@@ -1384,6 +1402,9 @@ class Appender(_Resource):
             self.queue._release_store(st)
 
     def _set_store(self, st: CycleStore) -> None:
+        if st.layout.headerless:
+            self.queue._release_store(st)
+            raise HeaderlessCycleError(headerless_append_message(st.path))
         old = self._store
         self._store = st
         c = self._c

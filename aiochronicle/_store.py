@@ -6,10 +6,13 @@ import contextlib
 import errno
 import os
 import stat
+import threading
 import time
+from array import array
 from dataclasses import dataclass
 
 from ._errors import CorruptQueueError, WriteLockLostError
+from ._headerless import is_headerless
 from ._mapped import MappedFile
 from ._native import ffi, lib
 from ._rollcycles import cycle_shift_for
@@ -22,6 +25,8 @@ HDR_NOT_COMPLETE = 0x80000000
 HDR_EOF = 0xC0000000
 LENGTH_MASK = 0x3FFFFFFF
 MAX_HEADER = 1 << 20
+#: in a file without an index, a seek walks at most this many excerpts
+MARK_EVERY = 256
 
 
 def _align4(n: int) -> int:
@@ -43,6 +48,8 @@ class StoreLayout:
     roll_length: int | None = None
     roll_format: str | None = None
     roll_epoch: int | None = None
+    #: no header document (libchronicle's files): data from offset 0, no index
+    headerless: bool = False
 
 
 def _index_doc(name: str, base: int, capacity: int, values: tuple[int, ...]) -> tuple[bytes, int]:
@@ -99,10 +106,23 @@ def store_image(index_count: int, index_spacing: int) -> tuple[bytes, StoreLayou
     return bytes(image), layout
 
 
-def parse_layout(f: MappedFile) -> StoreLayout:
-    """Read a cycle file's header document (any Chronicle 4/5 variant)."""
+def headerless_layout(index_count: int, index_spacing: int) -> StoreLayout:
+    """The layout of a cycle file without a header document: data from offset
+    0, 4-byte aligned, no write position and no index (lookups walk)."""
+    return StoreLayout(index_count, index_spacing, 4, 0, 0, 0, 0, 0, headerless=True)
+
+
+def parse_layout(f: MappedFile, roll_index: tuple[int, int] | None = None) -> StoreLayout:
+    """Read a cycle file's header document (any Chronicle 4/5 variant).
+
+    ``roll_index`` (the queue's index count and spacing) allows a file without
+    a header document, as libchronicle writes them, to be read.
+    """
     word = f.load32(0)
     length = word & LENGTH_MASK
+    if roll_index is not None and (not word & HDR_META or word == HDR_EOF) and is_headerless(
+            lambda pos: f.load32(pos) if pos + 4 <= f.size else None, f.size):
+        return headerless_layout(*roll_index)
     if not word & HDR_META or word & HDR_NOT_COMPLETE or length == 0:
         raise CorruptQueueError(f"first header word {word:#010x} is not a complete metadata "
                                 "document: not a Chronicle Queue cycle file", f.path, 0)
@@ -167,7 +187,7 @@ class CycleStore:
     """One open cycle file: its mapping (shared by every appender and tailer of
     this queue object) and its parsed header."""
 
-    __slots__ = ("cycle", "file", "kept", "layout", "path", "refs")
+    __slots__ = ("_marks", "_marks_lock", "cycle", "file", "kept", "layout", "path", "refs")
 
     def __init__(self, path: str, cycle: int, file: MappedFile, layout: StoreLayout) -> None:
         self.path = path
@@ -175,6 +195,11 @@ class CycleStore:
         self.file = file
         self.layout = layout
         self.refs = 0
+        # a file without an index (libchronicle's): the position of every
+        # MARK_EVERY-th excerpt passed so far, so that seeks (and reading
+        # backwards) walk at most MARK_EVERY excerpts
+        self._marks = array("Q", [0]) if layout.headerless else None
+        self._marks_lock = threading.Lock()
         # closed appenders/tailers that still point at this store (a call of
         # theirs may be in flight on another thread): then it is never
         # unmapped by close(now=True), only when it is garbage
@@ -215,9 +240,29 @@ class CycleStore:
 
     def seek(self, seq: int) -> tuple[int, int]:
         """(native result code, header position) of data excerpt ``seq``."""
+        return self._seek(seq, self._mark_before(seq) if self._marks is not None else None)
+
+    def _mark_before(self, seq: int) -> tuple[int, int]:
+        """(sequence, position) of the remembered excerpt nearest before
+        ``seq``, remembering every MARK_EVERY-th one up to it first."""
+        marks = self._marks
+        assert marks is not None
+        k = seq // MARK_EVERY
+        with self._marks_lock:
+            while len(marks) <= k:
+                last = (len(marks) - 1) * MARK_EVERY
+                code, pos = self._seek(last + MARK_EVERY, (last, marks[-1]))
+                if code != lib.CQ_OK:
+                    break
+                marks.append(pos)
+            n = min(k, len(marks) - 1)
+            return n * MARK_EVERY, marks[n]
+
+    def _seek(self, seq: int, start: tuple[int, int] | None) -> tuple[int, int]:
         pos = ffi.new("uint64_t *")
         while True:
-            rc = lib.cq_seek(self.file.c, seq, pos)
+            rc = (lib.cq_seek(self.file.c, seq, pos) if start is None
+                  else lib.cq_seek_from(self.file.c, seq, start[1], start[0], pos))
             if rc == lib.CQ_NEED_MAP:
                 if not self.file.refresh():
                     need = int(pos[0])
@@ -280,7 +325,8 @@ def _wait_header(f: MappedFile, timeout: float) -> bool:
     while True:
         if f.size >= 4:
             word = f.load32(0)
-            if word and not word & HDR_NOT_COMPLETE:
+            # (a bare EOF first: a headerless cycle closed before any write)
+            if word and (not word & HDR_NOT_COMPLETE or word == HDR_EOF):
                 return True
         if time.monotonic() >= deadline:
             return False
@@ -296,9 +342,12 @@ def _check_regular(fd: int, path: str) -> None:
 
 
 def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: int,
-               timeout: float) -> CycleStore | None:
+               timeout: float, roll_index: tuple[int, int] | None = None) -> CycleStore | None:
     """Open an existing cycle file; None if it does not exist or is being created
-    by a process that died (a tailer treats such a cycle as absent)."""
+    by a process that died (a tailer treats such a cycle as absent).
+
+    With ``roll_index`` (index count, spacing) a file without a header
+    document (libchronicle's) is opened too, with a headerless layout."""
     try:
         # O_NONBLOCK: a FIFO in the cycle file's place must not block the open
         # (it is refused just below); it changes nothing for a regular file
@@ -319,7 +368,7 @@ def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: in
         if not _wait_header(f, timeout):
             f.close()
             return None
-        return CycleStore(path, cycle, f, parse_layout(f))
+        return CycleStore(path, cycle, f, parse_layout(f, roll_index))
     except BaseException:
         f.close()
         raise
@@ -355,7 +404,8 @@ def _build_aside(path: str, cycle: int, index_count: int, index_spacing: int, ch
 
 
 def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spacing: int,
-                         chunk: int, overlap: int, timeout: float) -> tuple[CycleStore, bool]:
+                         chunk: int, overlap: int, timeout: float,
+                         roll_index: tuple[int, int] | None = None) -> tuple[CycleStore, bool]:
     """Open the cycle file, creating it first if needed.  Returns (store, created).
 
     A new file is written in full under a temporary name and then linked into
@@ -367,7 +417,7 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
     """
     for _ in range(8):
         st = open_store(path, cycle, writable=True, chunk=chunk, overlap=overlap,
-                        timeout=timeout)
+                        timeout=timeout, roll_index=roll_index)
         if st is not None:
             return st, False
         if os.path.exists(path):
@@ -445,7 +495,8 @@ def _create_in_place(path: str, cycle: int, index_count: int, index_spacing: int
                 f.cas32(0, HDR_NOT_COMPLETE, int.from_bytes(image[:4], "little"))
                 return CycleStore(path, cycle, f, layout), True
             if _wait_header(f, timeout):
-                return CycleStore(path, cycle, f, parse_layout(f)), False
+                return CycleStore(path, cycle, f,
+                                  parse_layout(f, (index_count, index_spacing))), False
         except BaseException:
             f.close()
             raise

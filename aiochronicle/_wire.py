@@ -55,6 +55,7 @@ __all__ = [
     "parse_document",
     "parse_value",
     "parse_values",
+    "payload_text",
 ]
 
 BytesLike: TypeAlias = bytes | bytearray | memoryview | mmap.mmap
@@ -1444,3 +1445,27 @@ class PlainReader:
             out.append(v)
             q = self.skip_padding(q, body_end)
         return out, body_end
+
+
+def payload_text(payload: BytesLike) -> str:
+    """A text payload as a str: one BinaryWire string (what Java's ``writeText``
+    and ``Appender.append_text`` write: a one-byte ``0xE0 + length`` prefix, or
+    ``0xB8`` and a stop-bit length from 32 bytes on) without its prefix, else
+    the whole payload as UTF-8 (Chronicle 4 and raw writers).
+
+    Raises:
+        WireError: the payload is neither.
+    """
+    buf = bytes(payload)
+    if buf and (buf[0] >= STRING_0 or buf[0] == STRING_ANY):
+        try:
+            value, end = PlainReader(buf).value(0, len(buf))
+        except WireError:
+            pass
+        else:
+            if end == len(buf) and isinstance(value, str):
+                return value
+    try:
+        return buf.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WireError(f"the payload is not text: {exc}") from None

@@ -62,8 +62,6 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
 import _report  # bench/_report.py (this directory is on sys.path)
 
 import aiochronicle as ac

@@ -31,17 +31,13 @@ import asyncio
 import gc
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from typing import Protocol
 
-import msgspec
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
 import _report  # bench/_report.py (this directory is on sys.path)
+import msgspec
 
 import aiochronicle as ac
 from aiochronicle._codecs import typed_reader, writer_for

@@ -42,8 +42,6 @@ import threading
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
 import _report  # bench/_report.py (this directory is on sys.path)
 
 import aiochronicle as ac
@@ -59,9 +57,6 @@ def pct(xs: list[float], p: float) -> float:
 def session() -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (os.path.abspath(root), os.environ.get("PYTHONPATH", "")) if p)
     from pyspark.sql import SparkSession
 
     s = (SparkSession.builder.master("local[2]").appName("aiochronicle-bench")

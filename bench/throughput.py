@@ -23,13 +23,10 @@ import argparse
 import gc
 import os
 import shutil
-import sys
 import tempfile
 import time
 from array import array
 from collections.abc import Callable
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import _report  # bench/_report.py (this directory is on sys.path)
 

@@ -88,8 +88,16 @@ def main() -> int:
 
     with ac.open_queue(path, read_only=True) as queue:
         rc = queue.roll_cycle
-        print(f"roll cycle {rc.name}, cycles on disk: {queue.cycles()}")
-        print(f"first index {queue.first_index:#x}, last index {queue.last_index:#x} "
+        cycles = queue.cycles()
+        first = queue.first_index or 0
+        print(f"roll cycle {rc.name}: the queue starts a new file every "
+              f"{rc.length_ms / 3_600_000:g} hours; each file is a *cycle*, numbered by "
+              f"the periods since 1970-01-01 UTC. Cycles on disk: {cycles} "
+              f"(file {os.path.basename(queue.cycle_path(cycles[0]))})")
+        print(f"an *index* is an excerpt's permanent address: its cycle in the high bits "
+              f"and its position in that cycle in the low {rc.cycle_shift} bits; "
+              f"{first:#x} = cycle {rc.to_cycle(first)}, excerpt {rc.to_sequence(first)}")
+        print(f"first index {first:#x}, last index {queue.last_index:#x} "
               f"(end marker at {last_index:#x}), {queue.entry_count():,} excerpts")
         tailer = queue.tailer()
         middle = rc.to_index(rc.to_cycle(queue.first_index or 0), TICKS // 2)
@@ -99,7 +107,8 @@ def main() -> int:
         back = queue.tailer(direction=ac.TailerDirection.BACKWARD)
         last = back.read_nowait()
         assert last is not None
-        print(f"reading backwards, last excerpt {last.index:#x}: {last.payload!r}")
+        print(f"reading backwards, last excerpt {last.index:#x}: {last.text!r} (payload "
+              f"{last.payload!r}: append_text's BinaryWire prefix, 0xE0 + the length)")
         batch = queue.tailer().read_many(max_count=100_000)
         print(f"one read_many call returned {len(batch):,} excerpts")
         for name in sorted(os.listdir(path)):

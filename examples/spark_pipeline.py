@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PIPELINE = os.path.join(HERE, "pipeline")
-sys.path.insert(0, os.path.join(HERE, ".."))
-sys.path.insert(0, PIPELINE)
+sys.path.insert(0, PIPELINE)  # the pipeline's message types (not the package: installed)
 
 from messages import SYMBOLS, MarketData, Tick  # noqa: E402
 
@@ -64,7 +63,7 @@ def spark_session() -> SparkSession:
     # Spark's Python workers: this interpreter, and `messages` importable by name
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (os.path.join(HERE, ".."), PIPELINE, os.environ.get("PYTHONPATH", "")) if p)
+        p for p in (PIPELINE, os.environ.get("PYTHONPATH", "")) if p)
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("chronicle-pipeline")

@@ -379,11 +379,9 @@ int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof) {
     return rc;
 }
 
-int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
-    uint64_t p, q, need = 0, err = 0;
-    uint64_t wp, wq;
-    if (write_position(s, &wp, &wq) && wq <= seq) { p = wp; q = wq; }
-    else index_floor(s, seq, &p, &q);
+/* walk from (p, q) to data excerpt `seq`; the result codes of cq_seek */
+static int seek_walk(const cq_store *s, uint64_t p, uint64_t q, uint64_t seq, uint64_t *pos) {
+    uint64_t need = 0, err = 0;
     int rc = walk(s, &p, &q, seq, &need, &err);
     *pos = p;
     if (rc == CQ_OK) return CQ_OK;
@@ -391,6 +389,20 @@ int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
     if (rc == CQ_EOF) return CQ_NOT_FOUND;
     if (rc == CQ_NEED_MAP) *pos = need;
     return rc;
+}
+
+int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
+    uint64_t p, q;
+    uint64_t wp, wq;
+    if (write_position(s, &wp, &wq) && wq <= seq) { p = wp; q = wq; }
+    else index_floor(s, seq, &p, &q);
+    return seek_walk(s, p, q, seq, pos);
+}
+
+int cq_seek_from(cq_store *s, uint64_t seq, uint64_t from_pos, uint64_t from_seq,
+                 uint64_t *pos) {
+    if (from_seq > seq || from_pos > s->map_len) return cq_seek(s, seq, pos);
+    return seek_walk(s, from_pos, from_seq, seq, pos);
 }
 
 int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out) {

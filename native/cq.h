@@ -145,6 +145,11 @@ int cq_reserve(int fd, uint64_t off, uint64_t len);
 /* store inspection */
 int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof);
 int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos);
+/* cq_seek walking from a known document boundary (from_pos holds the header
+ * of data excerpt from_seq, or the end of the data): for files without an
+ * index, whose caller remembers positions it has passed */
+int cq_seek_from(cq_store *s, uint64_t seq, uint64_t from_pos, uint64_t from_seq,
+                 uint64_t *pos);
 /* CQ_OK; CQ_NEED_MAP: a document runs to *need (map it, or the file is
  * truncated); CQ_NOT_REACHED: the data ends at the end of the mapping, the
  * file must hold *need bytes; CQ_LOCK_LOST; CQ_CORRUPT */

@@ -149,7 +149,7 @@ def test_user_errors_are_one_line(tmp_path: Path) -> None:
         line = assert_one_line_error(run(cmd, str(q)))
         assert f"runs past the end of the file ({f} at offset {second:#x})" in line
     r = run("check", str(q))
-    assert r.returncode == 1 and "corrupt-header" in r.stdout and "restore the file" in r.stdout
+    assert r.returncode == 4 and "corrupt-header" in r.stdout and "restore the file" in r.stdout
 
 
 # --------------------------------------------------------------------------
@@ -433,7 +433,7 @@ def test_check_and_repair(tmp_path: Path, v5: Path) -> None:
     assert r.returncode == 0 and "no problems found" in r.stdout
     break_queue(q)
     r = run("check", str(q))
-    assert r.returncode == 1
+    assert r.returncode == 3  # warnings only
     assert "warning: missing-eof: 20220108T1.cq4" in r.stdout
     assert "warning: stale-lock: metadata.cq4t" in r.stdout
     assert "2 repairable (run: aiochronicle repair" in r.stdout
@@ -442,7 +442,9 @@ def test_check_and_repair(tmp_path: Path, v5: Path) -> None:
     # not on a terminal and no --yes: refuse
     r = run("repair", str(q), stdin="")
     assert "--yes" in assert_one_line_error(r, 2)
-    assert run("check", str(q)).returncode == 1
+    assert run("check", str(q)).returncode == 3
+    assert run("check", str(q), "--json").returncode == 3
+    assert_one_line_error(run("check", str(tmp_path / "nothing-here")), 1)
     backup = tmp_path / "bk"
     r = run("check", str(q), "--repair", "--yes", "--backup", str(backup))
     assert r.returncode == 0, r.stdout + r.stderr

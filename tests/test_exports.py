@@ -30,6 +30,7 @@ EXPECTED = [
     "DivergenceError",
     "DocumentContext",
     "Excerpt",
+    "HeaderlessCycleError",
     "IllegalIndexError",
     "IncompatibleQueueError",
     "IndexFullError",

@@ -155,8 +155,9 @@ def test_wheel_in_a_fresh_venv(fresh_venv: tuple[Path, str], tmp_path: Path) -> 
 INSTALLED_SUITE = ("test_queue_api.py", "test_java_fixtures.py", "test_async.py",
                    "test_rolling.py", "test_rollcycles.py", "test_codecs.py", "test_wire.py",
                    "test_history.py", "test_cli.py", "test_ops.py", "test_recovery.py",
-                   "test_write_at.py", "test_close_race.py", "test_fork.py")
-SUITE_HELPERS = ("conftest.py", "rawfile.py", "workers.py")
+                   "test_write_at.py", "test_close_race.py", "test_fork.py",
+                   "test_libchronicle_queues.py")
+SUITE_HELPERS = ("conftest.py", "rawfile.py", "workers.py", "libchronicle_format.py")
 
 INSTALLED_CHECK = textwrap.dedent("""
     import os, sys

@@ -13,9 +13,6 @@ from typing import Protocol
 
 import msgspec
 
-# run from a checkout without installing: make the package importable
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
 import aiochronicle as ac
 
 SYMBOLS = ("EURUSD", "GBPUSD", "USDJPY", "AUDUSD")

@@ -14,10 +14,11 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", ".."))
+from messages import Order, Tick
 
-import aiochronicle as ac  # noqa: E402
+import aiochronicle as ac
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,11 +42,17 @@ def main(argv: list[str] | None = None) -> int:
           f"readers wait with Pauser.{args.pauser}()", flush=True)
 
     py = sys.executable
-    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", ".."),
-               PIPELINE_PAUSER=args.pauser)
-    router = subprocess.Popen([py, os.path.join(HERE, "router.py"), orders, args.dir], env=env)
-    strategy = subprocess.Popen([py, os.path.join(HERE, "strategy.py"), md, orders, args.dir],
-                                env=env)
+    # the services import `messages` from their own directory and aiochronicle
+    # from the installed package (never from the source tree)
+    env = dict(os.environ, PIPELINE_PAUSER=args.pauser)
+
+    def start(script: str, *argv: str) -> subprocess.Popen[str]:
+        # each service's summary is collected, to be printed in the order of the chain
+        return subprocess.Popen([py, os.path.join(HERE, script), *argv],
+                                stdout=subprocess.PIPE, text=True, env=env)
+
+    router = start("router.py", orders, args.dir)
+    strategy = start("strategy.py", md, orders, args.dir)
     deadline = time.monotonic() + 30
     while not all(os.path.exists(os.path.join(args.dir, f"{n}.ready"))
                   for n in ("router", "strategy")):
@@ -55,20 +62,41 @@ def main(argv: list[str] | None = None) -> int:
             print("pipeline: the readers did not start")
             return 1
         time.sleep(0.01)
-    gateway = subprocess.Popen([py, os.path.join(HERE, "gateway.py"), md, str(args.ticks),
-                                str(args.rate)], env=env)
+    gateway = start("gateway.py", md, str(args.ticks), str(args.rate))
     codes = []
     for p in (gateway, strategy, router):
         try:
-            codes.append(p.wait(timeout=120))
+            summary, _ = p.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             p.kill()
-            codes.append(-9)
+            summary, _ = p.communicate()
+        print(summary, end="", flush=True)
+        codes.append(p.returncode)
     if any(codes):
         print(f"pipeline: a service failed (exit codes {codes})")
         return 1
-    print(f"pipeline: see the calls with `aiochronicle dump {orders}`")
+    show_calls(md, "md", "gateway -> strategy")
+    show_calls(orders, "orders", "strategy -> router")
+    print(f"pipeline: see every call with `aiochronicle tail {orders}`")
     return 0
+
+
+class _Show:
+    """A method-reader handler that prints each call it is given."""
+
+    def on_tick(self, tick: Tick) -> None:
+        print(f"  on_tick({tick!r})")
+
+    def on_order(self, order: Order) -> None:
+        print(f"  on_order({order!r})")
+
+
+def show_calls(path: str, name: str, hop: str, count: int = 3) -> None:
+    """Print the first few method calls of a queue, decoded into their Structs."""
+    with ac.open_queue(path, read_only=True) as q:
+        print(f"the first calls on the {name} queue ({hop}), each excerpt one typed method "
+              "call:")
+        q.tailer().method_reader(_Show()).read_available(limit=count)
 
 
 if __name__ == "__main__":
