@@ -1,4 +1,5 @@
-"""The only importer of the compiled cffi module ``aiochronicle._cq``."""
+"""The only importer of the compiled modules: the cffi core ``aiochronicle._cq``
+and the per-message C API calls ``aiochronicle._hot``."""
 
 from __future__ import annotations
 
@@ -37,12 +38,18 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the build
     raise ImportError(_not_built_message()) from exc
 
-_native_version = ffi.string(lib.cq_version()).decode()
-if _native_version != __version__:  # pragma: no cover - depends on the build
-    raise ImportError(
-        f"aiochronicle native core is version {_native_version}, the Python package is "
-        f"{__version__}: rebuild with `pip install .`"
-    )
+try:
+    from ._hot import HotAppender, HotTailer, set_excerpt_type
+    from ._hot import version as _hot_version
+except ImportError as exc:  # pragma: no cover - depends on the build
+    raise ImportError(_not_built_message()) from exc
+
+for _name, _built in (("_cq", ffi.string(lib.cq_version()).decode()), ("_hot", _hot_version())):
+    if _built != __version__:  # pragma: no cover - depends on the build
+        raise ImportError(
+            f"aiochronicle native module {_name} is version {_built}, the Python package is "
+            f"{__version__}: rebuild with `pip install .`"
+        )
 
 OK = lib.CQ_OK
 NONE = lib.CQ_NONE
@@ -61,4 +68,4 @@ BAD_STATE = lib.CQ_BAD_STATE
 
 UNLOCKED = -(1 << 63)
 
-__all__ = ["ffi", "lib"]
+__all__ = ["HotAppender", "HotTailer", "ffi", "lib", "set_excerpt_type"]

@@ -34,7 +34,7 @@ from ._errors import (
     WriteLockTimeoutError,
 )
 from ._headerless import headerless_append_message
-from ._native import UNLOCKED, ffi, lib
+from ._native import UNLOCKED, HotAppender, HotTailer, ffi, lib, set_excerpt_type
 from ._notify import attach_appender, close_notifier
 from ._pauser import Pauser
 from ._rollcycles import CycleNamer, RollCycle, RollCycles, candidate_roll_cycles, make_roll_cycle
@@ -165,6 +165,9 @@ class Excerpt(NamedTuple):
         stop-bit length); this drops the prefix.  A payload without one is
         decoded as UTF-8.  Raises WireError when it is not text."""
         return payload_text(self.payload)
+
+
+set_excerpt_type(Excerpt)
 
 
 def text_bytes(text: str) -> bytes:
@@ -539,7 +542,12 @@ class Queue(_Resource):
         self._check_open()
         if self.read_only or self._meta is None:
             raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
-        a = Appender(self)
+        kind: type[Appender] = Appender
+        if self.sync_mode is not SyncMode.NONE:
+            kind = _SyncedAppender
+        elif not isinstance(self.time_provider, SetTimeProvider | SystemTimeProvider):
+            kind = _ClockedAppender
+        a = kind(self)
         attach_appender(a)  # wakes parked Pauser.notify() tailers (_notify)
         self._children.add(a)
         return a
@@ -1098,7 +1106,7 @@ class DocumentContext:
         self.index = a._doc_commit(self._len, self.metadata)
 
 
-class Appender(_Resource):
+class Appender(HotAppender, _Resource):
     """Writes excerpts to the end of a queue; safe with other appenders in any
     thread or process (they serialise on ``chronicle.write.lock`` as Java does).
 
@@ -1146,10 +1154,7 @@ class Appender(_Resource):
         self._synced_store: CycleStore | None = None
         self._since_sync = 0
         self._last_sync = time.monotonic()
-        if queue.sync_mode is not SyncMode.NONE:
-            self.append = self._append_synced  # type: ignore[method-assign]
-        elif self._py_clock is not None:
-            self.append = self._append_py_clock  # type: ignore[method-assign]
+        self._bind_native(int(ffi.cast("uintptr_t", c)))
 
     def _refresh_append_lock(self) -> None:
         meta = self.queue._meta
@@ -1201,24 +1206,25 @@ class Appender(_Resource):
         return int(self._c.last_index)
 
     # -- appending -------------------------------------------------------
-    def append(self, data: bytes | bytearray | memoryview | str) -> int:
-        """Append one excerpt; returns its 64-bit index.
+    if TYPE_CHECKING:
+        def append(self, data: bytes | bytearray | memoryview | str) -> int:
+            """Append one excerpt; returns its 64-bit index.
 
-        ``str`` is written as UTF-8 bytes (see :meth:`append_text` for
-        BinaryWire text as Java's ``writeText`` writes it).
-        """
-        c = self._c
-        if type(data) is not bytes:
-            data = self._coerce(data)
-        index: int = _cq_append(c, data, len(data), 0)
-        if index >= 0:
-            return index
-        return self._append_slow(index, data, 0)
+            ``str`` is written as UTF-8 bytes (see :meth:`append_text` for
+            BinaryWire text as Java's ``writeText`` writes it).  The common case
+            runs in C (``native/hot.c``) without releasing the GIL; a roll, a
+            remap, a busy lock or an error comes back to Python.
+            """
 
-    def _append_py_clock(self, data: bytes | bytearray | memoryview | str) -> int:
-        assert self._py_clock is not None
-        self._c.clock_cell[0] = self._py_clock.current_time_millis()
-        return Appender.append(self, data)
+    def _append_native_failed(self, rc: int, data: object) -> int:
+        """The C ``append`` returned ``rc`` (0: it could not take ``data`` as a
+        buffer): the slow path, which coerces, rolls, maps, waits or raises."""
+        coerced = data if type(data) is bytes else self._coerce(data)
+        if rc == 0:
+            rc = _cq_append(self._c, coerced, len(coerced), 0)
+            if rc >= 0:
+                return int(rc)
+        return self._append_slow(rc, coerced, 0)
 
     def append_text(self, text: str) -> int:
         """Append ``text`` as BinaryWire text, byte-compatible with Java's ``writeText``."""
@@ -1585,10 +1591,9 @@ class Appender(_Resource):
         if last >= 0 and meta is not None:
             lib.cq_max64(meta.file.ptr(meta.acquire("chronicle.lastIndexMSynced", -1)), last)
 
-    def _append_synced(self, data: bytes | bytearray | memoryview | str) -> int:
-        if self._py_clock is not None:
-            self._c.clock_cell[0] = self._py_clock.current_time_millis()
-        index = Appender.append(self, data)
+    def _count_synced(self, index: int) -> int:
+        """After an append with a sync mode: msync when ``sync_every`` or
+        ``sync_interval_ms`` says so."""
         self._since_sync += 1
         q = self.queue
         if (self._since_sync >= q.sync_every
@@ -1666,6 +1671,29 @@ class Appender(_Resource):
 ACK_KEY = "chronicle.lastAcknowledgedIndexReplicated"
 
 
+class _ClockedAppender(Appender):
+    """An appender on a queue whose clock is a Python object (not the system
+    clock or a SetTimeProvider): the native core gets its time before each
+    append."""
+
+    def append(self, data: bytes | bytearray | memoryview | str) -> int:
+        """Append one excerpt; returns its 64-bit index."""
+        assert self._py_clock is not None
+        self._c.clock_cell[0] = self._py_clock.current_time_millis()
+        return Appender.append(self, data)
+
+
+class _SyncedAppender(Appender):
+    """An appender on a queue opened with ``sync=SyncMode.SYNC`` or ``ASYNC``."""
+
+    def append(self, data: bytes | bytearray | memoryview | str) -> int:
+        """Append one excerpt (then msync as the queue's sync mode says);
+        returns its 64-bit index."""
+        if self._py_clock is not None:
+            self._c.clock_cell[0] = self._py_clock.current_time_millis()
+        return self._count_synced(Appender.append(self, data))
+
+
 def _raise_replication_timeout(queue: Queue, target: int, value: int,
                                timeout: float | None) -> None:
     from ._replication import ReplicationTimeoutError
@@ -1716,7 +1744,7 @@ class Batch:
         return [bytes(d[o[i]:o[i + 1]]) for i in range(len(self.indices))]
 
 
-class Tailer(AsyncTailerMixin, _Resource):
+class Tailer(HotTailer, AsyncTailerMixin, _Resource):
     """Reads excerpts in index order; never consumes them.
 
     ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
@@ -1745,6 +1773,7 @@ class Tailer(AsyncTailerMixin, _Resource):
         c.queue_shift = queue.roll_cycle.cycle_shift
         c.include_meta = 1 if include_metadata else 0
         self._direction = TailerDirection(direction)
+        self._bind_native(int(ffi.cast("uintptr_t", c)), self._direction == 1)
         self._cycle: int | None = None  # cycle of the position when no store is held
         self._closed = False
         self._batch_buf: bytearray | None = None
@@ -1813,6 +1842,7 @@ class Tailer(AsyncTailerMixin, _Resource):
             # re-seek so the cursor's byte position matches its sequence
             self._position_at(self._store.cycle, int(self._c.seq))
         self._direction = value
+        self._bind_native(int(ffi.cast("uintptr_t", self._c)), value == 1)
 
     @property
     def cycle(self) -> int | None:
@@ -1963,14 +1993,13 @@ class Tailer(AsyncTailerMixin, _Resource):
         return True
 
     # -- reading ---------------------------------------------------------
-    def read_nowait(self) -> Excerpt | None:
-        """The next excerpt, or None if none has been written yet."""
-        if self._direction == 1:
-            n = _cq_read(self._c)
-            if 0 <= n <= SCRATCH:
-                return _tuple_new(Excerpt, (self._out[_OUT_INDEX], _unpack(self._scratch, n)))
-            return self._read_slow(n)
-        return self._read_other()
+    if TYPE_CHECKING:
+        def read_nowait(self) -> Excerpt | None:
+            """The next excerpt, or None if none has been written yet.
+
+            Forward reads run in C (``native/hot.c``); a roll, a remap, other
+            directions and errors come back to Python.
+            """
 
 
     def _read_slow(self, n: int) -> Excerpt | None:

@@ -1,0 +1,239 @@
+/*
+ * aiochronicle._hot: the per-message calls through the CPython C API.
+ *
+ * A cffi call costs ~0.5 us (argument conversion, releasing and taking the
+ * GIL back); the calls made once per message are here instead, as methods of
+ * two small base types that aiochronicle.Appender and aiochronicle.Tailer
+ * derive from.  They call the same core (cq.c, compiled into this module
+ * too) on the same structs, which Python allocates with cffi and hands over
+ * by address.  Anything but the common case (a roll, a remap, a busy lock,
+ * an error, a closed object) goes back to the Python slow path with the
+ * native result code, exactly as the cffi path does.
+ *
+ * The GIL stays held: every call here is short and never waits.  The write
+ * lock is tried with no spin budget; a busy lock returns CQ_LOCKED and the
+ * slow path waits for it with the GIL released.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "cq.h"
+
+#ifndef AIOCHRONICLE_VERSION
+#define AIOCHRONICLE_VERSION "0+unknown"
+#endif
+
+static PyObject *str_append_slow;   /* "_append_native_failed" */
+static PyObject *str_read_slow;     /* "_read_slow" */
+static PyObject *str_read_other;    /* "_read_other" */
+static PyTypeObject *excerpt_type;  /* aiochronicle.Excerpt (a tuple subclass) */
+
+/* ------------------------------------------------------------------ */
+/* Appender                                                            */
+
+typedef struct {
+    PyObject_HEAD
+    cq_appender *a;
+} HotAppender;
+
+static PyObject *hot_appender_bind(HotAppender *self, PyObject *addr) {
+    void *p = PyLong_AsVoidPtr(addr);
+    if (p == NULL && PyErr_Occurred()) return NULL;
+    self->a = (cq_appender *)p;
+    Py_RETURN_NONE;
+}
+
+static PyObject *slow_append(HotAppender *self, int64_t rc, PyObject *data) {
+    PyObject *code = PyLong_FromLongLong(rc);
+    if (!code) return NULL;
+    PyObject *args[3] = {(PyObject *)self, code, data};
+    PyObject *r = PyObject_VectorcallMethod(str_append_slow, args,
+                                            3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(code);
+    return r;
+}
+
+/* append(data) -> index.  bytes, bytearray, memoryview or any contiguous
+ * buffer; anything else (str included) is the slow path's to coerce. */
+static PyObject *hot_appender_append(HotAppender *self, PyObject *const *args,
+                                     Py_ssize_t nargs) {
+    if (nargs != 1) {
+        PyErr_Format(PyExc_TypeError, "append() takes exactly one argument (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *data = args[0];
+    cq_appender *a = self->a;
+    if (a == NULL) return slow_append(self, 0, data);
+    int64_t r;
+    if (PyBytes_CheckExact(data)) {
+        uint64_t spin = a->lock_spin_ns;
+        a->lock_spin_ns = 0;
+        r = cq_append(a, (const uint8_t *)PyBytes_AS_STRING(data),
+                      (uint64_t)PyBytes_GET_SIZE(data), 0);
+        a->lock_spin_ns = spin;
+    } else if (!PyUnicode_Check(data) && PyObject_CheckBuffer(data)) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+            PyErr_Clear();
+            return slow_append(self, 0, data);  /* 0: not tried, the slow path says why */
+        }
+        uint64_t spin = a->lock_spin_ns;
+        a->lock_spin_ns = 0;
+        r = cq_append(a, (const uint8_t *)view.buf, (uint64_t)view.len, 0);
+        a->lock_spin_ns = spin;
+        PyBuffer_Release(&view);
+    } else {
+        return slow_append(self, 0, data);
+    }
+    if (r >= 0) return PyLong_FromLongLong(r);
+    return slow_append(self, r, data);
+}
+
+static PyMethodDef hot_appender_methods[] = {
+    {"_bind_native", (PyCFunction)hot_appender_bind, METH_O,
+     "Point this object at its native cq_appender (an address)."},
+    {"append", (PyCFunction)(void (*)(void))hot_appender_append, METH_FASTCALL,
+     "append(data) -> int\n--\n\nAppend one excerpt; returns its 64-bit index."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject HotAppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiochronicle._hot.HotAppender",
+    .tp_basicsize = sizeof(HotAppender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The per-message calls of an Appender (C API).",
+    .tp_methods = hot_appender_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------ */
+/* Tailer                                                              */
+
+typedef struct {
+    PyObject_HEAD
+    cq_tailer *t;
+    int forward;
+} HotTailer;
+
+static PyObject *hot_tailer_bind(HotTailer *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_bind_native(address, forward)");
+        return NULL;
+    }
+    void *p = PyLong_AsVoidPtr(args[0]);
+    if (p == NULL && PyErr_Occurred()) return NULL;
+    int fw = PyObject_IsTrue(args[1]);
+    if (fw < 0) return NULL;
+    self->t = (cq_tailer *)p;
+    self->forward = fw;
+    Py_RETURN_NONE;
+}
+
+static PyObject *call_self(HotTailer *self, PyObject *name, PyObject *arg) {
+    PyObject *args[2] = {(PyObject *)self, arg};
+    return PyObject_VectorcallMethod(name, args,
+                                     (arg ? 2 : 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* An Excerpt(index, payload) built as tuple.__new__(Excerpt, ...) does. */
+static PyObject *make_excerpt(int64_t index, const char *data, uint64_t len) {
+    PyObject *payload = PyBytes_FromStringAndSize(data, (Py_ssize_t)len);
+    if (!payload) return NULL;
+    PyObject *idx = PyLong_FromLongLong(index);
+    if (!idx) {
+        Py_DECREF(payload);
+        return NULL;
+    }
+    PyObject *ex = excerpt_type->tp_alloc(excerpt_type, 2);
+    if (!ex) {
+        Py_DECREF(payload);
+        Py_DECREF(idx);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(ex, 0, idx);
+    PyTuple_SET_ITEM(ex, 1, payload);
+    return ex;
+}
+
+/* read_nowait() -> Excerpt | None */
+static PyObject *hot_tailer_read_nowait(HotTailer *self, PyObject *unused) {
+    cq_tailer *t = self->t;
+    if (t == NULL || !self->forward || excerpt_type == NULL)
+        return call_self(self, str_read_other, NULL);
+    int64_t n = cq_read(t);
+    if (n >= 0) {
+        const char *src = ((uint64_t)n <= t->scratch_cap && t->scratch) ? t->scratch : t->data;
+        return make_excerpt(t->index, src, (uint64_t)n);
+    }
+    if (n == CQ_NONE) Py_RETURN_NONE;
+    PyObject *code = PyLong_FromLongLong(n);
+    if (!code) return NULL;
+    PyObject *r = call_self(self, str_read_slow, code);
+    Py_DECREF(code);
+    return r;
+}
+
+static PyMethodDef hot_tailer_methods[] = {
+    {"_bind_native", (PyCFunction)(void (*)(void))hot_tailer_bind, METH_FASTCALL,
+     "Point this object at its native cq_tailer (an address) and say whether it "
+     "reads forward."},
+    {"read_nowait", (PyCFunction)hot_tailer_read_nowait, METH_NOARGS,
+     "read_nowait() -> Excerpt | None\n--\n\n"
+     "The next excerpt, or None if none has been written yet."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject HotTailerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiochronicle._hot.HotTailer",
+    .tp_basicsize = sizeof(HotTailer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The per-message calls of a Tailer (C API).",
+    .tp_methods = hot_tailer_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------ */
+/* module                                                              */
+
+static PyObject *set_excerpt_type(PyObject *mod, PyObject *tp) {
+    if (!PyType_Check(tp) || !PyType_IsSubtype((PyTypeObject *)tp, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Excerpt must be a tuple subclass");
+        return NULL;
+    }
+    Py_XSETREF(excerpt_type, (PyTypeObject *)Py_NewRef(tp));
+    Py_RETURN_NONE;
+}
+
+static PyObject *version(PyObject *mod, PyObject *unused) {
+    return PyUnicode_FromString(AIOCHRONICLE_VERSION);
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_excerpt_type", set_excerpt_type, METH_O, "Register aiochronicle.Excerpt."},
+    {"version", version, METH_NOARGS, "The version this module was built for."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef hot_module = {
+    PyModuleDef_HEAD_INIT, "aiochronicle._hot",
+    "Per-message calls of aiochronicle through the CPython C API.", -1, module_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__hot(void) {
+    if (PyType_Ready(&HotAppenderType) < 0 || PyType_Ready(&HotTailerType) < 0) return NULL;
+    str_append_slow = PyUnicode_InternFromString("_append_native_failed");
+    str_read_slow = PyUnicode_InternFromString("_read_slow");
+    str_read_other = PyUnicode_InternFromString("_read_other");
+    if (!str_append_slow || !str_read_slow || !str_read_other) return NULL;
+    PyObject *m = PyModule_Create(&hot_module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "HotAppender", (PyObject *)&HotAppenderType) < 0 ||
+        PyModule_AddObjectRef(m, "HotTailer", (PyObject *)&HotTailerType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,169 @@
+"""The per-message calls through the CPython C API (``native/hot.c``):
+``Appender.append`` and ``Tailer.read_nowait`` take every buffer type, fall back
+to the Python slow path for everything else, and behave exactly as the
+cffi path did; the module is also run under AddressSanitizer."""
+
+from __future__ import annotations
+
+import array
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import aiochronicle as ac
+
+T0 = 1_700_000_000_000
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_append_takes_every_contiguous_buffer(tmp_path: Path) -> None:
+    ba = bytearray(b"bytearray!")
+    payloads = [b"bytes", ba, memoryview(b"a memoryview"), array.array("B", b"array"),
+                memoryview(b"xxsliceyy")[2:7], "text as utf-8 \u00e9", b""]
+    with ac.open_queue(tmp_path / "q", time_provider=ac.SetTimeProvider(T0)) as q:
+        app = q.appender()
+        idx = [app.append(p) for p in payloads]
+        ba[:] = b"XXXXXXXXXX"  # the excerpt is a copy, not a view
+        got = list(q.tailer())
+    assert [e.index for e in got] == idx == list(range(idx[0], idx[0] + len(payloads)))
+    assert [e.payload for e in got[:6]] == [b"bytes", b"bytearray!", b"a memoryview",
+                                            b"array", b"slice",
+                                            "text as utf-8 \u00e9".encode()]
+    assert all(type(e) is ac.Excerpt and isinstance(e.payload, bytes) for e in got)
+    assert got[0]._fields == ("index", "payload")
+
+
+def test_append_refuses_what_is_not_a_payload(tmp_path: Path) -> None:
+    with ac.open_queue(tmp_path / "q") as q:
+        app = q.appender()
+        with pytest.raises(TypeError):
+            app.append(12345)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            app.append()  # type: ignore[call-arg]
+        with pytest.raises(TypeError):
+            app.append(b"a", b"b")  # type: ignore[call-arg]
+        strided = memoryview(b"abcdefgh")[::2]  # not contiguous
+        with pytest.raises((TypeError, ValueError, BufferError)):
+            app.append(strided)
+        assert q.last_index is None  # nothing was written
+    with pytest.raises(ac.QueueClosedError):
+        app.append(b"after close")
+
+
+def test_read_nowait_large_payloads_rolls_and_directions(tmp_path: Path) -> None:
+    clock = ac.SetTimeProvider(T0)
+    big = os.urandom(300_000)  # past the tailer's scratch buffer
+    with ac.open_queue(tmp_path / "q", roll_cycle=ac.RollCycles.TEST_SECONDLY,
+                       time_provider=clock) as q:
+        app = q.appender()
+        t = q.tailer()
+        assert t.read_nowait() is None
+        a = app.append(b"small")
+        b = app.append(big)
+        clock.advance_millis(1000)
+        c = app.append(b"next cycle")
+        assert t.read_nowait() == ac.Excerpt(a, b"small")
+        assert t.read_nowait() == ac.Excerpt(b, big)
+        assert t.read_nowait() == ac.Excerpt(c, b"next cycle")
+        assert t.read_nowait() is None
+        t.direction = ac.TailerDirection.BACKWARD
+        assert t.move_to_index(c)
+        assert [e.index for e in iter(t.read_nowait, None)] == [c, b, a]
+        t.direction = ac.TailerDirection.FORWARD
+        t.to_start()
+        assert [e.index for e in iter(t.read_nowait, None)] == [a, b, c]
+    with pytest.raises(ac.QueueClosedError):
+        t.read_nowait()
+
+
+def test_sync_mode_and_python_clock_appenders(tmp_path: Path) -> None:
+    class Clock:
+        def __init__(self) -> None:
+            self.now = T0
+
+        def current_time_millis(self) -> int:
+            return self.now
+
+    clock = Clock()
+    with ac.open_queue(tmp_path / "q", roll_cycle=ac.RollCycles.TEST_SECONDLY,
+                       time_provider=clock) as q:
+        app = q.appender()
+        i0 = app.append(b"a")
+        clock.now += 1000  # the Python clock is read before each append
+        i1 = app.append(b"b")
+        assert q.roll_cycle.to_cycle(i1) == q.roll_cycle.to_cycle(i0) + 1
+    with ac.open_queue(tmp_path / "s", time_provider=ac.SetTimeProvider(T0),
+                       sync=ac.SyncMode.SYNC, sync_every=2) as q:
+        app = q.appender()
+        idx = [app.append(b"s%d" % i) for i in range(3)]
+        assert q.table_store_get("chronicle.lastIndexMSynced") == idx[1]
+
+
+SANITIZED_RUN = textwrap.dedent(
+    """
+    import importlib.util, os, sys, tempfile
+    spec = importlib.util.spec_from_file_location("aiochronicle._hot", sys.argv[1])
+    hot = importlib.util.module_from_spec(spec)
+    sys.modules["aiochronicle._hot"] = hot
+    spec.loader.exec_module(hot)
+    import aiochronicle as ac
+    d = tempfile.mkdtemp()
+    clock = ac.SetTimeProvider(1_700_000_000_000)
+    with ac.open_queue(d, roll_cycle=ac.RollCycles.TEST_SECONDLY, time_provider=clock) as q:
+        app = q.appender()
+        t = q.tailer()
+        sent = []
+        for i in range(3000):
+            p = os.urandom(i % 700) if i % 5 else bytearray(os.urandom(5000))
+            sent.append(bytes(p))
+            app.append(p if i % 3 else memoryview(p))
+            if i % 1000 == 999:
+                clock.advance_millis(1000)
+        got = [ex.payload for ex in iter(t.read_nowait, None)]
+        assert got == sent, (len(got), len(sent))
+        try:
+            app.append(memoryview(b"abcdef")[::2])
+        except (TypeError, ValueError, BufferError):
+            pass
+    app.close()
+    try:
+        t.read_nowait()
+    except ac.QueueClosedError:
+        pass
+    print("ok", len(got))
+    """
+)
+
+
+def test_hot_module_under_address_sanitizer(tmp_path: Path) -> None:
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    assert cc is not None, "a C compiler is needed"
+    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
+                             text=True).stdout.strip()
+    assert os.path.isabs(libasan) and os.path.exists(libasan), "libasan is missing"
+    from aiochronicle._version import __version__
+
+    so = tmp_path / ("_hot" + sysconfig.get_config_var("EXT_SUFFIX"))
+    native = ROOT / "native"
+    r = subprocess.run(
+        [cc, "-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer",
+         "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-std=c11",
+         f"-I{sysconfig.get_paths()['include']}", f"-I{native}",
+         f'-DAIOCHRONICLE_VERSION="{__version__}"', str(native / "hot.c"),
+         str(native / "cq.c"), str(native / "pause.c"), "-o", str(so)],
+        capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    env = dict(os.environ, LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0:halt_on_error=1",
+               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    r = subprocess.run([sys.executable, "-c", SANITIZED_RUN, str(so)], capture_output=True,
+                       text=True, timeout=300, env=env, cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-5000:]
+    assert "ERROR: AddressSanitizer" not in out and "runtime error:" not in out, out[-5000:]
+    assert r.stdout.split() == ["ok", "3000"]
