@@ -32,8 +32,9 @@ Contenders (consumer side; every producer is a plain loop):
 Throughput: the producer sends as fast as it can for ``--seconds`` (40 B and
 1 KiB), stamping one reused ``bytearray`` per message as a service would (the
 consumer copies each payload out); the rate is messages received over the
-time from the producer's first send to the consumer's last receive.  aiochronicle is measured per message
-(``append`` / ``read_nowait``) and batched (``append_packed`` / ``read_many``).
+time from the producer's first send to the consumer's last receive.
+aiochronicle is measured per message (``append`` / ``read_nowait``) and
+batched (``append_packed`` / ``read_many``).
 
 Idle CPU: each consumer waits with nothing sent; its own CPU time over a window
 after its back-off has settled.
