@@ -128,19 +128,24 @@ class _Resource:
     def close(self) -> None:
         raise NotImplementedError
 
+    def _close(self, clean: bool) -> None:
+        """Close; ``clean`` is False when a ``with`` block ends with an exception
+        (then named tailers keep the excerpt in hand as not done)."""
+        self.close()
+
     def __enter__(self: _Self) -> _Self:
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.close()
+        self._close(et is None)
 
     async def __aenter__(self: _Self) -> _Self:
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
                         tb: TracebackType | None) -> None:
-        self.close()
+        self._close(et is None)
 
 
 class TailerDirection(enum.IntEnum):
@@ -510,10 +515,21 @@ class Queue(_Resource):
         return self._closed
 
     def close(self) -> None:
-        """Close every appender and tailer of this queue, then the files."""
+        """Close every appender and tailer of this queue, then the files.
+
+        Named tailers save their position first: what they handed out is done
+        (a ``with`` block that ends with an exception leaves the excerpt in hand
+        to be read again, as a crash does)."""
+        self._close(True)
+
+    def _close(self, clean: bool) -> None:
         with self._lock:
             if self._closed:
                 return
+            if clean:
+                for child in list(self._children):
+                    if isinstance(child, Tailer) and not child._closed:
+                        child._save()
             self._closed = True
             for child in list(self._children):
                 child._detach()
@@ -1806,7 +1822,13 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
 
     # -- lifecycle -------------------------------------------------------
     def close(self) -> None:
-        """Release this tailer's cycle file."""
+        """Release this tailer's cycle file.  A named tailer saves its position
+        first: what it handed out is done."""
+        self._close(True)
+
+    def _close(self, clean: bool) -> None:
+        if clean and not self._closed and not self.queue.closed:
+            self._save()
         self._detach()
 
     def _detach(self) -> None:

@@ -239,13 +239,12 @@ def test_stats_counts_and_named_tailer_lag(tmp_path: Path) -> None:
     assert s.cycles[1].last_index == rc.to_index(19001, 9)
     assert s.total_excerpts == 30
     (audit,) = s.tailers
-    # at least once: the 13th excerpt (c1-2) is still in hand, so the saved
-    # position is at it (the next read would mark it done)
-    assert audit.name == "audit" and audit.index == expected_next - 1
-    assert audit.lag_messages == 18
-    # bytes: from the header of c1-2 to the end of cycle 1, plus cycle 2's documents
+    # the queue was closed cleanly: the 13th excerpt, in hand until then, is done
+    assert audit.name == "audit" and audit.index == expected_next
+    assert audit.lag_messages == 17
+    # bytes: from the header of c1-3 to the end of cycle 1, plus cycle 2's documents
     c1, c2 = cycle_files(qdir)[1:]
-    pos = data_positions(c1)[2]
+    pos = data_positions(c1)[3]
     assert audit.lag_bytes >= (end_position(c1) - pos) + (end_position(c2)
                                                           - data_positions(c2)[0])
     assert audit.lag_bytes < (end_position(c1) - pos) + end_position(c2)

@@ -802,18 +802,18 @@ def test_named_tailer_resumes_after_reopen(tmp_path: Path) -> None:
         t = q.tailer("svc")
         got = [t.read_nowait() for _ in range(3)]
         assert [e.index for e in got] == [ix(DAY0, i) for i in range(3)]
-        # at least once: while n2 is handed out the stored position stays at
-        # it; the next read marks it done (Java stores the next index when the
-        # reading document closes, after processing; reference §7.4)
+        # at least once: while n2 is in hand the stored position stays at it (a
+        # crash now reads it again); the next read, or a clean close, marks it
+        # done and stores the next index, as Java does when its reading
+        # document closes (reference §7.4)
         assert q.table_store_get("index.svc") == ix(DAY0, 2)
         other = q.tailer("other")  # a different name starts at the beginning
         assert other.read_nowait() == ac.Excerpt(ix(DAY0, 0), b"n0")
     with open_q(tmp_path / "q") as q:
-        t = q.tailer("svc")
-        assert t.index == ix(DAY0, 2)  # n2 was never marked done: it comes again
-        assert t.read_nowait() == ac.Excerpt(ix(DAY0, 2), b"n2")
-        assert t.read_nowait() == ac.Excerpt(ix(DAY0, 3), b"n3")
         assert q.table_store_get("index.svc") == ix(DAY0, 3)
+        t = q.tailer("svc")
+        assert t.index == ix(DAY0, 3)
+        assert t.read_nowait() == ac.Excerpt(ix(DAY0, 3), b"n3")
         b = t.read_many(max_count=2)
         assert b.payloads() == [b"n4", b"n5"]
         assert q.table_store_get("index.svc") == ix(DAY0, 4)  # the batch is in hand
@@ -823,8 +823,7 @@ def test_named_tailer_resumes_after_reopen(tmp_path: Path) -> None:
     with open_q(tmp_path / "q") as q:
         t = q.tailer("svc")
         assert list(t) == [ac.Excerpt(ix(DAY0, 6), b"n6")]
-        # "other" never asked for more after n0: n0 is read again
-        assert q.tailer("other").read_nowait() == ac.Excerpt(ix(DAY0, 0), b"n0")
+        assert q.tailer("other").read_nowait() == ac.Excerpt(ix(DAY0, 1), b"n1")
         unnamed = q.tailer()
         assert unnamed.read_nowait() == ac.Excerpt(ix(DAY0, 0), b"n0")
 
@@ -1017,3 +1016,26 @@ def test_close_releases_cycle_files_at_once(tmp_path: Path) -> None:
     with pytest.raises(ac.QueueClosedError):
         app.append(b"late")
     assert named.index > 0 and app.last_index_appended >= 0  # still answer, no crash
+
+
+def test_named_tailer_keeps_the_excerpt_in_hand_when_a_block_fails(tmp_path: Path) -> None:
+    """A ``with`` block that ends with an exception leaves the excerpt in hand
+    unhandled (read again next time, as after a crash); a clean exit or an
+    explicit close() marks it done."""
+    with open_q(tmp_path / "q") as q:
+        app = q.appender()
+        idx = [app.append(b"e%d" % i) for i in range(3)]
+    with pytest.raises(RuntimeError), open_q(tmp_path / "q") as q:
+        assert q.tailer("job").read_nowait() == ac.Excerpt(idx[0], b"e0")
+        raise RuntimeError("the handler failed")
+    with open_q(tmp_path / "q") as q:
+        t = q.tailer("job")
+        assert t.read_nowait() == ac.Excerpt(idx[0], b"e0")  # again
+        with pytest.raises(RuntimeError), t:
+            assert t.read_nowait() == ac.Excerpt(idx[1], b"e1")
+            raise RuntimeError("failed again")
+        assert q.table_store_get("index.job") == idx[1]
+        t2 = q.tailer("job")
+        assert t2.read_nowait() == ac.Excerpt(idx[1], b"e1")
+        t2.close()
+        assert q.table_store_get("index.job") == idx[2]
