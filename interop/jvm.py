@@ -87,3 +87,10 @@ def command(version: str, *args: str, bench: bool = False,
     java = shutil.which("java") or "java"
     opts = BENCH_JVM_OPTIONS if bench else JVM_OPTIONS
     return [java, *JAVA17_FLAGS, *opts, "-cp", classpath(version), main, *args]
+
+
+if __name__ == "__main__":
+    # scripts/test.sh: build every pinned version before the tests, failing loudly
+    for v in VERSIONS:
+        build(v)
+        print(f"interop/java built against Chronicle Queue {v}")

@@ -73,7 +73,7 @@ public final class Interop {
     }
 
     /** A roll cycle by its name, wherever this Chronicle version keeps it. */
-    static RollCycle rollCycle(String name) throws Exception {
+    public static RollCycle rollCycle(String name) throws Exception {
         for (String cls : new String[]{"net.openhft.chronicle.queue.RollCycles",
                 "net.openhft.chronicle.queue.rollcycles.TestRollCycles",
                 "net.openhft.chronicle.queue.rollcycles.LegacyRollCycles"}) {
@@ -127,17 +127,17 @@ public final class Interop {
         try (ChronicleQueue q = open(dir, roll, sourceId)) {
             ExcerptAppender app = appender(q);
             app.writeText("hello from java");
-            OUT.println("W text " + Long.toHexString(app.lastIndexAppended()));
+            OUT.println("W text " + Long.toHexString(q.lastIndex()));
             app.writeBytes(Bytes.wrapForRead(new byte[]{0, 1, 2, (byte) 0xff, 'j', 'a', 'v', 'a'}));
-            OUT.println("W bytes " + Long.toHexString(app.lastIndexAppended()));
+            OUT.println("W bytes " + Long.toHexString(q.lastIndex()));
             app.writeDocument(w -> w.write("symbol").text("EURUSD").write("qty").int64(1_000_000L)
                     .write("px").float64(1.0842).write("live").bool(true));
-            OUT.println("W doc " + Long.toHexString(app.lastIndexAppended()));
+            OUT.println("W doc " + Long.toHexString(q.lastIndex()));
             Prices prices = q.methodWriter(Prices.class);
             prices.onPrice(new Price("EURUSD", 1.0841, 1.0843, 1_000_000L));
-            OUT.println("W onPrice " + Long.toHexString(app.lastIndexAppended()));
+            OUT.println("W onPrice " + Long.toHexString(q.lastIndex()));
             prices.onClose("EURUSD", true);
-            OUT.println("W onClose " + Long.toHexString(app.lastIndexAppended()));
+            OUT.println("W onClose " + Long.toHexString(q.lastIndex()));
         }
         OUT.println("END 5");
     }
@@ -222,7 +222,7 @@ public final class Interop {
             ExcerptAppender app = appender(q);
             for (String s : texts) {
                 app.writeText(s);
-                OUT.println("W text " + Long.toHexString(app.lastIndexAppended()));
+                OUT.println("W text " + Long.toHexString(q.lastIndex()));
             }
         }
         OUT.println("END " + texts.length);
