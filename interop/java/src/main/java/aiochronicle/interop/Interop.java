@@ -102,7 +102,7 @@ public final class Interop {
     }
 
     /** createAppender() in 2026.x, acquireAppender() in 5.2x. */
-    static ExcerptAppender appender(ChronicleQueue q) throws Exception {
+    public static ExcerptAppender appender(ChronicleQueue q) throws Exception {
         for (String name : new String[]{"createAppender", "acquireAppender"}) {
             try {
                 Method m = ChronicleQueue.class.getMethod(name);
