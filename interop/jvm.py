@@ -67,8 +67,9 @@ def build(version: str) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JavaBuildError("mvn not found on PATH: the Java interop tests need Maven")
-    cmd = [mvn, "-q", "-B", "-Dstyle.color=never", f"-Dchronicle.version={version}",
-           f"-Dslf4j.version={VERSIONS[version]}", "-f", str(PROJECT / "pom.xml"), "compile"]
+    cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-Dmaven.wagon.http.retryHandler.count=3",
+           f"-Dchronicle.version={version}", f"-Dslf4j.version={VERSIONS[version]}",
+           "-f", str(PROJECT / "pom.xml"), "compile"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise JavaBuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"

@@ -50,26 +50,23 @@ def _warnings(stderr: str, allowed: tuple[str, ...]) -> list[str]:
             if bad.search(line) and not any(a in line for a in allowed)]
 
 
-def run_java(version: str, *args: str, allowed: tuple[str, ...] = ()) -> list[str]:
-    """Run the Java programs to completion; their stdout lines. Any warning or error
-    Java logs (beyond ``allowed`` and its own sourceId notice) fails the test."""
-    proc = subprocess.run(jvm.command(version, *args), capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert _warnings(proc.stderr, JAVA_OWN_WARNINGS + allowed) == [], proc.stderr
-    return proc.stdout.splitlines()
-
-
 def start_java(version: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(jvm.command(version, *args), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
 def finish(proc: subprocess.Popen[str], allowed: tuple[str, ...] = ()) -> list[str]:
+    """Wait for a Java or Python process; its stdout lines. A failure, or any warning
+    or error it logs (beyond ``allowed`` and Java's own notices), fails the test."""
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, out + err
     assert _warnings(err, JAVA_OWN_WARNINGS + allowed) == [], err
     return out.splitlines()
+
+
+def run_java(version: str, *args: str, allowed: tuple[str, ...] = ()) -> list[str]:
+    """Run the Java programs to completion (see :func:`finish`)."""
+    return finish(start_java(version, *args), allowed)
 
 
 def java_excerpts(lines: list[str]) -> list[tuple[int, bytes]]:
