@@ -230,8 +230,9 @@ def test_named_tailer_resumes_across_languages(java: None, version: str,
     assert java_excerpts(run_java(version, "tail", str(q), "svc", "2")) == everything[:2]
     with ac.open_queue(str(q)) as queue:
         tailer = queue.tailer("svc")
-        assert [(e.index, bytes(e.payload)) for e in (tailer.read_nowait(),
-                                                       tailer.read_nowait())] == everything[2:4]
+        for expected in everything[2:4]:
+            e = tailer.read_nowait()
+            assert e is not None and (e.index, bytes(e.payload)) == expected
     # and Java resumes where Python stopped
     assert java_excerpts(run_java(version, "tail", str(q), "svc", "0")) == everything[4:]
     # a Python named tailer's start, after Java read it to the end, is the end
@@ -374,7 +375,7 @@ def test_rolls_on_real_clocks_each_reads_the_others_eof_markers(java: None,
     roll = "TEST_SECONDLY"
     # Java, Python, Java (the other version), Python: each writes in a later second than
     # the one before, so each rolls the other's cycle (and writes its EOF marker there)
-    indices = []
+    indices: list[int] = []
     # (the older Java first: it cannot open a queue the newer one created)
     for k, writer in enumerate((jvm.OLDER, "python", jvm.NEWEST, "python")):
         if indices:
