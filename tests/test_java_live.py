@@ -7,9 +7,11 @@ what the JVM itself printed. A build failure fails these tests: they never skip.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -326,17 +328,25 @@ def test_co_writing_two_java_two_python_rolling(java: None, tmp_path: Path) -> N
     while not (q / "metadata.cq4t").exists():
         assert procs[0].poll() is None and time.monotonic() < deadline, finish(procs[0])
         time.sleep(0.001)
+    total = 4 * CO_WRITES
+    # a live tailer in each language, reading as the files roll
+    tailers = [start_java(jvm.NEWEST, "follow", str(q), str(total), "300000"),
+               start_python("peer-tailer", str(q), str(total), "300", roll=roll)]
     procs += [start_python("peer-writer", str(q), f"p{k}", str(CO_WRITES), "10", roll=roll)
               for k in range(2)]
     procs.append(start_java(jvm.NEWEST, "append", str(q), roll, "j0", str(CO_WRITES), "100"))
     for p in procs:
         finish(p)
-    total = 4 * CO_WRITES
     by_python = python_excerpts(q)
-    by_java = java_excerpts(run_java(jvm.NEWEST, "tail", str(q), "-", "0"))
     assert len(by_python) == total
-    # one total order, seen alike by both
+    # one total order, seen alike by both, live and afterwards
+    by_java = java_excerpts(run_java(jvm.NEWEST, "tail", str(q), "-", "0"))
     assert by_java == by_python
+    digest = hashlib.sha256()
+    for index, payload in by_python:
+        digest.update(struct.pack("<q", index) + payload)
+    for t in tailers:
+        assert finish(t) == [f"DIGEST {total} {digest.hexdigest()}"]
     # every message exactly once, each writer's own order kept
     seq: dict[str, list[int]] = {}
     for _, payload in by_python:

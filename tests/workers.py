@@ -179,6 +179,24 @@ def peer_writer(path: str, wid: str, count: int, pause_every: int) -> None:
     print("END", count, flush=True)
 
 
+def peer_tailer(path: str, expected: int, timeout: float) -> None:
+    """Tail live until ``expected`` excerpts; print ``DIGEST count sha256`` over (index
+    as 8 little-endian bytes, payload) in the order read, as the Java ``follow`` does."""
+    digest = hashlib.sha256()
+    count = 0
+    deadline = time.monotonic() + timeout
+    with open_q(path, block_size=64 << 20, timeout=10.0) as q:
+        t = q.tailer()
+        while count < expected and time.monotonic() < deadline:
+            ex = t.read_nowait()
+            if ex is None:
+                time.sleep(0.0001)
+                continue
+            digest.update(struct.pack("<q", ex.index) + ex.payload)
+            count += 1
+    print("DIGEST", count, digest.hexdigest(), flush=True)
+
+
 def hold_lock(path: str) -> None:
     """Open a writing document (taking the write lock), write half of it, say so and
     wait to be killed."""
@@ -202,6 +220,8 @@ def main() -> None:
                      int(sys.argv[6]))
     elif role == "peer-writer":
         peer_writer(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif role == "peer-tailer":
+        peer_tailer(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
     elif role == "hold-lock":
         hold_lock(sys.argv[2])
     else:

@@ -3,7 +3,10 @@ package aiochronicle.interop;
 import java.io.File;
 import java.io.PrintStream;
 import java.lang.reflect.Method;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -58,6 +61,7 @@ public final class Interop {
         switch (c.get(0)) {
             case "write": write(a[0], a[1], Integer.parseInt(a[2])); break;
             case "tail": tail(a[0], a[1], Long.parseLong(a[2])); break;
+            case "follow": follow(a[0], Long.parseLong(a[1]), Long.parseLong(a[2])); break;
             case "methods": methods(a[0]); break;
             case "append": append(a[0], a[1], a[2], Integer.parseInt(a[3]), Long.parseLong(a[4])); break;
             case "append-text": appendText(a[0], a[1], Arrays.copyOfRange(a, 2, a.length)); break;
@@ -159,6 +163,42 @@ public final class Interop {
             }
         }
         OUT.println("END " + n);
+    }
+
+    /**
+     * Tail live until {@code count} excerpts were read (or {@code timeoutMs} passed);
+     * print {@code DIGEST count sha256} over (index as 8 little-endian bytes, payload)
+     * of each excerpt in the order read, as the Python side computes it.
+     */
+    static void follow(String dir, long count, long timeoutMs) throws Exception {
+        MessageDigest digest = MessageDigest.getInstance("SHA-256");
+        ByteBuffer index = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
+        long n = 0;
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        try (ChronicleQueue q = SingleChronicleQueueBuilder.binary(dir).timeoutMS(2000).build();
+             ExcerptTailer t = q.createTailer()) {
+            while (n < count && System.currentTimeMillis() < deadline) {
+                try (DocumentContext dc = t.readingDocument()) {
+                    if (!dc.isPresent()) {
+                        LockSupport.parkNanos(50_000);
+                        continue;
+                    }
+                    Bytes<?> b = dc.wire().bytes();
+                    index.clear();
+                    index.putLong(dc.index());
+                    digest.update(index.array());
+                    byte[] payload = new byte[(int) b.readRemaining()];
+                    b.read(payload);
+                    digest.update(payload);
+                    n++;
+                }
+            }
+        }
+        StringBuilder hex = new StringBuilder();
+        for (byte x : digest.digest()) {
+            hex.append(String.format("%02x", x));
+        }
+        OUT.println("DIGEST " + n + " " + hex);
     }
 
     /** A MethodReader of {@link Prices} over the whole queue. */
