@@ -58,12 +58,25 @@ def target(version: str) -> Path:
     return PROJECT / "target" / version
 
 
-def build(version: str) -> Path:
-    """Compile the programs against ``version``; returns the target directory.
+def _up_to_date(version: str) -> bool:
+    """The build of ``version`` is newer than the pom and every source, and the jars
+    it was built with are still there."""
+    stamp, cp = target(version) / "built", target(version) / "classpath.txt"
+    if not stamp.is_file() or not cp.is_file():
+        return False
+    jars = cp.read_text().strip().split(os.pathsep)   # still in ~/.m2
+    sources = [PROJECT / "pom.xml", *(PROJECT / "src").rglob("*.java")]
+    return (all(os.path.isfile(j) for j in jars)
+            and all(s.stat().st_mtime <= stamp.stat().st_mtime for s in sources))
 
-    Maven runs every time (it is quick when nothing changed), so an edited source is
-    always rebuilt; a failed build raises ``JavaBuildError`` with Maven's output.
+
+def build(version: str) -> Path:
+    """Compile the programs against ``version`` unless that build is newer than every
+    source; returns the target directory. A failed build raises ``JavaBuildError``
+    with Maven's output.
     """
+    if _up_to_date(version):
+        return target(version)
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JavaBuildError("mvn not found on PATH: the Java interop tests need Maven")
@@ -74,6 +87,7 @@ def build(version: str) -> Path:
     if proc.returncode != 0:
         raise JavaBuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
                              f"{proc.stdout}\n{proc.stderr}")
+    (target(version) / "built").write_text(f"Chronicle Queue {version}\n")
     return target(version)
 
 
