@@ -177,8 +177,10 @@ class MessageHistory:
         if isinstance(value, bytes | bytearray | memoryview):
             return cls.from_bytes(value)
         if isinstance(value, Mapping):
-            src = value.get("sources", [])
-            tim = value.get("timings", [])
+            # an empty sequence is the bytes of an empty map in BinaryWire (82 00000000):
+            # Java 5.2x writes `sources` so when a message has no source yet
+            src = value.get("sources") or []
+            tim = value.get("timings") or []
             if isinstance(src, list) and isinstance(tim, list):
                 if src and isinstance(src[0], list):  # pairs (our JSON form may use them)
                     src = [x for pair in src for x in pair]

@@ -357,9 +357,12 @@ class Queue(_Resource):
                                  index_count or rc.index_count,
                                  index_spacing or rc.index_spacing, rc.default_epoch)
         if not read_only or os.path.exists(meta_path):
-            if read_only or os.path.exists(meta_path):
-                self._meta = TableStore(meta_path, read_only=read_only, timeout=timeout)
+            if read_only:
+                self._meta = TableStore(meta_path, read_only=True, timeout=timeout)
             else:
+                # an existing but still empty store (another process, Java say, has just
+                # created the file): whoever takes its file lock first writes the header,
+                # as Java's table store builder does
                 first = rc
 
                 def header() -> bytes:

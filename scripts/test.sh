@@ -8,6 +8,8 @@ if ! command -v clang >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-ge
     || echo "note: clang could not be installed; the libFuzzer test will be skipped"
 fi
 bash scripts/setup.sh
+# the Java interop programs, against each pinned Chronicle Queue (Maven; fails loudly)
+.venv/bin/python interop/jvm.py
 .venv/bin/python -m ruff check aiochronicle tests bench examples
 .venv/bin/python -m mypy
 # the examples use only the public API, and type-check against it strictly

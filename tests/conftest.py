@@ -8,10 +8,14 @@ extract what they need into ``tmp_path`` and never write there.
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+# interop/jvm.py builds and runs the Java interop programs (tests/test_java_live.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
 
 JAVA_FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "java"
 

@@ -166,6 +166,47 @@ def crash_writer(path: str, wid: int, incarnation: int, ack_path: str, seed: int
             n += 1
 
 
+def peer_writer(path: str, wid: str, count: int, pause_every: int) -> None:
+    """Append raw ``<wid>:<n>`` excerpts, as the Java interop ``append`` does, sleeping
+    1 ms every ``pause_every`` messages (0: never) so that a run spans several cycles."""
+    with open_q(path, block_size=64 << 20, timeout=10.0) as q:
+        app = q.appender()
+        print("READY", flush=True)
+        for n in range(count):
+            app.append(f"{wid}:{n}".encode())
+            if pause_every and n % pause_every == pause_every - 1:
+                time.sleep(0.001)
+    print("END", count, flush=True)
+
+
+def peer_tailer(path: str, expected: int, timeout: float) -> None:
+    """Tail live until ``expected`` excerpts; print ``DIGEST count sha256`` over (index
+    as 8 little-endian bytes, payload) in the order read, as the Java ``follow`` does."""
+    digest = hashlib.sha256()
+    count = 0
+    deadline = time.monotonic() + timeout
+    with open_q(path, block_size=64 << 20, timeout=10.0) as q:
+        t = q.tailer()
+        while count < expected and time.monotonic() < deadline:
+            ex = t.read_nowait()
+            if ex is None:
+                time.sleep(0.0001)
+                continue
+            digest.update(struct.pack("<q", ex.index) + ex.payload)
+            count += 1
+    print("DIGEST", count, digest.hexdigest(), flush=True)
+
+
+def hold_lock(path: str) -> None:
+    """Open a writing document (taking the write lock), write half of it, say so and
+    wait to be killed."""
+    with open_q(path, block_size=64 << 20, timeout=10.0) as q:
+        doc = q.appender().writing_document()
+        doc.write(b"half written")
+        print("LOCKED", os.getpid(), flush=True)
+        time.sleep(600)
+
+
 def main() -> None:
     role = sys.argv[1]
     if role == "writer":
@@ -177,6 +218,12 @@ def main() -> None:
     elif role == "crash-writer":
         crash_writer(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5],
                      int(sys.argv[6]))
+    elif role == "peer-writer":
+        peer_writer(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif role == "peer-tailer":
+        peer_tailer(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    elif role == "hold-lock":
+        hold_lock(sys.argv[2])
     else:
         raise SystemExit(f"unknown role {role}")
 
