@@ -37,6 +37,7 @@ WORKERS = str(Path(__file__).with_name("workers.py"))
 JAVA_OWN_WARNINGS = ("from existing metadata",)
 #: Java's recovery of a write lock whose holder died (its documented rule)
 DEAD_HOLDER_WARNING = "which is now dead"
+DEAD_WRITER_SLOT_WARNING = "Incomplete header found"
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +49,9 @@ def java() -> None:
 
 def _warnings(stderr: str, allowed: tuple[str, ...]) -> list[str]:
     bad = re.compile(r"\b(WARN|ERROR|Exception|Error)\b")
-    return [line for line in stderr.splitlines()
+    # a log line that ends in " - " has its message (an exception) on the next line
+    lines = re.sub(r" - \n", " - ", stderr).splitlines()
+    return [line for line in lines
             if bad.search(line) and not any(a in line for a in allowed)]
 
 
@@ -464,11 +467,14 @@ def test_python_killed_holding_the_write_lock_java_carries_on(java: None,
     assert holder.stdout.readline().startswith("LOCKED")
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    # both Java versions recover the lock of the dead process and append
+    # both Java versions recover the lock of the dead process and append; the
+    # slot the Python writer had claimed (NOT_COMPLETE|META|len, see
+    # native/README.md) is an incomplete header to Java, which it overwrites
+    # with a warning: its documented recovery of a writer that died mid-excerpt
     procs = [start_java(version, "append", str(q), "-", f"j{k}", "500", "0")
              for k, version in enumerate(VERSIONS)]
     for p in procs:
-        finish(p, allowed=(DEAD_HOLDER_WARNING,))
+        finish(p, allowed=(DEAD_HOLDER_WARNING, DEAD_WRITER_SLOT_WARNING))
     with ac.open_queue(str(q)) as queue:
         queue.appender().append_text("after")
     got = python_excerpts(q)
