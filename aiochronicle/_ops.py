@@ -36,15 +36,25 @@ from ._errors import (
     CorruptQueueError,
     NoSuchIndexError,
     NotAQueueError,
+    QueueAccessError,
     QueueBusyError,
     RollCycleMismatchWarning,
 )
+from ._mapped import list_dir, open_regular
 from ._native import UNLOCKED
-from ._queue import METADATA_FILE, Queue, _pid_alive, open_queue
-from ._rollcycles import cycle_shift_for
+from ._queue import _INITIAL_KEYS, METADATA_FILE, Queue, _metadata_header, _pid_alive, open_queue
+from ._rollcycles import (
+    CycleNamer,
+    RollCycle,
+    RollCycles,
+    candidate_roll_cycles,
+    cycle_shift_for,
+    make_roll_cycle,
+    misnamed_cycle_files,
+)
 from ._store import CycleStore, open_store
-from ._tablestore import TableStore
-from ._wire import I64Array, WireError, parse_document
+from ._tablestore import TableStore, salvage_table_store
+from ._wire import Document, I64Array, WireError, parse_document
 
 __all__ = [
     "CheckFinding",
@@ -110,8 +120,8 @@ def parse_index(text: str) -> int:
 def is_queue_dir(path: str) -> bool:
     """Whether ``path`` looks like a Chronicle Queue directory."""
     try:
-        names = os.listdir(path)
-    except OSError:
+        names = list_dir(path)
+    except (OSError, QueueAccessError):
         return False
     return any(n.endswith(".cq4") or n in (METADATA_FILE, LEGACY_LISTING_FILE) for n in names)
 
@@ -127,6 +137,7 @@ def open_existing_queue(path: str, *, writable: bool = False) -> Queue:
         raise FileNotFoundError(f"no such queue: {path}")
     if not os.path.isdir(path):
         raise NotAQueueError(f"not a queue directory: {path}")
+    list_dir(path)  # QueueAccessError rather than "not a queue" when it is unreadable
     if not is_queue_dir(path):
         raise NotAQueueError(f"not a Chronicle queue: {path} (no metadata.cq4t or .cq4 files)")
     with warnings.catch_warnings():
@@ -685,12 +696,191 @@ def _check_index(st: CycleStore, path: str, cycle: int, positions: dict[int, int
     return out
 
 
+# --------------------------------------------------------------------------
+# rebuilding metadata.cq4t from the cycle files
+# --------------------------------------------------------------------------
+
+REBUILD_FIX = ("rebuild metadata.cq4t from the cycle files (roll cycle from their names and "
+               "headers, listing from the directory, locks cleared, readable keys kept)")
+
+
+def _cycle_stems(path: str) -> list[str]:
+    return sorted(n[:-4] for n in list_dir(path)
+                  if n.endswith(".cq4") and os.path.isfile(os.path.join(path, n)))
+
+
+def _stored_roll(header: Document | None) -> tuple[RollCycle, int, int] | None:
+    """(roll cycle, epoch, sourceId) held by a table store header, if usable."""
+    if header is None:
+        return None
+    try:
+        meta = header["metadata"].as_document()
+        roll = meta["roll"].as_document()
+        fmt, length = roll["format"].as_str(), roll["length"].as_int()
+        ev, sv = roll.get("epoch"), meta.get("sourceId")
+        rc = RollCycles.by_format(fmt)
+        if rc is None or rc.length_ms != length:
+            d = RollCycles.DEFAULT
+            rc = make_roll_cycle("CUSTOM", fmt, length, d.index_count, d.index_spacing)
+        CycleNamer(rc, ev.as_int() if ev is not None else 0)
+        return (rc, ev.as_int() if ev is not None else 0, sv.as_int() if sv is not None else 0)
+    except (KeyError, ValueError, AttributeError):
+        return None
+
+
+def _file_layout(path: str, stems: list[str]) -> tuple[int, int] | None:
+    """(index count, index spacing) from the header of the first readable cycle file."""
+    for stem in stems:
+        with contextlib.suppress(CorruptQueueError, OSError):
+            st = open_store(os.path.join(path, stem + ".cq4"), 0, writable=False,
+                            chunk=64 << 10, overlap=0, timeout=0.05)
+            if st is not None:
+                try:
+                    return st.layout.index_count, st.layout.index_spacing
+                finally:
+                    st.close()
+    return None
+
+
+def roll_cycle_of_files(path: str, hint: tuple[RollCycle, int] | None = None
+                        ) -> tuple[RollCycle, int]:
+    """The roll cycle and epoch that name the cycle files of the queue at ``path``:
+    ``hint`` if it fits them, else the built-in roll cycle whose format names
+    every file (its index layout chosen from a cycle file's header).
+
+    Raises:
+        CorruptQueueError: no built-in roll cycle names the files.
+    """
+    stems = _cycle_stems(path)
+    if hint is not None and not misnamed_cycle_files(CycleNamer(hint[0], hint[1]), stems):
+        return hint
+    if not stems:
+        return hint or (RollCycles.DEFAULT, RollCycles.DEFAULT.default_epoch)
+    layout = _file_layout(path, stems)
+    fits: list[tuple[RollCycle, int]] = []
+    for rc in candidate_roll_cycles(stems[-1]):
+        for ep in dict.fromkeys([rc.default_epoch] + ([hint[1]] if hint else [])):
+            if not misnamed_cycle_files(CycleNamer(rc, ep), stems):
+                fits.append((rc, ep))
+                break
+    same = [f for f in fits if layout == (f[0].index_count, f[0].index_spacing)]
+    if same or fits:
+        return (same or fits)[0]
+    raise CorruptQueueError(f"no built-in roll cycle names the cycle files (e.g. "
+                            f"{stems[-1]}.cq4): cannot tell the queue's roll cycle",
+                            os.path.join(path, METADATA_FILE))
+
+
+def rebuild_metadata(path: str) -> str:
+    """Write a new ``metadata.cq4t`` for the queue at ``path`` from its cycle
+    files: the roll settings the old file holds if they still name the files,
+    else those the file names and headers show; ``listing.*`` from the
+    directory; locks free; every other key still readable in the old file
+    (named tailers, replication positions) kept.  The old file is kept as
+    ``metadata.cq4t-<ms>.discard``.  Returns what was done, in words.
+
+    Raises:
+        QueueBusyError: another process has the metadata open.
+        CorruptQueueError: the roll cycle of the files cannot be told.
+    """
+    meta_path = os.path.join(path, METADATA_FILE)
+    busy = files_open_by_processes([meta_path], include_self=False).get(meta_path)
+    if busy:
+        raise QueueBusyError(f"{meta_path} is open in process {busy[0]}: stop it before "
+                             "rebuilding the metadata")
+    old = salvage_table_store(meta_path) if os.path.isfile(meta_path) else None
+    stored = _stored_roll(old.header if old is not None else None)
+    rc, ep = roll_cycle_of_files(path, stored[:2] if stored is not None else None)
+    namer = CycleNamer(rc, ep)
+    cycles = sorted(namer.parse(s) for s in _cycle_stems(path) if namer.matches(s))
+    kept: dict[str, tuple[str, int]] = {}
+    for key, value in old.keys if old is not None else []:
+        low = key.lower()
+        if low not in LOCK_KEYS and not low.startswith("listing."):
+            kept.setdefault(low, (key, value))
+    mod = next((v for k, v in (old.keys if old is not None else [])
+                if k.lower() == "listing.modcount" and v >= 0), 0)
+    listing = {"listing.modCount": mod + 1}
+    if cycles:
+        listing.update({"listing.highestCycle": cycles[-1], "listing.lowestCycle": cycles[0]})
+    initial = tuple((k, listing.get(k, v)) for k, v in _INITIAL_KEYS)
+    tmp = f"{meta_path}.rebuild-{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    source_id = stored[2] if stored is not None else 0
+    ts = TableStore(tmp, read_only=False, timeout=2.0, initial_keys=initial,
+                    header=lambda: _metadata_header(rc, ep, source_id))
+    try:
+        for key, value in kept.values():
+            ts.set(key, value)
+        ts.file.sync(0, ts.file.size)
+    finally:
+        ts.close()
+    if os.path.lexists(meta_path):
+        os.rename(meta_path, f"{meta_path}-{int(time.time() * 1000)}.discard")
+    os.replace(tmp, meta_path)
+    dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return (f"roll cycle {rc.name} ({rc.format!r}), {len(cycles)} cycles, "
+            f"{len(kept)} keys kept")
+
+
+def _bad_metadata(path: str, message: str, offset: int | None) -> CheckFinding:
+    def rebuild(ctx: _RepairContext, path: str = path) -> None:
+        rebuild_metadata(path)
+
+    return CheckFinding("error", "bad-metadata", os.path.join(path, METADATA_FILE), message,
+                        offset, REBUILD_FIX, _apply=rebuild)
+
+
+def _metadata_findings(path: str) -> list[CheckFinding]:
+    """A ``bad-metadata`` finding if the queue cannot be opened for its metadata,
+    or the metadata lacks roll settings or has damaged key records."""
+    try:
+        q = _open_for_check(path)
+    except CorruptQueueError as exc:
+        if not _is_metadata_error(path, exc):
+            raise
+        return [_bad_metadata(path, f"unreadable: {exc}", exc.offset)]
+    try:
+        return [f for f in _check_metadata(q, []) if f.kind == "bad-metadata"]
+    finally:
+        q.close()
+
+
+def _rebuild_bad_metadata(path: str, backup_dir: str | None) -> list[CheckFinding]:
+    """Rebuild damaged metadata before anything else (its write lock and keys are
+    needed by the rest of a repair); the findings, marked repaired."""
+    found = _metadata_findings(path)
+    for f in found:
+        if backup_dir is not None and os.path.isfile(f.path):
+            backup_files([f.path], backup_dir)
+        rebuild_metadata(path)
+        f.repaired = True
+    return found
+
+
+def _is_metadata_error(path: str, exc: CorruptQueueError) -> bool:
+    return exc.path is not None and os.path.abspath(exc.path) == os.path.abspath(
+        os.path.join(path, METADATA_FILE))
+
+
 def _check_metadata(q: Queue, cycles: list[int]) -> list[CheckFinding]:
     out: list[CheckFinding] = []
     meta = q._meta
     if meta is None:
         return out
     mpath = meta.path
+    if meta.header.get("metadata") is None:
+        out.append(_bad_metadata(q.path, "the header has no roll settings: the roll cycle was "
+                                 "told from the cycle files", 4))
+    else:
+        damage = meta.damage()
+        if damage is not None:
+            out.append(_bad_metadata(q.path, f"damaged key records: {damage[1]}", damage[0]))
     if cycles:
         lo, hi = meta.get("listing.lowestCycle"), meta.get("listing.highestCycle")
         if lo != cycles[0] or hi != cycles[-1]:
@@ -743,10 +933,13 @@ def _stray_files(q: Queue) -> list[CheckFinding]:
 
 def _header_complete(path: str) -> bool:
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(4)
-    except OSError:
+        fd = open_regular(path)
+    except (OSError, CorruptQueueError):
         return False
+    try:
+        raw = os.pread(fd, 4, 0)
+    finally:
+        os.close(fd)
     word = int.from_bytes(raw, "little") if len(raw) == 4 else 0
     return bool(word & HDR_META) and not word & HDR_NOT_COMPLETE
 
@@ -808,7 +1001,12 @@ def _open_for_check(path: str) -> Queue:
 def check_queue(path: str, *, progress: Progress | None = None) -> list[CheckFinding]:
     """Find incomplete headers, missing EOFs, index holes and bad entries, a stale
     writePosition, an out-of-date listing and stale locks.  Changes nothing."""
-    q = _open_for_check(path)
+    try:
+        q = _open_for_check(path)
+    except CorruptQueueError as exc:
+        if not _is_metadata_error(path, exc):
+            raise
+        return [_bad_metadata(path, f"unreadable: {exc}", exc.offset)]
     try:
         return _run_check(q, progress)
     finally:
@@ -851,7 +1049,7 @@ def backup_files(paths: Iterable[str], dest: str) -> list[str]:
 
 def sparse_copy(src: str, dst: str) -> None:
     """Copy ``src`` to ``dst`` writing only the data extents (holes stay holes)."""
-    fi = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    fi = open_regular(src)
     try:
         fo = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
@@ -902,6 +1100,7 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
     Raises:
         QueueBusyError: a live process holds the write lock past ``lock_timeout``.
     """
+    rebuilt = _rebuild_bad_metadata(path, backup_dir)
     q = _open_for_check(path)
     backed: set[str] = set()
     if backup_dir is not None:
@@ -948,7 +1147,7 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
         finally:
             if meta is not None:
                 meta.close()
-        return findings
+        return rebuilt + findings
     finally:
         q.close()
 

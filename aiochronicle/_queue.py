@@ -33,7 +33,15 @@ from ._errors import (
 from ._native import UNLOCKED, ffi, lib
 from ._notify import attach_appender, close_notifier
 from ._pauser import Pauser
-from ._rollcycles import CycleNamer, RollCycle, RollCycles, candidate_roll_cycles, make_roll_cycle
+from ._mapped import list_dir
+from ._rollcycles import (
+    CycleNamer,
+    RollCycle,
+    RollCycles,
+    candidate_roll_cycles,
+    make_roll_cycle,
+    misnamed_cycle_files,
+)
 from ._store import CycleStore, create_or_open_store, open_store
 from ._tablestore import TableStore
 from ._wire import WireWriter
@@ -292,6 +300,8 @@ class Queue(_Resource):
         self._dead_files: dict[str, tuple[int, int]] = {}
         _OPEN_QUEUES.add(self)
 
+        # QueueAccessError (not "no queue here") when the directory is unreadable
+        names = list_dir(self._path) if os.path.isdir(self._path) else []
         meta_path = os.path.join(self.path, METADATA_FILE)
         legacy = (not os.path.exists(meta_path)
                   and os.path.exists(os.path.join(self.path, LEGACY_LISTING_FILE)))
@@ -335,6 +345,7 @@ class Queue(_Resource):
         self._roll_cycle = rc
         self._epoch = ep
         self._namer = CycleNamer(rc, ep, week_rule)
+        self._check_names(meta_path, [n[:-len(SUFFIX)] for n in names if n.endswith(SUFFIX)])
         if self._meta is not None and not read_only:
             self._recover_dead_locks()
 
@@ -387,7 +398,8 @@ class Queue(_Resource):
         assert self._meta is not None
         meta = self._meta.header.get("metadata")
         if meta is None or not hasattr(meta.value, "get"):
-            return rc, ep
+            # no roll settings (a damaged key?): the cycle files say what they are
+            return self._guess_from_files(rc, ep, requested)
         try:
             roll = meta.as_document()["roll"].as_document()
             fmt = roll["format"].as_str()
@@ -454,6 +466,22 @@ class Queue(_Resource):
             raise CorruptQueueError(f"cannot tell the roll cycle of {names[0]}{SUFFIX}",
                                     os.path.join(self.path, names[0] + SUFFIX))
         return candidates[0], candidates[0].default_epoch
+
+    def _check_names(self, meta_path: str, stems: list[str]) -> None:
+        """Refuse roll settings that name none of the cycle files present, or
+        name one of them otherwise: the queue would read as (partly) empty."""
+        others = misnamed_cycle_files(self._namer, stems)
+        if others:
+            if self._meta is not None:
+                self._meta.close()
+            rc = self._roll_cycle
+            raise CorruptQueueError(
+                f"{len(others)} of the {len(stems)} cycle files (e.g. {others[0]}{SUFFIX}) are "
+                f"not named by the roll cycle {rc.name} ({rc.format!r}, {rc.length_ms} ms, "
+                f"epoch {self._epoch}) the queue holds: its metadata is damaged or belongs to "
+                "other files (`aiochronicle repair` rebuilds it from the cycle files)",
+                meta_path if os.path.exists(meta_path)
+                else os.path.join(self.path, others[0] + SUFFIX))
 
     def _recover_dead_locks(self) -> None:
         assert self._meta is not None

@@ -46,6 +46,7 @@ EXPECTED = [
     "PauserStatistics",
     "Pretoucher",
     "Queue",
+    "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
     "QueueStats",

