@@ -19,6 +19,7 @@ so old cycles go as soon as the appender rolls past them.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import os
@@ -31,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from ._dump import FileWindow, RawDocument
 from ._errors import (
     ChronicleError,
     CorruptQueueError,
@@ -52,7 +54,7 @@ from ._rollcycles import (
     make_roll_cycle,
     misnamed_cycle_files,
 )
-from ._store import CycleStore, open_store
+from ._store import CycleStore, open_store, store_image
 from ._tablestore import TableStore, salvage_table_store
 from ._wire import Document, I64Array, WireError, parse_document
 
@@ -489,17 +491,283 @@ def _index_array(st: CycleStore, pos: int, name: str) -> I64Array | None:
         return None
 
 
+# --------------------------------------------------------------------------
+# walking a damaged cycle file: past the damage to the next intact excerpt
+# --------------------------------------------------------------------------
+
+_CHAIN_DOCS = 8  # plausible documents in a row that make a resynchronisation point
+
+
+def _up(n: int, align: int) -> int:
+    return (n + align - 1) & ~(align - 1)
+
+
+def _next_nonzero(fd: int, pos: int, size: int) -> int | None:
+    """The offset of the first non-zero byte at or after ``pos`` (holes skipped)."""
+    while pos < size:
+        try:
+            pos = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:
+            return None  # only a hole is left
+        chunk = os.pread(fd, min(1 << 20, size - pos), pos)
+        if not chunk:
+            return None
+        rest = chunk.lstrip(b"\0")
+        if rest:
+            return pos + len(chunk) - len(rest)
+        pos += len(chunk)
+    return None
+
+
+def _data_end(fd: int, pos: int, size: int) -> int:
+    """The offset just past the last non-zero byte at or after ``pos`` (``pos`` if none)."""
+    end = at = pos
+    while (nz := _next_nonzero(fd, at, size)) is not None:
+        chunk = os.pread(fd, min(1 << 20, size - nz), nz)
+        end = nz + len(chunk.rstrip(b"\0"))
+        at = nz + len(chunk)
+    return end
+
+
+def _chain_ok(fw: FileWindow, pos: int, align: int, size: int, anchors: set[int]) -> bool:
+    """Whether ``pos`` starts a plausible run of documents: ``_CHAIN_DOCS`` of them,
+    or fewer that end at an EOF marker, at zeros up to the end of the file, or at a
+    known excerpt position (an index entry or writePosition)."""
+    for hop in range(_CHAIN_DOCS):
+        if hop and pos in anchors:
+            return True
+        word = fw.u32(pos)
+        if word is None:
+            return False
+        if word == 0:
+            return hop > 0 and _next_nonzero(fw.fd, pos, size) is None
+        if word == HDR_EOF:
+            return True
+        if word & HDR_NOT_COMPLETE or pos + 4 + (word & LENGTH_MASK) > size:
+            return False
+        pos = _up(pos + 4 + (word & LENGTH_MASK), align)
+    return True
+
+
+def _resync(fw: FileWindow, start: int, align: int, size: int, anchors: set[int],
+            stop: int | None = None) -> int | None:
+    """The first position from ``start`` (and before ``stop``) where intact
+    documents go on, or None."""
+    pos = _up(start, align)
+    limit = size if stop is None else min(stop, size)
+    while pos + 4 <= limit:
+        nz = _next_nonzero(fw.fd, pos, limit)
+        if nz is None:
+            return None
+        pos = max(pos, nz - nz % align)
+        word = fw.u32(pos) or 0
+        if word and (word == HDR_EOF or not word & HDR_NOT_COMPLETE) \
+                and _chain_ok(fw, pos, align, size, anchors):
+            return _unswallow(fw, pos, align, size, anchors)
+        pos += align
+    return None
+
+
+def _unswallow(fw: FileWindow, pos: int, align: int, size: int, anchors: set[int]) -> int:
+    """Damaged bytes can look like headers whose lengths happen to land on an
+    intact one further on: where a document of the chain from ``pos`` holds a
+    chain of its own leading to where it ends or to a known excerpt position,
+    that is the intact chain, and it starts there instead."""
+    for _ in range(64):
+        at = pos
+        for _ in range(_CHAIN_DOCS):
+            word = fw.u32(at) or 0
+            if not word or word & HDR_NOT_COMPLETE:
+                return pos
+            inner = _swallowed(fw, at, align, size, anchors)
+            if inner is not None:
+                pos = inner
+                break
+            at = _up(at + 4 + (word & LENGTH_MASK), align)
+        else:
+            return pos
+    return pos
+
+
+def _swallowed(fw: FileWindow, pos: int, align: int, size: int,
+               anchors: set[int]) -> int | None:
+    """The first position inside the document at ``pos`` from which a chain of
+    headers leads exactly to where that document ends, or to a known excerpt
+    position inside it; None if there is none."""
+    word = fw.u32(pos) or 0
+    if word == HDR_EOF:
+        return None
+    end = _up(pos + 4 + (word & LENGTH_MASK), align)
+    targets = {end} | {a for a in anchors if pos < a < end}  # no anchors: the end only
+    last = max(targets)
+    for start in range(pos + align, min(end, pos + (64 << 10)), align):
+        at = start
+        for _ in range(64):
+            if at in targets and (at != start or at in anchors):
+                return start
+            w = fw.u32(at) or 0
+            if not w or w & HDR_NOT_COMPLETE or at + 4 + (w & LENGTH_MASK) > size:
+                break
+            at = _up(at + 4 + (w & LENGTH_MASK), align)
+            if at > last:
+                break
+    return None
+
+
+def _restored_word(word: int, pos: int, target: int, align: int) -> int | None:
+    """The header word ``word`` was before one bit of it flipped, if exactly one
+    such word makes the document at ``pos`` end at ``target``."""
+    found = set()
+    for cand in [word & ~HDR_NOT_COMPLETE] + [word ^ (1 << b) for b in range(32)]:
+        if cand and not cand & HDR_NOT_COMPLETE \
+                and _up(pos + 4 + (cand & LENGTH_MASK), align) == target:
+            found.add(cand)
+    return found.pop() if len(found) == 1 else None
+
+
+@dataclass(slots=True)
+class _Salvaged:
+    docs: list[RawDocument]
+    end: RawDocument | None  # where reading stops: eof, end, incomplete or truncated
+    fixes: list[tuple[int, int, int]]  # (position, header word now, header word to write)
+    garbage_end: int = 0  # past the last non-zero byte after an unrecoverable end
+
+
+def _salvage_walk(fw: FileWindow, start: int, align: int, anchors: set[int]) -> _Salvaged:
+    """Walk a cycle file's documents as readers do, but where the chain of
+    headers breaks (a damaged header word, a document that runs into the next
+    ones or past the end of the file) find the next intact document and say how
+    to join the two: restore a header word one flipped bit away, else cover the
+    damaged bytes with a padding metadata document, which every reader skips."""
+    size = fw.size
+    out = _Salvaged([], None, [])
+    pos = start
+    marks = sorted(a for a in anchors if a > start)
+    while True:
+        word = fw.u32(pos)
+        if word is None or word == 0:
+            kind = "end"
+        elif word & HDR_EOF == HDR_EOF and not word & LENGTH_MASK:
+            out.end = RawDocument(pos, word, "eof")
+            return out
+        elif word & HDR_NOT_COMPLETE:
+            kind = "incomplete"
+        elif pos + 4 + (word & LENGTH_MASK) > size:
+            kind = "truncated"
+        else:
+            nxt = _up(pos + 4 + (word & LENGTH_MASK), align)
+            i = bisect.bisect_right(marks, pos)
+            # a known excerpt inside it: its length is damaged, unless it ends
+            # where plausible documents go on (then the index entry is what is wrong)
+            if (i == len(marks) or marks[i] >= nxt
+                    or (_chain_ok(fw, nxt, align, size, anchors)
+                        and _swallowed(fw, pos, align, size, set()) is None)):
+                out.docs.append(RawDocument(pos, word, "meta" if word & HDR_META else "data"))
+                pos = nxt
+                continue
+            kind = "swallows"  # runs over a known excerpt: its length is damaged
+        if kind != "swallows":
+            # a metadata document (an index page) before the break may be what is
+            # damaged: intact documents then start inside it.  An excerpt before it
+            # is left as it reads: a readable excerpt is never changed
+            prev = out.docs[-1] if out.docs else None
+            if prev is not None and prev.kind == "meta":
+                inner = _resync(fw, prev.pos + 4, align, size, anchors, stop=pos)
+                if inner is not None and inner < pos and _restored_word(
+                        prev.header, prev.pos, inner, align) is not None:
+                    out.docs.pop()
+                    _join(out, fw, prev.pos, prev.header, inner, align)
+                    pos = inner
+                    continue
+            body_end = pos + 4
+            if kind == "incomplete":
+                body_end = _up(pos + 4 + (word & LENGTH_MASK), align)  # a writer mid-excerpt
+            if (kind in ("end", "incomplete") and not any(m >= pos for m in marks)
+                    and _next_nonzero(fw.fd, body_end, size) is None):
+                out.end = RawDocument(pos, word or 0, kind)
+                return out
+        q = _resync(fw, pos + 4, align, size, anchors)
+        if q is None:
+            out.end = RawDocument(pos, word or 0, "end" if kind == "swallows" else kind)
+            out.garbage_end = _data_end(fw.fd, pos, size)
+            return out
+        _join(out, fw, pos, word or 0, q, align)
+        pos = q
+
+
+def _join(out: _Salvaged, fw: FileWindow, pos: int, word: int, target: int, align: int) -> None:
+    """Make the document at ``pos`` end at ``target``: its header word with one
+    flipped bit restored, else a padding metadata document over the damage."""
+    cand = _restored_word(word, pos, target, align) if word else None
+    if cand is None:
+        cand = HDR_META | (target - pos - 4)
+    out.fixes.append((pos, word, cand))
+    out.docs.append(RawDocument(pos, cand, "meta" if cand & HDR_META else "data"))
+
+
+def _anchors(st: CycleStore, size: int) -> set[int]:
+    """Known excerpt positions: the index entries and writePosition."""
+    lay = st.layout
+    found: set[int] = set()
+    if lay.wp_off:
+        found.add(st.file.load64(lay.wp_off))
+    i2i = _index_array(st, st.file.load64(lay.i2i_off), "index2index") if lay.i2i_off else None
+    for page_pos in (i2i.values if i2i is not None else ()):
+        page = _index_array(st, page_pos, "index") if page_pos > 0 else None
+        found.update(v for v in (page.values if page is not None else ()) if v > 0)
+    return {a for a in found if lay.data_start <= a <= size - 4 and a % lay.align == 0}
+
+
+
+def _header_rebuild(q: Queue, path: str, same_length: bool = False
+                    ) -> Callable[[_RepairContext], None] | None:
+    """A repair writing a fresh header document over the damaged one of the
+    cycle file at ``path``, if the file is laid out as a new file of the
+    queue's roll cycle is (its index2index page where that puts it; with
+    ``same_length`` its header word as well)."""
+    rc = q.roll_cycle
+    image, lay = store_image(rc.index_count, rc.index_spacing)
+    header_end = 4 + (int.from_bytes(image[:4], "little") & LENGTH_MASK)
+    i2i = int.from_bytes(image[lay.i2i_off:lay.i2i_off + 8], "little")
+    try:
+        fd = open_regular(path)
+    except (OSError, CorruptQueueError):
+        return None
+    try:
+        data = os.pread(fd, lay.data_start, 0)
+    finally:
+        os.close(fd)
+    if (len(data) < lay.data_start or data[i2i:i2i + 4] != image[i2i:i2i + 4]
+            or (same_length and data[:4] != image[:4])):
+        return None
+
+    def apply(ctx: _RepairContext) -> None:
+        fd = open_regular(path, os.O_RDWR)
+        try:
+            # writePosition and lastIndex start at 0: the next pass sets them
+            os.pwrite(fd, image[4:header_end], 4)
+            os.pwrite(fd, image[:4], 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    return apply
+
+
 def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                  progress: Callable[[int], None] | None,
                  live: bool = False) -> list[CheckFinding]:
-    from ._dump import FileWindow, walk_documents
 
     out: list[CheckFinding] = []
     try:
         st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q._overlap,
                         timeout=0.5)
     except CorruptQueueError as exc:
-        return [CheckFinding("error", "bad-file", path, f"unreadable cycle file: {exc}", 0)]
+        rebuild = _header_rebuild(q, path)
+        return [CheckFinding("error", "bad-file", path, f"unreadable cycle file: {exc}", 0,
+                             None if rebuild is None else "write a fresh header document (the "
+                             "index pages and excerpts after it are where a new file of the "
+                             "queue's roll cycle has them)", _apply=rebuild)]
     if st is None:
         discard = f"{path}-{int(time.time() * 1000)}.discard"
 
@@ -513,30 +781,60 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
             _apply=rename)]
     try:
         lay = st.layout
+        if lay.align != 4:
+            # a header as long as a new one, laid out as one, but without
+            # dataFormat 1: a damaged field name (Java's older, shorter headers
+            # have no dataFormat either, and stay as they are)
+            rebuild = _header_rebuild(q, path, same_length=True)
+            if rebuild is not None:
+                return [CheckFinding("error", "corrupt-header", path, "the header document "
+                                     "has lost its dataFormat field", 4, "write a fresh "
+                                     "header document", _apply=rebuild)]
         positions: dict[int, int] = {}
         count = 0
         last_data = 0
         end_doc = None
         spacing = lay.index_spacing
         with FileWindow(path) as fw:
-            for doc in walk_documents(fw, lay.data_start, lay.align):
-                if progress is not None and count % 4096 == 0:
-                    progress(doc.pos)
-                if doc.kind == "data":
-                    if count % spacing == 0:
-                        positions[count] = doc.pos
-                    count += 1
-                    last_data = doc.pos
-                elif doc.kind != "meta":
-                    end_doc = doc
-                    break
+            size = fw.size
+            walked = _salvage_walk(fw, lay.data_start, lay.align, _anchors(st, size))
+        end_doc = walked.end
+        for doc in walked.docs:
+            if progress is not None and count % 4096 == 0:
+                progress(doc.pos)
+            if doc.kind == "data":
+                if count % spacing == 0:
+                    positions[count] = doc.pos
+                count += 1
+                last_data = doc.pos
+        if walked.fixes and lay.align == 4:
+            def join(ctx: _RepairContext, path: str = path, cycle: int = cycle,
+                     fixes: list[tuple[int, int, int]] = walked.fixes) -> None:
+                s = ctx.store(path, cycle)
+                for pos, now, word in fixes:
+                    if not s.file.cas32(pos, now, word):
+                        raise ChronicleError(f"the header at {pos:#x} of {path} changed")
+
+            pads = sum(1 for _, _, w in walked.fixes if w & HDR_META)
+            first = walked.fixes[0][0]
+            out.append(CheckFinding(
+                "error", "broken-chain", path,
+                f"{len(walked.fixes)} damaged excerpt header(s) from {first:#x} hide the "
+                "excerpts after them from readers", first,
+                f"restore {len(walked.fixes) - pads} header(s) one flipped bit away and cover "
+                f"{pads} damaged region(s) with padding metadata", _apply=join))
         if progress is not None:
             progress(end_doc.pos if end_doc is not None else last_data)
         eof = end_doc is not None and end_doc.kind == "eof"
 
         # 1. the end of the data
+        if (end_doc is not None and end_doc.kind == "end" and not live
+                and walked.garbage_end > end_doc.pos):
+            # nothing readable follows the end, but bytes do: zero them (below)
+            end_doc = RawDocument(end_doc.pos, 0, "truncated")
         if end_doc is not None and end_doc.kind in ("incomplete", "truncated"):
             bad_pos, bad_word = end_doc.pos, end_doc.header
+            garbage = max(walked.garbage_end, bad_pos + 12)
             kind = "incomplete-header" if end_doc.kind == "incomplete" else "corrupt-header"
             what = ("an incomplete excerpt header (a writer died mid-excerpt)"
                     if kind == "incomplete-header" else
@@ -547,17 +845,11 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                 s = ctx.store(path, cycle)
                 if not s.file.cas32(pos, word, 0) and s.file.load32(pos) != 0:
                     raise ChronicleError(f"the header at {pos:#x} of {path} changed")
-                s.file.write(pos + 4, bytes(8))
+                # no intact excerpt follows (the walk found none): clear what does
+                end = min(garbage, s.file.size)
+                for at in range(pos + 4, end, 1 << 20):
+                    s.file.write(at, bytes(min(1 << 20, end - at)))
 
-            wp_now = st.file.load64(lay.wp_off) if lay.wp_off else 0
-            if wp_now > bad_pos:
-                # committed excerpts lie beyond it: clearing would lose them
-                out.append(CheckFinding(
-                    "error", kind, path,
-                    f"{what}, header word {bad_word:#010x}; the excerpts after it (up to "
-                    f"writePosition {wp_now:#x}) cannot be reached: restore the file from a "
-                    "backup", bad_pos))
-                return out + _check_index(st, path, cycle, positions, count, spacing)
             out.append(CheckFinding(
                 "error", kind, path, f"{what}, header word {bad_word:#010x}", bad_pos,
                 "clear the header so appenders write there" if is_last
@@ -700,6 +992,7 @@ def _check_index(st: CycleStore, path: str, cycle: int, positions: dict[int, int
 # rebuilding metadata.cq4t from the cycle files
 # --------------------------------------------------------------------------
 
+REPAIR_PASSES = 4
 REBUILD_FIX = ("rebuild metadata.cq4t from the cycle files (roll cycle from their names and "
                "headers, listing from the directory, locks cleared, readable keys kept)")
 
@@ -1130,17 +1423,28 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
                                 if not (f.kind == "lock-held"
                                         and f.message.endswith(f"process {os.getpid()}"))]
                 todo = [f for f in findings if f.repairable]
-                more = [p for p in files_to_repair(todo) if p not in backed]
-                if more and backup_dir is not None:
-                    backup_files(more, backup_dir)
-                ctx = _RepairContext(q, meta)
-                try:
-                    for f in todo:
-                        assert f._apply is not None
-                        f._apply(ctx)
-                        f.repaired = True
-                finally:
-                    ctx.close()
+                # one fix can uncover the next (a fresh header lets the excerpts be
+                # walked, a joined chain moves the index entries): check again
+                for _ in range(REPAIR_PASSES):
+                    more = [p for p in files_to_repair(todo) if p not in backed]
+                    if more and backup_dir is not None:
+                        backup_files(more, backup_dir)
+                        backed.update(more)
+                    ctx = _RepairContext(q, meta)
+                    try:
+                        for f in todo:
+                            assert f._apply is not None
+                            f._apply(ctx)
+                            f.repaired = True
+                    finally:
+                        ctx.close()
+                    if not todo:
+                        break
+                    seen = {(f.kind, f.path, f.offset, f.message) for f in findings}
+                    again = [f for f in _run_check(q, None, live=False) if f.repairable]
+                    todo = [f for f in again
+                            if (f.kind, f.path, f.offset, f.message) not in seen]
+                    findings += todo
             finally:
                 if meta is not None:
                     meta.cas("chronicle.write.lock", os.getpid(), UNLOCKED)
