@@ -681,7 +681,7 @@ def _salvage_walk(fw: FileWindow, start: int, align: int, anchors: set[int]) -> 
                     continue
             body_end = pos + 4
             if kind == "incomplete":
-                body_end = _up(pos + 4 + (word & LENGTH_MASK), align)  # a writer mid-excerpt
+                body_end = _up(pos + 4 + ((word or 0) & LENGTH_MASK), align)  # mid-write
             if (kind in ("end", "incomplete") and not any(m >= pos for m in marks)
                     and _next_nonzero(fw.fd, body_end, size) is None):
                 out.end = RawDocument(pos, word or 0, kind)

@@ -30,10 +30,10 @@ from ._errors import (
     RollCycleMismatchWarning,
     WriteLockTimeoutError,
 )
+from ._mapped import list_dir
 from ._native import UNLOCKED, ffi, lib
 from ._notify import attach_appender, close_notifier
 from ._pauser import Pauser
-from ._mapped import list_dir
 from ._rollcycles import (
     CycleNamer,
     RollCycle,
