@@ -408,7 +408,7 @@ class CheckFinding:
     ``corrupt-header``, ``missing-eof``, ``stale-write-position``,
     ``bad-write-position``, ``index-hole``, ``bad-index-entry``,
     ``missing-index-page``, ``listing-out-of-date``, ``stale-lock``,
-    ``lock-held``, ``stray-file``, ``bad-metadata``.
+    ``lock-held``, ``stray-file``, ``bad-metadata``, ``broken-chain``.
     """
 
     severity: str  # "error", "warning" or "info"
@@ -1129,9 +1129,9 @@ def _bad_metadata(path: str, message: str, offset: int | None) -> CheckFinding:
                         offset, REBUILD_FIX, _apply=rebuild)
 
 
-def _metadata_findings(path: str) -> list[CheckFinding]:
-    """A ``bad-metadata`` finding if the queue cannot be opened for its metadata,
-    or the metadata lacks roll settings or has damaged key records."""
+def _checked(path: str, run: Callable[[Queue], list[CheckFinding]]) -> list[CheckFinding]:
+    """``run`` on the queue at ``path`` opened read-only; only a ``bad-metadata``
+    finding when its metadata keeps it from opening."""
     try:
         q = _open_for_check(path)
     except CorruptQueueError as exc:
@@ -1139,9 +1139,16 @@ def _metadata_findings(path: str) -> list[CheckFinding]:
             raise
         return [_bad_metadata(path, f"unreadable: {exc}", exc.offset)]
     try:
-        return [f for f in _check_metadata(q, []) if f.kind == "bad-metadata"]
+        return run(q)
     finally:
         q.close()
+
+
+def _metadata_findings(path: str) -> list[CheckFinding]:
+    """A ``bad-metadata`` finding if the queue cannot be opened for its metadata,
+    or the metadata lacks roll settings or has damaged key records."""
+    return [f for f in _checked(path, lambda q: _check_metadata(q, []))
+            if f.kind == "bad-metadata"]
 
 
 def _rebuild_bad_metadata(path: str, backup_dir: str | None) -> list[CheckFinding]:
@@ -1293,17 +1300,9 @@ def _open_for_check(path: str) -> Queue:
 
 def check_queue(path: str, *, progress: Progress | None = None) -> list[CheckFinding]:
     """Find incomplete headers, missing EOFs, index holes and bad entries, a stale
-    writePosition, an out-of-date listing and stale locks.  Changes nothing."""
-    try:
-        q = _open_for_check(path)
-    except CorruptQueueError as exc:
-        if not _is_metadata_error(path, exc):
-            raise
-        return [_bad_metadata(path, f"unreadable: {exc}", exc.offset)]
-    try:
-        return _run_check(q, progress)
-    finally:
-        q.close()
+    writePosition, an out-of-date listing and stale locks; damaged excerpt
+    headers and cycle-file headers, and damaged metadata.  Changes nothing."""
+    return _checked(path, lambda q: _run_check(q, progress))
 
 
 def _take_write_lock(meta: TableStore, timeout: float) -> None:
