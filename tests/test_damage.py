@@ -322,7 +322,7 @@ def test_unreadable_queue_says_permission_denied() -> None:
 # 10. repair gives back every intact excerpt
 # --------------------------------------------------------------------------
 
-FUZZ_CASES = 120
+FUZZ_CASES = 320
 FUZZ_SEED = 13
 DAMAGES = ("bit-flips", "header-flip", "zero-header", "garbage", "truncate", "index-flip",
            "store-header-flip", "metadata-flip")
