@@ -1172,6 +1172,15 @@ def _check_metadata(q: Queue, cycles: list[int]) -> list[CheckFinding]:
     out: list[CheckFinding] = []
     meta = q._meta
     if meta is None:
+        mpath = os.path.join(q.path, METADATA_FILE)
+        if os.path.lexists(mpath):  # damaged: the queue was opened by its cycle files
+            try:
+                TableStore(mpath, read_only=True, timeout=0.05).close()
+            except CorruptQueueError as exc:
+                out.append(_bad_metadata(q.path, f"unreadable: {exc}", exc.offset))
+            else:
+                out.append(_bad_metadata(q.path, "its roll settings are unusable: the roll "
+                                         "cycle was told from the cycle files", 4))
         return out
     mpath = meta.path
     if meta.header.get("metadata") is None:

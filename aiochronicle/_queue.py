@@ -329,18 +329,29 @@ class Queue(_Resource):
                                  index_count or rc.index_count,
                                  index_spacing or rc.index_spacing, rc.default_epoch)
         if not read_only or os.path.exists(meta_path):
-            if read_only or os.path.exists(meta_path):
-                self._meta = TableStore(meta_path, read_only=read_only, timeout=timeout)
-            else:
-                first = rc
+            try:
+                if read_only or os.path.exists(meta_path):
+                    self._meta = TableStore(meta_path, read_only=read_only, timeout=timeout)
+                else:
+                    first = rc
 
-                def header() -> bytes:
-                    return _metadata_header(first, ep, source_id)
+                    def header() -> bytes:
+                        return _metadata_header(first, ep, source_id)
 
-                self._meta = TableStore(meta_path, read_only=False, timeout=timeout,
-                                       header=header, initial_keys=_INITIAL_KEYS)
-            rc, ep = self._adopt_stored(rc, ep, requested, index_count, index_spacing)
-        elif read_only:
+                    self._meta = TableStore(meta_path, read_only=False, timeout=timeout,
+                                           header=header, initial_keys=_INITIAL_KEYS)
+                rc, ep = self._adopt_stored(rc, ep, requested, index_count, index_spacing)
+            except CorruptQueueError as exc:
+                if not read_only or not any(n.endswith(SUFFIX) for n in names):
+                    raise
+                # a reader goes by what the cycle files say (their names must then
+                # all fit, see _check_names); writers need the metadata repaired
+                warnings.warn(f"{exc}: reading the queue by its cycle files (`aiochronicle "
+                              "repair` rebuilds the metadata)", RuntimeWarning, stacklevel=3)
+                if self._meta is not None:
+                    self._meta.close()
+                self._meta = None
+        if self._meta is None and read_only:
             rc, ep = self._guess_from_files(rc, ep, requested)
         self._roll_cycle = rc
         self._epoch = ep

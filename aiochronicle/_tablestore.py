@@ -183,7 +183,11 @@ class TableStore:
         return header.value
 
     def _scan(self) -> None:
-        """Index every complete key record from where the last scan stopped."""
+        """Index every complete key record from where the last scan stopped.
+
+        A damaged record stops a read-only store's scan (the keys before it are
+        still served; :meth:`damage` says what is wrong) and raises in a
+        writable one, which must not add keys after it."""
         f = self.file
         pos = self._end
         while pos + 4 <= f.size:
@@ -192,12 +196,17 @@ class TableStore:
                 break
             length = word & LENGTH_MASK
             end = pos + 4 + length
-            if end > f.size and not f.ensure(end, grow=False):
-                raise CorruptQueueError("table store record runs past the end of the file",
-                                        self.path, pos)
-            if not word & HDR_META:
-                key, value_off = self._parse_record(pos, end)
-                self._keys.setdefault(key.lower(), value_off)
+            try:
+                if end > f.size and not f.ensure(end, grow=False):
+                    raise CorruptQueueError("table store record runs past the end of the "
+                                            "file", self.path, pos)
+                if not word & HDR_META:
+                    key, value_off = self._parse_record(pos, end)
+                    self._keys.setdefault(key.lower(), value_off)
+            except CorruptQueueError:
+                if self.read_only:
+                    break
+                raise
             pos = _align4(end)
             self._end = pos
 
@@ -221,10 +230,8 @@ class TableStore:
         self._scan()
         f = self.file
         pos = _align4(4 + (f.load32(0) & LENGTH_MASK))
-        while pos + 4 <= f.size:
+        while pos < self._end:  # the complete records _scan read
             word = f.load32(pos)
-            if word == 0 or word & HDR_NOT_COMPLETE:
-                break
             end = pos + 4 + (word & LENGTH_MASK)
             if not word & HDR_META:
                 key, off = self._parse_record(pos, end)
