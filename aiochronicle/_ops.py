@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from ._dump import FileWindow, RawDocument
+from ._dump import RawDocument
 from ._errors import (
     ChronicleError,
     CorruptQueueError,
@@ -496,6 +496,42 @@ def _index_array(st: CycleStore, pos: int, name: str) -> I64Array | None:
 # --------------------------------------------------------------------------
 
 _CHAIN_DOCS = 8  # plausible documents in a row that make a resynchronisation point
+SALVAGE_SECONDS = 20.0  # how long one cycle file's damage may be searched
+
+
+class _GiveUp(Exception):
+    """The search past a file's damage ran out of time."""
+
+
+class _Pages:
+    """A cycle file read in 4 KiB pages on demand, for walks that jump about
+    (a 1 MiB window would be read again on every jump); bounded in time."""
+
+    __slots__ = ("calls", "deadline", "fd", "pages", "size")
+
+    def __init__(self, fd: int, deadline: float) -> None:
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+        self.pages: dict[int, bytes] = {}
+        self.deadline = deadline
+        self.calls = 0
+
+    def u32(self, pos: int) -> int | None:
+        """The little-endian word at ``pos``; None past the end of the file."""
+        self.calls += 1
+        if not self.calls & 0xFFF and time.monotonic() > self.deadline:
+            raise _GiveUp
+        if pos < 0 or pos + 4 > self.size:
+            return None
+        n, off = divmod(pos, 4096)
+        if off > 4092:
+            return int.from_bytes(os.pread(self.fd, 4, pos).ljust(4, b"\0"), "little")
+        page = self.pages.get(n)
+        if page is None:
+            if len(self.pages) >= 512:
+                self.pages.clear()
+            page = self.pages[n] = os.pread(self.fd, 4096, n * 4096)
+        return int.from_bytes(page[off:off + 4].ljust(4, b"\0"), "little")
 
 
 def _up(n: int, align: int) -> int:
@@ -504,18 +540,20 @@ def _up(n: int, align: int) -> int:
 
 def _next_nonzero(fd: int, pos: int, size: int) -> int | None:
     """The offset of the first non-zero byte at or after ``pos`` (holes skipped)."""
+    step = 4096  # most zero runs are short: a small read first
     while pos < size:
         try:
             pos = os.lseek(fd, pos, os.SEEK_DATA)
         except OSError:
             return None  # only a hole is left
-        chunk = os.pread(fd, min(1 << 20, size - pos), pos)
+        chunk = os.pread(fd, min(step, size - pos), pos)
         if not chunk:
             return None
         rest = chunk.lstrip(b"\0")
         if rest:
             return pos + len(chunk) - len(rest)
         pos += len(chunk)
+        step = 1 << 20
     return None
 
 
@@ -529,7 +567,7 @@ def _data_end(fd: int, pos: int, size: int) -> int:
     return end
 
 
-def _chain_ok(fw: FileWindow, pos: int, align: int, size: int, anchors: set[int]) -> bool:
+def _chain_ok(fw: _Pages, pos: int, align: int, size: int, anchors: set[int]) -> bool:
     """Whether ``pos`` starts a plausible run of documents: ``_CHAIN_DOCS`` of them,
     or fewer that end at an EOF marker, at zeros up to the end of the file, or at a
     known excerpt position (an index entry or writePosition)."""
@@ -549,26 +587,30 @@ def _chain_ok(fw: FileWindow, pos: int, align: int, size: int, anchors: set[int]
     return True
 
 
-def _resync(fw: FileWindow, start: int, align: int, size: int, anchors: set[int],
+def _resync(fw: _Pages, start: int, align: int, size: int, anchors: set[int],
             stop: int | None = None) -> int | None:
     """The first position from ``start`` (and before ``stop``) where intact
     documents go on, or None."""
     pos = _up(start, align)
     limit = size if stop is None else min(stop, size)
     while pos + 4 <= limit:
-        nz = _next_nonzero(fw.fd, pos, limit)
-        if nz is None:
+        word = fw.u32(pos)
+        if word is None:
             return None
-        pos = max(pos, nz - nz % align)
-        word = fw.u32(pos) or 0
-        if word and (word == HDR_EOF or not word & HDR_NOT_COMPLETE) \
+        if word == 0:  # skip the zeros
+            nz = _next_nonzero(fw.fd, pos, limit)
+            if nz is None:
+                return None
+            pos = nz - nz % align
+            continue
+        if (word == HDR_EOF or not word & HDR_NOT_COMPLETE) \
                 and _chain_ok(fw, pos, align, size, anchors):
             return _unswallow(fw, pos, align, size, anchors)
         pos += align
     return None
 
 
-def _unswallow(fw: FileWindow, pos: int, align: int, size: int, anchors: set[int]) -> int:
+def _unswallow(fw: _Pages, pos: int, align: int, size: int, anchors: set[int]) -> int:
     """Damaged bytes can look like headers whose lengths happen to land on an
     intact one further on: where a document of the chain from ``pos`` holds a
     chain of its own leading to where it ends or to a known excerpt position,
@@ -589,7 +631,7 @@ def _unswallow(fw: FileWindow, pos: int, align: int, size: int, anchors: set[int
     return pos
 
 
-def _swallowed(fw: FileWindow, pos: int, align: int, size: int,
+def _swallowed(fw: _Pages, pos: int, align: int, size: int,
                anchors: set[int]) -> int | None:
     """The first position inside the document at ``pos`` from which a chain of
     headers leads exactly to where that document ends, or to a known excerpt
@@ -631,16 +673,26 @@ class _Salvaged:
     end: RawDocument | None  # where reading stops: eof, end, incomplete or truncated
     fixes: list[tuple[int, int, int]]  # (position, header word now, header word to write)
     garbage_end: int = 0  # past the last non-zero byte after an unrecoverable end
+    gave_up: bool = False  # the search ran out of time: nothing may be cleared
 
 
-def _salvage_walk(fw: FileWindow, start: int, align: int, anchors: set[int]) -> _Salvaged:
+def _salvage_walk(fw: _Pages, start: int, align: int, anchors: set[int]) -> _Salvaged:
     """Walk a cycle file's documents as readers do, but where the chain of
     headers breaks (a damaged header word, a document that runs into the next
     ones or past the end of the file) find the next intact document and say how
     to join the two: restore a header word one flipped bit away, else cover the
     damaged bytes with a padding metadata document, which every reader skips."""
-    size = fw.size
     out = _Salvaged([], None, [])
+    try:
+        _walk_into(out, fw, start, align, anchors)
+    except _GiveUp:
+        out.gave_up = True
+        out.end = RawDocument(out.docs[-1].pos if out.docs else start, 0, "end")
+    return out
+
+
+def _walk_into(out: _Salvaged, fw: _Pages, start: int, align: int, anchors: set[int]) -> None:
+    size = fw.size
     pos = start
     marks = sorted(a for a in anchors if a > start)
     while True:
@@ -649,7 +701,7 @@ def _salvage_walk(fw: FileWindow, start: int, align: int, anchors: set[int]) -> 
             kind = "end"
         elif word & HDR_EOF == HDR_EOF and not word & LENGTH_MASK:
             out.end = RawDocument(pos, word, "eof")
-            return out
+            return
         elif word & HDR_NOT_COMPLETE:
             kind = "incomplete"
         elif pos + 4 + (word & LENGTH_MASK) > size:
@@ -685,17 +737,17 @@ def _salvage_walk(fw: FileWindow, start: int, align: int, anchors: set[int]) -> 
             if (kind in ("end", "incomplete") and not any(m >= pos for m in marks)
                     and _next_nonzero(fw.fd, body_end, size) is None):
                 out.end = RawDocument(pos, word or 0, kind)
-                return out
+                return
         q = _resync(fw, pos + 4, align, size, anchors)
         if q is None:
             out.end = RawDocument(pos, word or 0, "end" if kind == "swallows" else kind)
             out.garbage_end = _data_end(fw.fd, pos, size)
-            return out
+            return
         _join(out, fw, pos, word or 0, q, align)
         pos = q
 
 
-def _join(out: _Salvaged, fw: FileWindow, pos: int, word: int, target: int, align: int) -> None:
+def _join(out: _Salvaged, fw: _Pages, pos: int, word: int, target: int, align: int) -> None:
     """Make the document at ``pos`` end at ``target``: its header word with one
     flipped bit restored, else a padding metadata document over the damage."""
     cand = _restored_word(word, pos, target, align) if word else None
@@ -795,9 +847,13 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
         last_data = 0
         end_doc = None
         spacing = lay.index_spacing
-        with FileWindow(path) as fw:
-            size = fw.size
-            walked = _salvage_walk(fw, lay.data_start, lay.align, _anchors(st, size))
+        fd = open_regular(path)
+        try:
+            pages = _Pages(fd, time.monotonic() + SALVAGE_SECONDS)
+            walked = _salvage_walk(pages, lay.data_start, lay.align,
+                                   _anchors(st, pages.size))
+        finally:
+            os.close(fd)
         end_doc = walked.end
         for doc in walked.docs:
             if progress is not None and count % 4096 == 0:
@@ -807,6 +863,11 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                     positions[count] = doc.pos
                 count += 1
                 last_data = doc.pos
+        if walked.gave_up:
+            return [CheckFinding(
+                "error", "broken-chain", path, "damaged excerpt headers: the search for the "
+                f"intact excerpts after them took over {SALVAGE_SECONDS:.0f}s; restore the "
+                "file from a backup", end_doc.pos if end_doc is not None else None)]
         if walked.fixes and lay.align == 4:
             def join(ctx: _RepairContext, path: str = path, cycle: int = cycle,
                      fixes: list[tuple[int, int, int]] = walked.fixes) -> None:
