@@ -499,6 +499,38 @@ def test_repair_gives_back_every_intact_excerpt(tmp_path: Path) -> None:
     assert not bad, json.dumps(bad[:5], indent=1)
 
 
+def test_repaired_cycle_file_takes_appends_and_finds_every_index(tmp_path: Path) -> None:
+    """After repair joined a damaged chain (a zeroed header, a garbage one)
+    the cycle file is one a writer and an index lookup use as a fresh one: the
+    padding is skipped, the index entries and writePosition match what reads."""
+    q = tmp_path / "q"
+    expected = make_fuzz_queue(q)
+    last = sorted(q.glob("*.cq4"))[-1]
+    docs = raw_excerpts(str(last))
+    data = bytearray(last.read_bytes())
+    data[docs[3][0]:docs[3][0] + 4] = bytes(4)
+    data[docs[17][0]:docs[17][0] + 4] = b"\xff\xff\xff\x7f"  # runs past the end
+    last.write_bytes(data)
+    r = run_cli("repair", "--yes", "--no-backup", str(q))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    clock = ac.SetTimeProvider(T0 + 86_400_000)
+    with ac.open_queue(q, time_provider=clock, block_size=BLOCK) as qq:
+        a = qq.appender()
+        for i in range(20):
+            a.append(b"new%d" % i)
+    with ac.open_queue(q, read_only=True) as qq:
+        got = [(e.index, e.payload) for e in qq.tailer()]
+        lost = {expected[43], expected[57]}  # their headers were hit
+        assert [p for _, p in got] == [p for p in expected if p not in lost] + [
+            b"new%d" % i for i in range(20)]
+        t = qq.tailer()
+        for index, pl in got:
+            assert t.move_to_index(index)
+            e = t.read_nowait()
+            assert e is not None and e.payload == pl, hex(index)
+    assert ac.check_queue(str(q)) == []
+
+
 # --------------------------------------------------------------------------
 # the child
 # --------------------------------------------------------------------------
