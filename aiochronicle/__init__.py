@@ -24,6 +24,7 @@ from ._errors import IndexFullError as IndexFullError
 from ._errors import MessageTooLargeError as MessageTooLargeError
 from ._errors import NoSuchIndexError as NoSuchIndexError
 from ._errors import NotAQueueError as NotAQueueError
+from ._errors import QueueAccessError as QueueAccessError
 from ._errors import QueueBusyError as QueueBusyError
 from ._errors import QueueClosedError as QueueClosedError
 from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
@@ -113,6 +114,7 @@ __all__ = [
     "PauserStatistics",
     "Pretoucher",
     "Queue",
+    "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
     "QueueStats",

@@ -30,6 +30,7 @@ from typing import TextIO
 
 from ._errors import ChronicleError, CorruptQueueError
 from ._headerless import HEADERLESS_LIMITATION, is_headerless
+from ._mapped import list_dir, open_regular
 from ._rollcycles import CycleNamer, RollCycle
 from ._wire import Document, I64Array, Value, WireError, parse_document, parse_values
 
@@ -346,7 +347,7 @@ class FileWindow:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self.fd = open_regular(path)
         self._start = 0
         self._buf = b""
 
@@ -440,8 +441,8 @@ Progress = Callable[[int, int], None]
 
 def _is_queue_dir(path: str) -> bool:
     try:
-        names = os.listdir(path)
-    except OSError:
+        names = list_dir(path)
+    except FileNotFoundError:
         return False
     return any(n.endswith((".cq4", ".cq4t")) for n in names)
 
@@ -577,7 +578,7 @@ def dump_path(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
     documents of that range are shown.  Returns the number of excerpts shown."""
     from ._ops import NotAQueueError, open_existing_queue
 
-    if os.path.isfile(path):
+    if os.path.exists(path) and not os.path.isdir(path):
         if not path.endswith((".cq4", ".cq4t")):
             raise NotAQueueError(f"{path} is not a .cq4 or .cq4t file")
         if from_index is not None or to_index is not None:
@@ -598,8 +599,16 @@ def dump_path(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
         shown = 0
         lo = from_index if from_index is not None else 0
         hi = to_index
+        refused: CorruptQueueError | None = None
         for p in files:
             name = os.path.basename(p)
+            if not os.path.isfile(p):
+                # a FIFO or directory named like a queue file: never opened (a FIFO
+                # would block); reported once everything else is shown
+                out.write(f"# skipped {p}: not a regular file\n")
+                refused = refused or CorruptQueueError(
+                    "not a regular file where a queue file should be", p, 0)
+                continue
             if name.endswith(".cq4t"):
                 if skip_table_store or ranged:
                     done += sizes[p]
@@ -639,4 +648,6 @@ def dump_path(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
                                from_seq=from_seq, to_seq=to_seq, data_only=ranged,
                                progress=prog, start_pos=start_pos)
             done += sizes[p]
+        if refused is not None:
+            raise refused
         return shown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "MessageTooLargeError",
     "NoSuchIndexError",
     "NotAQueueError",
+    "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
     "ReadOnlyQueueError",
@@ -100,6 +102,21 @@ class HeaderlessCycleError(ChronicleError):
 
 class NotAQueueError(ChronicleError):
     """The path exists but is not a Chronicle Queue directory (or file)."""
+
+
+class QueueAccessError(ChronicleError, PermissionError):
+    """Permission was denied on the queue directory or one of its files.
+
+    ``path`` says which; the queue may be intact, this process may just not read it.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], action: str = "read") -> None:
+        self.path = os.fspath(path)
+        super().__init__(errno.EACCES, f"permission denied: this process (uid {os.geteuid()}) "
+                         f"may not {action} {self.path}")
+
+    def __str__(self) -> str:
+        return str(self.args[1])
 
 
 class NoSuchIndexError(ChronicleError, LookupError):

@@ -16,14 +16,58 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 from typing import Any
 
-from ._errors import DiskFullError, QueueClosedError
+from ._errors import CorruptQueueError, DiskFullError, QueueAccessError, QueueClosedError
 from ._native import ffi, lib
 
-__all__ = ["MappedFile"]
+__all__ = ["MappedFile", "list_dir", "open_regular"]
 
 PAGE = os.sysconf("SC_PAGESIZE")
+
+
+def open_regular(path: str, flags: int = os.O_RDONLY, what: str = "a queue file") -> int:
+    """Open ``path`` (``O_CLOEXEC``) refusing anything but a regular file.
+
+    The open never blocks: a FIFO named like a queue file would otherwise hang
+    the caller until a writer came along.
+
+    Raises:
+        CorruptQueueError: a directory, FIFO, socket or device stands at ``path``.
+    """
+    try:
+        fd = os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK)
+    except PermissionError:
+        raise QueueAccessError(path, "write" if flags & (os.O_WRONLY | os.O_RDWR)
+                               else "read") from None
+    except IsADirectoryError:
+        raise CorruptQueueError(f"a directory stands where {what} should be", path, 0) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+            raise CorruptQueueError(f"{kind} stands where {what} should be", path, 0)
+        # back to blocking reads and writes for a regular file (O_NONBLOCK changes
+        # nothing for one, but keep the descriptor as a plain open makes it)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def list_dir(path: str) -> list[str]:
+    """The names in a queue directory.
+
+    Raises:
+        QueueAccessError: this process may not list the directory.
+        FileNotFoundError: there is no such directory.
+    """
+    try:
+        return os.listdir(path)
+    except PermissionError:
+        raise QueueAccessError(path, "list the queue directory") from None
 
 
 class MappedFile:

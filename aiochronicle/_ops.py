@@ -19,6 +19,7 @@ so old cycles go as soon as the appender rolls past them.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import os
@@ -31,21 +32,32 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from ._dump import RawDocument
 from ._errors import (
     ChronicleError,
     CorruptQueueError,
     NoSuchIndexError,
     NotAQueueError,
+    QueueAccessError,
     QueueBusyError,
     RollCycleMismatchWarning,
 )
 from ._headerless import HEADERLESS_LIMITATION
+from ._mapped import list_dir, open_regular
 from ._native import UNLOCKED
-from ._queue import METADATA_FILE, Queue, _pid_alive, open_queue
-from ._rollcycles import cycle_shift_for
-from ._store import CycleStore, open_store
-from ._tablestore import TableStore
-from ._wire import I64Array, WireError, parse_document
+from ._queue import _INITIAL_KEYS, METADATA_FILE, Queue, _metadata_header, _pid_alive, open_queue
+from ._rollcycles import (
+    CycleNamer,
+    RollCycle,
+    RollCycles,
+    candidate_roll_cycles,
+    cycle_shift_for,
+    make_roll_cycle,
+    misnamed_cycle_files,
+)
+from ._store import CycleStore, open_store, store_image
+from ._tablestore import TableStore, salvage_table_store
+from ._wire import Document, I64Array, WireError, parse_document
 
 __all__ = [
     "CheckFinding",
@@ -111,8 +123,8 @@ def parse_index(text: str) -> int:
 def is_queue_dir(path: str) -> bool:
     """Whether ``path`` looks like a Chronicle Queue directory."""
     try:
-        names = os.listdir(path)
-    except OSError:
+        names = list_dir(path)
+    except (OSError, QueueAccessError):
         return False
     return any(n.endswith(".cq4") or n in (METADATA_FILE, LEGACY_LISTING_FILE) for n in names)
 
@@ -128,6 +140,7 @@ def open_existing_queue(path: str, *, writable: bool = False) -> Queue:
         raise FileNotFoundError(f"no such queue: {path}")
     if not os.path.isdir(path):
         raise NotAQueueError(f"not a queue directory: {path}")
+    list_dir(path)  # QueueAccessError rather than "not a queue" when it is unreadable
     if not is_queue_dir(path):
         raise NotAQueueError(f"not a Chronicle queue: {path} (no metadata.cq4t or .cq4 files)")
     with warnings.catch_warnings():
@@ -397,7 +410,7 @@ class CheckFinding:
     ``corrupt-header``, ``missing-eof``, ``stale-write-position``,
     ``bad-write-position``, ``index-hole``, ``bad-index-entry``,
     ``missing-index-page``, ``listing-out-of-date``, ``stale-lock``,
-    ``lock-held``, ``stray-file``, ``bad-metadata``.
+    ``lock-held``, ``stray-file``, ``bad-metadata``, ``broken-chain``.
     """
 
     severity: str  # "error", "warning" or "info"
@@ -481,17 +494,335 @@ def _index_array(st: CycleStore, pos: int, name: str) -> I64Array | None:
         return None
 
 
+# --------------------------------------------------------------------------
+# walking a damaged cycle file: past the damage to the next intact excerpt
+# --------------------------------------------------------------------------
+
+_CHAIN_DOCS = 8  # plausible documents in a row that make a resynchronisation point
+SALVAGE_SECONDS = 20.0  # how long one cycle file's damage may be searched
+
+
+class _GiveUp(Exception):
+    """The search past a file's damage ran out of time."""
+
+
+class _Pages:
+    """A cycle file read in 4 KiB pages on demand, for walks that jump about
+    (a 1 MiB window would be read again on every jump); bounded in time."""
+
+    __slots__ = ("calls", "deadline", "fd", "pages", "size")
+
+    def __init__(self, fd: int, deadline: float) -> None:
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+        self.pages: dict[int, bytes] = {}
+        self.deadline = deadline
+        self.calls = 0
+
+    def u32(self, pos: int) -> int | None:
+        """The little-endian word at ``pos``; None past the end of the file."""
+        self.calls += 1
+        if not self.calls & 0xFFF and time.monotonic() > self.deadline:
+            raise _GiveUp
+        if pos < 0 or pos + 4 > self.size:
+            return None
+        n, off = divmod(pos, 4096)
+        if off > 4092:
+            return int.from_bytes(os.pread(self.fd, 4, pos).ljust(4, b"\0"), "little")
+        page = self.pages.get(n)
+        if page is None:
+            if len(self.pages) >= 512:
+                self.pages.clear()
+            page = self.pages[n] = os.pread(self.fd, 4096, n * 4096)
+        return int.from_bytes(page[off:off + 4].ljust(4, b"\0"), "little")
+
+
+def _up(n: int, align: int) -> int:
+    return (n + align - 1) & ~(align - 1)
+
+
+def _next_nonzero(fd: int, pos: int, size: int) -> int | None:
+    """The offset of the first non-zero byte at or after ``pos`` (holes skipped)."""
+    step = 4096  # most zero runs are short: a small read first
+    while pos < size:
+        try:
+            pos = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError:
+            return None  # only a hole is left
+        chunk = os.pread(fd, min(step, size - pos), pos)
+        if not chunk:
+            return None
+        rest = chunk.lstrip(b"\0")
+        if rest:
+            return pos + len(chunk) - len(rest)
+        pos += len(chunk)
+        step = 1 << 20
+    return None
+
+
+def _data_end(fd: int, pos: int, size: int) -> int:
+    """The offset just past the last non-zero byte at or after ``pos`` (``pos`` if none)."""
+    end = at = pos
+    while (nz := _next_nonzero(fd, at, size)) is not None:
+        chunk = os.pread(fd, min(1 << 20, size - nz), nz)
+        end = nz + len(chunk.rstrip(b"\0"))
+        at = nz + len(chunk)
+    return end
+
+
+def _chain_ok(fw: _Pages, pos: int, align: int, size: int, anchors: set[int]) -> bool:
+    """Whether ``pos`` starts a plausible run of documents: ``_CHAIN_DOCS`` of them,
+    or fewer that end at an EOF marker, at zeros up to the end of the file, or at a
+    known excerpt position (an index entry or writePosition)."""
+    for hop in range(_CHAIN_DOCS):
+        if hop and pos in anchors:
+            return True
+        word = fw.u32(pos)
+        if word is None:
+            return False
+        if word == 0:
+            return hop > 0 and _next_nonzero(fw.fd, pos, size) is None
+        if word == HDR_EOF:
+            return True
+        if word & HDR_NOT_COMPLETE or pos + 4 + (word & LENGTH_MASK) > size:
+            return False
+        pos = _up(pos + 4 + (word & LENGTH_MASK), align)
+    return True
+
+
+def _resync(fw: _Pages, start: int, align: int, size: int, anchors: set[int],
+            stop: int | None = None) -> int | None:
+    """The first position from ``start`` (and before ``stop``) where intact
+    documents go on, or None."""
+    pos = _up(start, align)
+    limit = size if stop is None else min(stop, size)
+    while pos + 4 <= limit:
+        word = fw.u32(pos)
+        if word is None:
+            return None
+        if word == 0:  # skip the zeros
+            nz = _next_nonzero(fw.fd, pos, limit)
+            if nz is None:
+                return None
+            pos = nz - nz % align
+            continue
+        if (word == HDR_EOF or not word & HDR_NOT_COMPLETE) \
+                and _chain_ok(fw, pos, align, size, anchors):
+            return _unswallow(fw, pos, align, size, anchors)
+        pos += align
+    return None
+
+
+def _unswallow(fw: _Pages, pos: int, align: int, size: int, anchors: set[int]) -> int:
+    """Damaged bytes can look like headers whose lengths happen to land on an
+    intact one further on: where a document of the chain from ``pos`` holds a
+    chain of its own leading to where it ends or to a known excerpt position,
+    that is the intact chain, and it starts there instead."""
+    for _ in range(64):
+        at = pos
+        for _ in range(_CHAIN_DOCS):
+            word = fw.u32(at) or 0
+            if not word or word & HDR_NOT_COMPLETE:
+                return pos
+            inner = _swallowed(fw, at, align, size, anchors)
+            if inner is not None:
+                pos = inner
+                break
+            at = _up(at + 4 + (word & LENGTH_MASK), align)
+        else:
+            return pos
+    return pos
+
+
+def _swallowed(fw: _Pages, pos: int, align: int, size: int,
+               anchors: set[int]) -> int | None:
+    """The first position inside the document at ``pos`` from which a chain of
+    headers leads exactly to where that document ends, or to a known excerpt
+    position inside it; None if there is none."""
+    word = fw.u32(pos) or 0
+    if word == HDR_EOF:
+        return None
+    end = _up(pos + 4 + (word & LENGTH_MASK), align)
+    targets = {end} | {a for a in anchors if pos < a < end}  # no anchors: the end only
+    last = max(targets)
+    for start in range(pos + align, min(end, pos + (64 << 10)), align):
+        at = start
+        for _ in range(64):
+            if at in targets and (at != start or at in anchors):
+                return start
+            w = fw.u32(at) or 0
+            if not w or w & HDR_NOT_COMPLETE or at + 4 + (w & LENGTH_MASK) > size:
+                break
+            at = _up(at + 4 + (w & LENGTH_MASK), align)
+            if at > last:
+                break
+    return None
+
+
+def _restored_word(word: int, pos: int, target: int, align: int) -> int | None:
+    """The header word ``word`` was before one bit of it flipped, if exactly one
+    such word makes the document at ``pos`` end at ``target``."""
+    found = set()
+    for cand in [word & ~HDR_NOT_COMPLETE] + [word ^ (1 << b) for b in range(32)]:
+        if cand and not cand & HDR_NOT_COMPLETE \
+                and _up(pos + 4 + (cand & LENGTH_MASK), align) == target:
+            found.add(cand)
+    return found.pop() if len(found) == 1 else None
+
+
+@dataclass(slots=True)
+class _Salvaged:
+    docs: list[RawDocument]
+    end: RawDocument | None  # where reading stops: eof, end, incomplete or truncated
+    fixes: list[tuple[int, int, int]]  # (position, header word now, header word to write)
+    garbage_end: int = 0  # past the last non-zero byte after an unrecoverable end
+    gave_up: bool = False  # the search ran out of time: nothing may be cleared
+
+
+def _salvage_walk(fw: _Pages, start: int, align: int, anchors: set[int]) -> _Salvaged:
+    """Walk a cycle file's documents as readers do, but where the chain of
+    headers breaks (a damaged header word, a document that runs into the next
+    ones or past the end of the file) find the next intact document and say how
+    to join the two: restore a header word one flipped bit away, else cover the
+    damaged bytes with a padding metadata document, which every reader skips."""
+    out = _Salvaged([], None, [])
+    try:
+        _walk_into(out, fw, start, align, anchors)
+    except _GiveUp:
+        out.gave_up = True
+        out.end = RawDocument(out.docs[-1].pos if out.docs else start, 0, "end")
+    return out
+
+
+def _walk_into(out: _Salvaged, fw: _Pages, start: int, align: int, anchors: set[int]) -> None:
+    size = fw.size
+    pos = start
+    marks = sorted(a for a in anchors if a > start)
+    while True:
+        word = fw.u32(pos)
+        if word is None or word == 0:
+            kind = "end"
+        elif word & HDR_EOF == HDR_EOF and not word & LENGTH_MASK:
+            out.end = RawDocument(pos, word, "eof")
+            return
+        elif word & HDR_NOT_COMPLETE:
+            kind = "incomplete"
+        elif pos + 4 + (word & LENGTH_MASK) > size:
+            kind = "truncated"
+        else:
+            nxt = _up(pos + 4 + (word & LENGTH_MASK), align)
+            i = bisect.bisect_right(marks, pos)
+            # a known excerpt inside it: its length is damaged, unless it ends
+            # where plausible documents go on (then the index entry is what is wrong)
+            if (i == len(marks) or marks[i] >= nxt
+                    or (_chain_ok(fw, nxt, align, size, anchors)
+                        and _swallowed(fw, pos, align, size, set()) is None)):
+                out.docs.append(RawDocument(pos, word, "meta" if word & HDR_META else "data"))
+                pos = nxt
+                continue
+            kind = "swallows"  # runs over a known excerpt: its length is damaged
+        if kind != "swallows":
+            # a metadata document (an index page) before the break may be what is
+            # damaged: intact documents then start inside it.  An excerpt before it
+            # is left as it reads: a readable excerpt is never changed
+            prev = out.docs[-1] if out.docs else None
+            if prev is not None and prev.kind == "meta":
+                inner = _resync(fw, prev.pos + 4, align, size, anchors, stop=pos)
+                if inner is not None and inner < pos and _restored_word(
+                        prev.header, prev.pos, inner, align) is not None:
+                    out.docs.pop()
+                    _join(out, fw, prev.pos, prev.header, inner, align)
+                    pos = inner
+                    continue
+            body_end = pos + 4
+            if kind == "incomplete":
+                body_end = _up(pos + 4 + ((word or 0) & LENGTH_MASK), align)  # mid-write
+            if (kind in ("end", "incomplete") and not any(m >= pos for m in marks)
+                    and _next_nonzero(fw.fd, body_end, size) is None):
+                out.end = RawDocument(pos, word or 0, kind)
+                return
+        q = _resync(fw, pos + 4, align, size, anchors)
+        if q is None:
+            out.end = RawDocument(pos, word or 0, "end" if kind == "swallows" else kind)
+            out.garbage_end = _data_end(fw.fd, pos, size)
+            return
+        _join(out, fw, pos, word or 0, q, align)
+        pos = q
+
+
+def _join(out: _Salvaged, fw: _Pages, pos: int, word: int, target: int, align: int) -> None:
+    """Make the document at ``pos`` end at ``target``: its header word with one
+    flipped bit restored, else a padding metadata document over the damage."""
+    cand = _restored_word(word, pos, target, align) if word else None
+    if cand is None:
+        cand = HDR_META | (target - pos - 4)
+    out.fixes.append((pos, word, cand))
+    out.docs.append(RawDocument(pos, cand, "meta" if cand & HDR_META else "data"))
+
+
+def _anchors(st: CycleStore, size: int) -> set[int]:
+    """Known excerpt positions: the index entries and writePosition."""
+    lay = st.layout
+    found: set[int] = set()
+    if lay.wp_off:
+        found.add(st.file.load64(lay.wp_off))
+    i2i = _index_array(st, st.file.load64(lay.i2i_off), "index2index") if lay.i2i_off else None
+    for page_pos in (i2i.values if i2i is not None else ()):
+        page = _index_array(st, page_pos, "index") if page_pos > 0 else None
+        found.update(v for v in (page.values if page is not None else ()) if v > 0)
+    return {a for a in found if lay.data_start <= a <= size - 4 and a % lay.align == 0}
+
+
+
+def _header_rebuild(q: Queue, path: str, same_length: bool = False
+                    ) -> Callable[[_RepairContext], None] | None:
+    """A repair writing a fresh header document over the damaged one of the
+    cycle file at ``path``, if the file is laid out as a new file of the
+    queue's roll cycle is (its index2index page where that puts it; with
+    ``same_length`` its header word as well)."""
+    rc = q.roll_cycle
+    image, lay = store_image(rc.index_count, rc.index_spacing)
+    header_end = 4 + (int.from_bytes(image[:4], "little") & LENGTH_MASK)
+    i2i = int.from_bytes(image[lay.i2i_off:lay.i2i_off + 8], "little")
+    try:
+        fd = open_regular(path)
+    except (OSError, CorruptQueueError):
+        return None
+    try:
+        data = os.pread(fd, lay.data_start, 0)
+    finally:
+        os.close(fd)
+    if (len(data) < lay.data_start or data[i2i:i2i + 4] != image[i2i:i2i + 4]
+            or (same_length and data[:4] != image[:4])):
+        return None
+
+    def apply(ctx: _RepairContext) -> None:
+        fd = open_regular(path, os.O_RDWR)
+        try:
+            # writePosition and lastIndex start at 0: the next pass sets them
+            os.pwrite(fd, image[4:header_end], 4)
+            os.pwrite(fd, image[:4], 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    return apply
+
+
 def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                  progress: Callable[[int], None] | None,
                  live: bool = False) -> list[CheckFinding]:
-    from ._dump import FileWindow, walk_documents
 
     out: list[CheckFinding] = []
     try:
         st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q._overlap,
                         timeout=0.5, roll_index=q._roll_index())
     except CorruptQueueError as exc:
-        return [CheckFinding("error", "bad-file", path, f"unreadable cycle file: {exc}", 0)]
+        rebuild = _header_rebuild(q, path)
+        return [CheckFinding("error", "bad-file", path, f"unreadable cycle file: {exc}", 0,
+                             None if rebuild is None else "write a fresh header document (the "
+                             "index pages and excerpts after it are where a new file of the "
+                             "queue's roll cycle has them)", _apply=rebuild)]
     if st is None:
         discard = f"{path}-{int(time.time() * 1000)}.discard"
 
@@ -507,30 +838,69 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
         out.append(CheckFinding("warning", "headerless-file", path, HEADERLESS_LIMITATION, 0))
     try:
         lay = st.layout
+        if lay.align != 4:
+            # a header as long as a new one, laid out as one, but without
+            # dataFormat 1: a damaged field name (Java's older, shorter headers
+            # have no dataFormat either, and stay as they are)
+            rebuild = _header_rebuild(q, path, same_length=True)
+            if rebuild is not None:
+                return [CheckFinding("error", "corrupt-header", path, "the header document "
+                                     "has lost its dataFormat field", 4, "write a fresh "
+                                     "header document", _apply=rebuild)]
         positions: dict[int, int] = {}
         count = 0
         last_data = 0
         end_doc = None
         spacing = lay.index_spacing
-        with FileWindow(path) as fw:
-            for doc in walk_documents(fw, lay.data_start, lay.align):
-                if progress is not None and count % 4096 == 0:
-                    progress(doc.pos)
-                if doc.kind == "data":
-                    if count % spacing == 0:
-                        positions[count] = doc.pos
-                    count += 1
-                    last_data = doc.pos
-                elif doc.kind != "meta":
-                    end_doc = doc
-                    break
+        fd = open_regular(path)
+        try:
+            pages = _Pages(fd, time.monotonic() + SALVAGE_SECONDS)
+            walked = _salvage_walk(pages, lay.data_start, lay.align,
+                                   _anchors(st, pages.size))
+        finally:
+            os.close(fd)
+        end_doc = walked.end
+        for doc in walked.docs:
+            if progress is not None and count % 4096 == 0:
+                progress(doc.pos)
+            if doc.kind == "data":
+                if count % spacing == 0:
+                    positions[count] = doc.pos
+                count += 1
+                last_data = doc.pos
+        if walked.gave_up:
+            return [CheckFinding(
+                "error", "broken-chain", path, "damaged excerpt headers: the search for the "
+                f"intact excerpts after them took over {SALVAGE_SECONDS:.0f}s; restore the "
+                "file from a backup", end_doc.pos if end_doc is not None else None)]
+        if walked.fixes and lay.align == 4:
+            def join(ctx: _RepairContext, path: str = path, cycle: int = cycle,
+                     fixes: list[tuple[int, int, int]] = walked.fixes) -> None:
+                s = ctx.store(path, cycle)
+                for pos, now, word in fixes:
+                    if not s.file.cas32(pos, now, word):
+                        raise ChronicleError(f"the header at {pos:#x} of {path} changed")
+
+            pads = sum(1 for _, _, w in walked.fixes if w & HDR_META)
+            first = walked.fixes[0][0]
+            out.append(CheckFinding(
+                "error", "broken-chain", path,
+                f"{len(walked.fixes)} damaged excerpt header(s) from {first:#x} hide the "
+                "excerpts after them from readers", first,
+                f"restore {len(walked.fixes) - pads} header(s) one flipped bit away and cover "
+                f"{pads} damaged region(s) with padding metadata", _apply=join))
         if progress is not None:
             progress(end_doc.pos if end_doc is not None else last_data)
         eof = end_doc is not None and end_doc.kind == "eof"
 
         # 1. the end of the data
+        if (end_doc is not None and end_doc.kind == "end" and not live
+                and walked.garbage_end > end_doc.pos):
+            # nothing readable follows the end, but bytes do: zero them (below)
+            end_doc = RawDocument(end_doc.pos, 0, "truncated")
         if end_doc is not None and end_doc.kind in ("incomplete", "truncated"):
             bad_pos, bad_word = end_doc.pos, end_doc.header
+            garbage = max(walked.garbage_end, bad_pos + 12)
             kind = "incomplete-header" if end_doc.kind == "incomplete" else "corrupt-header"
             what = ("an incomplete excerpt header (a writer died mid-excerpt)"
                     if kind == "incomplete-header" else
@@ -541,17 +911,11 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                 s = ctx.store(path, cycle)
                 if not s.file.cas32(pos, word, 0) and s.file.load32(pos) != 0:
                     raise ChronicleError(f"the header at {pos:#x} of {path} changed")
-                s.file.write(pos + 4, bytes(8))
+                # no intact excerpt follows (the walk found none): clear what does
+                end = min(garbage, s.file.size)
+                for at in range(pos + 4, end, 1 << 20):
+                    s.file.write(at, bytes(min(1 << 20, end - at)))
 
-            wp_now = st.file.load64(lay.wp_off) if lay.wp_off else 0
-            if wp_now > bad_pos:
-                # committed excerpts lie beyond it: clearing would lose them
-                out.append(CheckFinding(
-                    "error", kind, path,
-                    f"{what}, header word {bad_word:#010x}; the excerpts after it (up to "
-                    f"writePosition {wp_now:#x}) cannot be reached: restore the file from a "
-                    "backup", bad_pos))
-                return out + _check_index(st, path, cycle, positions, count, spacing)
             out.append(CheckFinding(
                 "error", kind, path, f"{what}, header word {bad_word:#010x}", bad_pos,
                 "clear the header so appenders write there" if is_last
@@ -690,12 +1054,208 @@ def _check_index(st: CycleStore, path: str, cycle: int, positions: dict[int, int
     return out
 
 
+# --------------------------------------------------------------------------
+# rebuilding metadata.cq4t from the cycle files
+# --------------------------------------------------------------------------
+
+REPAIR_PASSES = 4
+REBUILD_FIX = ("rebuild metadata.cq4t from the cycle files (roll cycle from their names and "
+               "headers, listing from the directory, locks cleared, readable keys kept)")
+
+
+def _cycle_stems(path: str) -> list[str]:
+    return sorted(n[:-4] for n in list_dir(path)
+                  if n.endswith(".cq4") and os.path.isfile(os.path.join(path, n)))
+
+
+def _stored_roll(header: Document | None) -> tuple[RollCycle, int, int] | None:
+    """(roll cycle, epoch, sourceId) held by a table store header, if usable."""
+    if header is None:
+        return None
+    try:
+        meta = header["metadata"].as_document()
+        roll = meta["roll"].as_document()
+        fmt, length = roll["format"].as_str(), roll["length"].as_int()
+        ev, sv = roll.get("epoch"), meta.get("sourceId")
+        rc = RollCycles.by_format(fmt)
+        if rc is None or rc.length_ms != length:
+            d = RollCycles.DEFAULT
+            rc = make_roll_cycle("CUSTOM", fmt, length, d.index_count, d.index_spacing)
+        CycleNamer(rc, ev.as_int() if ev is not None else 0)
+        return (rc, ev.as_int() if ev is not None else 0, sv.as_int() if sv is not None else 0)
+    except (KeyError, ValueError, AttributeError):
+        return None
+
+
+def _file_layout(path: str, stems: list[str]) -> tuple[int, int] | None:
+    """(index count, index spacing) from the header of the first readable cycle file."""
+    for stem in stems:
+        with contextlib.suppress(CorruptQueueError, OSError):
+            st = open_store(os.path.join(path, stem + ".cq4"), 0, writable=False,
+                            chunk=64 << 10, overlap=0, timeout=0.05)
+            if st is not None:
+                try:
+                    return st.layout.index_count, st.layout.index_spacing
+                finally:
+                    st.close()
+    return None
+
+
+def roll_cycle_of_files(path: str, hint: tuple[RollCycle, int] | None = None
+                        ) -> tuple[RollCycle, int]:
+    """The roll cycle and epoch that name the cycle files of the queue at ``path``:
+    ``hint`` if it fits them, else the built-in roll cycle whose format names
+    every file (its index layout chosen from a cycle file's header).
+
+    Raises:
+        CorruptQueueError: no built-in roll cycle names the files.
+    """
+    stems = _cycle_stems(path)
+    if hint is not None and not misnamed_cycle_files(CycleNamer(hint[0], hint[1]), stems):
+        return hint
+    if not stems:
+        return hint or (RollCycles.DEFAULT, RollCycles.DEFAULT.default_epoch)
+    layout = _file_layout(path, stems)
+    fits: list[tuple[RollCycle, int]] = []
+    for rc in candidate_roll_cycles(stems[-1]):
+        for ep in dict.fromkeys([rc.default_epoch] + ([hint[1]] if hint else [])):
+            if not misnamed_cycle_files(CycleNamer(rc, ep), stems):
+                fits.append((rc, ep))
+                break
+    same = [f for f in fits if layout == (f[0].index_count, f[0].index_spacing)]
+    if same or fits:
+        return (same or fits)[0]
+    raise CorruptQueueError(f"no built-in roll cycle names the cycle files (e.g. "
+                            f"{stems[-1]}.cq4): cannot tell the queue's roll cycle",
+                            os.path.join(path, METADATA_FILE))
+
+
+def rebuild_metadata(path: str) -> str:
+    """Write a new ``metadata.cq4t`` for the queue at ``path`` from its cycle
+    files: the roll settings the old file holds if they still name the files,
+    else those the file names and headers show; ``listing.*`` from the
+    directory; locks free; every other key still readable in the old file
+    (named tailers, replication positions) kept.  The old file is kept as
+    ``metadata.cq4t-<ms>.discard``.  Returns what was done, in words.
+
+    Raises:
+        QueueBusyError: another process has the metadata open.
+        CorruptQueueError: the roll cycle of the files cannot be told.
+    """
+    meta_path = os.path.join(path, METADATA_FILE)
+    busy = files_open_by_processes([meta_path], include_self=False).get(meta_path)
+    if busy:
+        raise QueueBusyError(f"{meta_path} is open in process {busy[0]}: stop it before "
+                             "rebuilding the metadata")
+    old = salvage_table_store(meta_path) if os.path.isfile(meta_path) else None
+    stored = _stored_roll(old.header if old is not None else None)
+    rc, ep = roll_cycle_of_files(path, stored[:2] if stored is not None else None)
+    namer = CycleNamer(rc, ep)
+    cycles = sorted(namer.parse(s) for s in _cycle_stems(path) if namer.matches(s))
+    kept: dict[str, tuple[str, int]] = {}
+    for key, value in old.keys if old is not None else []:
+        low = key.lower()
+        if low not in LOCK_KEYS and not low.startswith("listing."):
+            kept.setdefault(low, (key, value))
+    mod = next((v for k, v in (old.keys if old is not None else [])
+                if k.lower() == "listing.modcount" and v >= 0), 0)
+    listing = {"listing.modCount": mod + 1}
+    if cycles:
+        listing.update({"listing.highestCycle": cycles[-1], "listing.lowestCycle": cycles[0]})
+    initial = tuple((k, listing.get(k, v)) for k, v in _INITIAL_KEYS)
+    tmp = f"{meta_path}.rebuild-{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    source_id = stored[2] if stored is not None else 0
+    ts = TableStore(tmp, read_only=False, timeout=2.0, initial_keys=initial,
+                    header=lambda: _metadata_header(rc, ep, source_id))
+    try:
+        for key, value in kept.values():
+            ts.set(key, value)
+        ts.file.sync(0, ts.file.size)
+    finally:
+        ts.close()
+    if os.path.lexists(meta_path):
+        os.rename(meta_path, f"{meta_path}-{int(time.time() * 1000)}.discard")
+    os.replace(tmp, meta_path)
+    dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return (f"roll cycle {rc.name} ({rc.format!r}), {len(cycles)} cycles, "
+            f"{len(kept)} keys kept")
+
+
+def _bad_metadata(path: str, message: str, offset: int | None) -> CheckFinding:
+    def rebuild(ctx: _RepairContext, path: str = path) -> None:
+        rebuild_metadata(path)
+
+    return CheckFinding("error", "bad-metadata", os.path.join(path, METADATA_FILE), message,
+                        offset, REBUILD_FIX, _apply=rebuild)
+
+
+def _checked(path: str, run: Callable[[Queue], list[CheckFinding]]) -> list[CheckFinding]:
+    """``run`` on the queue at ``path`` opened read-only; only a ``bad-metadata``
+    finding when its metadata keeps it from opening."""
+    try:
+        q = _open_for_check(path)
+    except CorruptQueueError as exc:
+        if not _is_metadata_error(path, exc):
+            raise
+        return [_bad_metadata(path, f"unreadable: {exc}", exc.offset)]
+    try:
+        return run(q)
+    finally:
+        q.close()
+
+
+def _metadata_findings(path: str) -> list[CheckFinding]:
+    """A ``bad-metadata`` finding if the queue cannot be opened for its metadata,
+    or the metadata lacks roll settings or has damaged key records."""
+    return [f for f in _checked(path, lambda q: _check_metadata(q, []))
+            if f.kind == "bad-metadata"]
+
+
+def _rebuild_bad_metadata(path: str, backup_dir: str | None) -> list[CheckFinding]:
+    """Rebuild damaged metadata before anything else (its write lock and keys are
+    needed by the rest of a repair); the findings, marked repaired."""
+    found = _metadata_findings(path)
+    for f in found:
+        if backup_dir is not None and os.path.isfile(f.path):
+            backup_files([f.path], backup_dir)
+        rebuild_metadata(path)
+        f.repaired = True
+    return found
+
+
+def _is_metadata_error(path: str, exc: CorruptQueueError) -> bool:
+    return exc.path is not None and os.path.abspath(exc.path) == os.path.abspath(
+        os.path.join(path, METADATA_FILE))
+
+
 def _check_metadata(q: Queue, cycles: list[int]) -> list[CheckFinding]:
     out: list[CheckFinding] = []
     meta = q._meta
     if meta is None:
+        mpath = os.path.join(q.path, METADATA_FILE)
+        if os.path.lexists(mpath):  # damaged: the queue was opened by its cycle files
+            try:
+                TableStore(mpath, read_only=True, timeout=0.05).close()
+            except CorruptQueueError as exc:
+                out.append(_bad_metadata(q.path, f"unreadable: {exc}", exc.offset))
+            else:
+                out.append(_bad_metadata(q.path, "its roll settings are unusable: the roll "
+                                         "cycle was told from the cycle files", 4))
         return out
     mpath = meta.path
+    if meta.header.get("metadata") is None:
+        out.append(_bad_metadata(q.path, "the header has no roll settings: the roll cycle was "
+                                 "told from the cycle files", 4))
+    else:
+        damage = meta.damage()
+        if damage is not None:
+            out.append(_bad_metadata(q.path, f"damaged key records: {damage[1]}", damage[0]))
     if cycles:
         lo, hi = meta.get("listing.lowestCycle"), meta.get("listing.highestCycle")
         if lo != cycles[0] or hi != cycles[-1]:
@@ -748,10 +1308,13 @@ def _stray_files(q: Queue) -> list[CheckFinding]:
 
 def _header_complete(path: str) -> bool:
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(4)
-    except OSError:
+        fd = open_regular(path)
+    except (OSError, CorruptQueueError):
         return False
+    try:
+        raw = os.pread(fd, 4, 0)
+    finally:
+        os.close(fd)
     word = int.from_bytes(raw, "little") if len(raw) == 4 else 0
     return bool(word & HDR_META) and not word & HDR_NOT_COMPLETE
 
@@ -812,12 +1375,9 @@ def _open_for_check(path: str) -> Queue:
 
 def check_queue(path: str, *, progress: Progress | None = None) -> list[CheckFinding]:
     """Find incomplete headers, missing EOFs, index holes and bad entries, a stale
-    writePosition, an out-of-date listing and stale locks.  Changes nothing."""
-    q = _open_for_check(path)
-    try:
-        return _run_check(q, progress)
-    finally:
-        q.close()
+    writePosition, an out-of-date listing and stale locks; damaged excerpt
+    headers and cycle-file headers, and damaged metadata.  Changes nothing."""
+    return _checked(path, lambda q: _run_check(q, progress))
 
 
 def _take_write_lock(meta: TableStore, timeout: float) -> None:
@@ -856,7 +1416,7 @@ def backup_files(paths: Iterable[str], dest: str) -> list[str]:
 
 def sparse_copy(src: str, dst: str) -> None:
     """Copy ``src`` to ``dst`` writing only the data extents (holes stay holes)."""
-    fi = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    fi = open_regular(src)
     try:
         fo = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
@@ -907,6 +1467,7 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
     Raises:
         QueueBusyError: a live process holds the write lock past ``lock_timeout``.
     """
+    rebuilt = _rebuild_bad_metadata(path, backup_dir)
     q = _open_for_check(path)
     backed: set[str] = set()
     if backup_dir is not None:
@@ -936,24 +1497,35 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
                                 if not (f.kind == "lock-held"
                                         and f.message.endswith(f"process {os.getpid()}"))]
                 todo = [f for f in findings if f.repairable]
-                more = [p for p in files_to_repair(todo) if p not in backed]
-                if more and backup_dir is not None:
-                    backup_files(more, backup_dir)
-                ctx = _RepairContext(q, meta)
-                try:
-                    for f in todo:
-                        assert f._apply is not None
-                        f._apply(ctx)
-                        f.repaired = True
-                finally:
-                    ctx.close()
+                # one fix can uncover the next (a fresh header lets the excerpts be
+                # walked, a joined chain moves the index entries): check again
+                for _ in range(REPAIR_PASSES):
+                    more = [p for p in files_to_repair(todo) if p not in backed]
+                    if more and backup_dir is not None:
+                        backup_files(more, backup_dir)
+                        backed.update(more)
+                    ctx = _RepairContext(q, meta)
+                    try:
+                        for f in todo:
+                            assert f._apply is not None
+                            f._apply(ctx)
+                            f.repaired = True
+                    finally:
+                        ctx.close()
+                    if not todo:
+                        break
+                    seen = {(f.kind, f.path, f.offset, f.message) for f in findings}
+                    again = [f for f in _run_check(q, None, live=False) if f.repairable]
+                    todo = [f for f in again
+                            if (f.kind, f.path, f.offset, f.message) not in seen]
+                    findings += todo
             finally:
                 if meta is not None:
                     meta.cas("chronicle.write.lock", os.getpid(), UNLOCKED)
         finally:
             if meta is not None:
                 meta.close()
-        return findings
+        return rebuilt + findings
     finally:
         q.close()
 

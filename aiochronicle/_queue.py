@@ -34,10 +34,18 @@ from ._errors import (
     WriteLockTimeoutError,
 )
 from ._headerless import headerless_append_message
+from ._mapped import list_dir
 from ._native import UNLOCKED, HotAppender, HotTailer, ffi, lib, set_excerpt_type
 from ._notify import attach_appender, close_notifier
 from ._pauser import Pauser
-from ._rollcycles import CycleNamer, RollCycle, RollCycles, candidate_roll_cycles, make_roll_cycle
+from ._rollcycles import (
+    CycleNamer,
+    RollCycle,
+    RollCycles,
+    candidate_roll_cycles,
+    make_roll_cycle,
+    misnamed_cycle_files,
+)
 from ._store import CycleStore, create_or_open_store, open_store
 from ._tablestore import TableStore
 from ._wire import WireWriter, payload_text
@@ -330,6 +338,8 @@ class Queue(_Resource):
         self._unclosable: set[int] = set()  # damaged older cycles already warned about
         _OPEN_QUEUES.add(self)
 
+        # QueueAccessError (not "no queue here") when the directory is unreadable
+        names = list_dir(self._path) if os.path.isdir(self._path) else []
         meta_path = os.path.join(self.path, METADATA_FILE)
         legacy = (not os.path.exists(meta_path)
                   and os.path.exists(os.path.join(self.path, LEGACY_LISTING_FILE)))
@@ -357,25 +367,37 @@ class Queue(_Resource):
                                  index_count or rc.index_count,
                                  index_spacing or rc.index_spacing, rc.default_epoch)
         if not read_only or os.path.exists(meta_path):
-            if read_only:
-                self._meta = TableStore(meta_path, read_only=True, timeout=timeout)
-            else:
-                # an existing but still empty store (another process, Java say, has just
-                # created the file): whoever takes its file lock first writes the header,
-                # as Java's table store builder does
-                first = rc
+            try:
+                if read_only:
+                    self._meta = TableStore(meta_path, read_only=True, timeout=timeout)
+                else:
+                    # an existing but still empty store (another process, Java say, has
+                    # just created the file): whoever takes its file lock first writes
+                    # the header, as Java's table store builder does
+                    first = rc
 
-                def header() -> bytes:
-                    return _metadata_header(first, ep, source_id)
+                    def header() -> bytes:
+                        return _metadata_header(first, ep, source_id)
 
-                self._meta = TableStore(meta_path, read_only=False, timeout=timeout,
-                                       header=header, initial_keys=_INITIAL_KEYS)
-            rc, ep = self._adopt_stored(rc, ep, requested, index_count, index_spacing)
-        elif read_only:
+                    self._meta = TableStore(meta_path, read_only=False, timeout=timeout,
+                                           header=header, initial_keys=_INITIAL_KEYS)
+                rc, ep = self._adopt_stored(rc, ep, requested, index_count, index_spacing)
+            except CorruptQueueError as exc:
+                if not read_only or not any(n.endswith(SUFFIX) for n in names):
+                    raise
+                # a reader goes by what the cycle files say (their names must then
+                # all fit, see _check_names); writers need the metadata repaired
+                warnings.warn(f"{exc}: reading the queue by its cycle files (`aiochronicle "
+                              "repair` rebuilds the metadata)", RuntimeWarning, stacklevel=3)
+                if self._meta is not None:
+                    self._meta.close()
+                self._meta = None
+        if self._meta is None and read_only:
             rc, ep = self._guess_from_files(rc, ep, requested)
         self._roll_cycle = rc
         self._epoch = ep
         self._namer = CycleNamer(rc, ep, week_rule)
+        self._check_names(meta_path, [n[:-len(SUFFIX)] for n in names if n.endswith(SUFFIX)])
         if self._meta is not None and not read_only:
             self._recover_dead_locks()
 
@@ -428,7 +450,8 @@ class Queue(_Resource):
         assert self._meta is not None
         meta = self._meta.header.get("metadata")
         if meta is None or not hasattr(meta.value, "get"):
-            return rc, ep
+            # no roll settings (a damaged key?): the cycle files say what they are
+            return self._guess_from_files(rc, ep, requested)
         try:
             roll = meta.as_document()["roll"].as_document()
             fmt = roll["format"].as_str()
@@ -496,6 +519,22 @@ class Queue(_Resource):
             raise CorruptQueueError(f"cannot tell the roll cycle of {names[0]}{SUFFIX}",
                                     os.path.join(self.path, names[0] + SUFFIX))
         return candidates[0], candidates[0].default_epoch
+
+    def _check_names(self, meta_path: str, stems: list[str]) -> None:
+        """Refuse roll settings that name none of the cycle files present, or
+        name one of them otherwise: the queue would read as (partly) empty."""
+        others = misnamed_cycle_files(self._namer, stems)
+        if others:
+            if self._meta is not None:
+                self._meta.close()
+            rc = self._roll_cycle
+            raise CorruptQueueError(
+                f"{len(others)} of the {len(stems)} cycle files (e.g. {others[0]}{SUFFIX}) are "
+                f"not named by the roll cycle {rc.name} ({rc.format!r}, {rc.length_ms} ms, "
+                f"epoch {self._epoch}) the queue holds: its metadata is damaged or belongs to "
+                "other files (`aiochronicle repair` rebuilds it from the cycle files)",
+                meta_path if os.path.exists(meta_path)
+                else os.path.join(self.path, others[0] + SUFFIX))
 
     def _recover_dead_locks(self) -> None:
         assert self._meta is not None

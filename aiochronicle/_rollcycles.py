@@ -653,3 +653,36 @@ def candidate_roll_cycles(stem: str, week_rule: str | None = None) -> list[RollC
             found.append(rc)
             break
     return found
+
+
+
+def misnamed_cycle_files(namer: CycleNamer, stems: list[str]) -> list[str]:
+    """The cycle file ``stems`` showing that ``namer`` is not what the files were
+    named with; empty when it fits them.
+
+    A stem is named when it parses and formats back to itself.  When ``namer``
+    names none of the stems, all of them are returned; otherwise those that
+    parse but format to another name (a roll length or epoch other than the
+    files were written with).  Stems that do not look like the format at all,
+    beside named ones, are stray files and fit.
+    """
+    named = 0
+    others: list[str] = []
+    wrong: list[str] = []
+    for stem in stems:
+        try:
+            cycle = namer.parse(stem)
+        except ValueError:
+            others.append(stem)
+            continue
+        try:
+            ok = namer.name(cycle) == stem
+        except ValueError:
+            ok = False
+        if ok:
+            named += 1
+        else:
+            wrong.append(stem)
+    if not named:
+        return wrong + others
+    return wrong

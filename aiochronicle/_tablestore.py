@@ -15,14 +15,15 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import ChronicleError, CorruptQueueError, ReadOnlyQueueError
+from ._errors import ChronicleError, CorruptQueueError, QueueAccessError, ReadOnlyQueueError
 from ._mapped import MappedFile
 from ._native import UNLOCKED, ffi
 from ._wire import Document, WireError, WireWriter, parse_document
 
-__all__ = ["TableStore"]
+__all__ = ["Salvage", "TableStore", "salvage_table_store"]
 
 TABLE_CHUNK = 64 << 10
 LOCK_OFFSET = (1 << 63) - 2
@@ -90,6 +91,8 @@ class TableStore:
         try:
             # O_NONBLOCK: a FIFO in its place must not block (refused below)
             fd = os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+        except PermissionError:
+            raise QueueAccessError(path, "read" if read_only else "write") from None
         except IsADirectoryError:
             raise CorruptQueueError("a directory stands where the table store should be",
                                     path, 0) from None
@@ -180,7 +183,11 @@ class TableStore:
         return header.value
 
     def _scan(self) -> None:
-        """Index every complete key record from where the last scan stopped."""
+        """Index every complete key record from where the last scan stopped.
+
+        A damaged record stops a read-only store's scan (the keys before it are
+        still served; :meth:`damage` says what is wrong) and raises in a
+        writable one, which must not add keys after it."""
         f = self.file
         pos = self._end
         while pos + 4 <= f.size:
@@ -189,12 +196,17 @@ class TableStore:
                 break
             length = word & LENGTH_MASK
             end = pos + 4 + length
-            if end > f.size and not f.ensure(end, grow=False):
-                raise CorruptQueueError("table store record runs past the end of the file",
-                                        self.path, pos)
-            if not word & HDR_META:
-                key, value_off = self._parse_record(pos, end)
-                self._keys.setdefault(key.lower(), value_off)
+            try:
+                if end > f.size and not f.ensure(end, grow=False):
+                    raise CorruptQueueError("table store record runs past the end of the "
+                                            "file", self.path, pos)
+                if not word & HDR_META:
+                    key, value_off = self._parse_record(pos, end)
+                    self._keys.setdefault(key.lower(), value_off)
+            except CorruptQueueError:
+                if self.read_only:
+                    break
+                raise
             pos = _align4(end)
             self._end = pos
 
@@ -218,10 +230,8 @@ class TableStore:
         self._scan()
         f = self.file
         pos = _align4(4 + (f.load32(0) & LENGTH_MASK))
-        while pos + 4 <= f.size:
+        while pos < self._end:  # the complete records _scan read
             word = f.load32(pos)
-            if word == 0 or word & HDR_NOT_COMPLETE:
-                break
             end = pos + 4 + (word & LENGTH_MASK)
             if not word & HDR_META:
                 key, off = self._parse_record(pos, end)
@@ -305,7 +315,111 @@ class TableStore:
         """Compare-and-set ``key``."""
         return self.file.cas64(self.acquire(key, expected), expected, value)
 
+    def damage(self) -> tuple[int, str] | None:
+        """Where and how the key records are damaged, or None.
+
+        Looks at every record and at the bytes after the last one (which must be
+        zero): what :meth:`keys` cannot read, or a key added later could not be.
+        """
+        f = self.file
+        f.refresh()
+        pos = _align4(4 + (f.load32(0) & LENGTH_MASK))
+        while pos + 4 <= f.size:
+            word = f.load32(pos)
+            if word == 0:
+                rest = bytes(f.view(pos, f.size - pos))
+                if rest.count(0) != len(rest):
+                    return pos, "non-zero bytes after the last key record"
+                return None
+            if word & HDR_NOT_COMPLETE:
+                return pos, f"an incomplete record header {word:#010x}"
+            end = pos + 4 + (word & LENGTH_MASK)
+            if end > f.size:
+                return pos, "a record runs past the end of the file"
+            if not word & HDR_META:
+                try:
+                    self._parse_record(pos, end)
+                except CorruptQueueError as exc:
+                    return pos, str(exc)
+            pos = _align4(end)
+        return None
+
     def close(self) -> None:
         """Mark the table store closed; its mapping and descriptor go when it is
         garbage (see ``MappedFile.close``)."""
         self.file.close()
+
+
+@dataclass
+class Salvage:
+    """What could still be read from a damaged table store."""
+
+    header: Document | None = None  # the body of ``header: !STStore``, if it parsed
+    keys: list[tuple[str, int]] = field(default_factory=list)  # readable records, in order
+    damaged: list[int] = field(default_factory=list)  # offsets where records were unreadable
+
+
+def _salvage_record(buf: bytes, pos: int) -> tuple[str, int, int] | None:
+    """(key, value, end) of a plausible key record at ``pos`` of ``buf``, else None."""
+    if pos + 4 > len(buf):
+        return None
+    word = int.from_bytes(buf[pos:pos + 4], "little")
+    length = word & LENGTH_MASK
+    if word & (HDR_META | HDR_NOT_COMPLETE) or not 4 <= length <= 4096:
+        return None
+    end = pos + 4 + length
+    if end > len(buf):
+        return None
+    try:
+        items = parse_document(buf, pos + 4, end).items
+    except WireError:
+        return None
+    if not items:
+        return None
+    key, value = items[0]
+    if (value.code != 0xA7 or not isinstance(key, str) or not key.isprintable()
+            or value.offset + 8 > end):
+        return None
+    return key, int.from_bytes(buf[value.offset:value.offset + 8], "little", signed=True), end
+
+
+def salvage_table_store(path: str) -> Salvage:
+    """Read what is still readable of the table store at ``path`` without
+    trusting it: the header document if it parses, and every key record that
+    does, skipping damaged bytes to the next plausible record."""
+    out = Salvage()
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return out
+        buf = os.pread(fd, 16 << 20, 0)
+    finally:
+        os.close(fd)
+    pos = 4
+    if len(buf) >= 8:
+        length = int.from_bytes(buf[:4], "little") & LENGTH_MASK
+        if 4 + length <= len(buf):
+            try:
+                header = parse_document(buf, 4, 4 + length).get("header")
+            except WireError:
+                header = None
+            if header is not None and isinstance(header.value, Document):
+                out.header = header.value
+                pos = _align4(4 + length)
+    used = len(buf.rstrip(b"\0"))  # nothing but zero bytes from here on
+    while pos < used:
+        word = int.from_bytes(buf[pos:pos + 4], "little")
+        got = _salvage_record(buf, pos)
+        if got is not None:
+            out.keys.append(got[:2])
+            pos = _align4(got[2])
+            continue
+        if word & HDR_META and not word & HDR_NOT_COMPLETE and word & LENGTH_MASK:
+            end = pos + 4 + (word & LENGTH_MASK)
+            if end <= len(buf):  # a metadata document between records: skipped
+                pos = _align4(end)
+                continue
+        if word != 0 and (not out.damaged or out.damaged[-1] != pos):
+            out.damaged.append(pos)
+        pos += 4
+    return out

@@ -47,6 +47,7 @@ EXPECTED = [
     "PauserStatistics",
     "Pretoucher",
     "Queue",
+    "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
     "QueueStats",
