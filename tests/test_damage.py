@@ -198,7 +198,7 @@ def test_metadata_key_flipped_reads_from_the_files_and_repair_rebuilds(tmp_path:
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.splitlines()) == len(expected)
     r = run_cli("check", str(q))
-    assert r.returncode == 1 and "bad-metadata" in r.stdout, r.stdout
+    assert r.returncode == 4 and "bad-metadata" in r.stdout, r.stdout
     r = run_cli("repair", "--yes", str(q))
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert b"metadata" in mpath.read_bytes()
@@ -250,7 +250,7 @@ def test_a_fifo_named_like_a_cycle_file_does_not_hang_the_tools(tmp_path: Path) 
     r = run_cli("dump", str(fifo), timeout=30)
     assert "FIFO" in one_error_line(r)
     r = run_cli("check", str(q), timeout=30)
-    assert r.returncode == 1 and "bad-file" in r.stdout and "not a regular file" in r.stdout
+    assert r.returncode == 4 and "bad-file" in r.stdout and "not a regular file" in r.stdout
     r = run_cli("stats", str(q), timeout=30)
     assert "not a regular file" in one_error_line(r)
     found = ac.check_queue(str(q))
