@@ -11,7 +11,7 @@ import time
 from array import array
 from dataclasses import dataclass
 
-from ._errors import CorruptQueueError, WriteLockLostError
+from ._errors import CorruptQueueError, QueueAccessError, WriteLockLostError
 from ._headerless import is_headerless
 from ._mapped import MappedFile
 from ._native import ffi, lib
@@ -177,6 +177,11 @@ def parse_layout(f: MappedFile, roll_index: tuple[int, int] | None = None) -> St
     wp_off, wp_seq_off, i2i_off, last_off = (
         o if o % 8 == 0 and o + 8 <= 4 + length else 0
         for o in (wp_off, wp_seq_off, i2i_off, last_off))
+    if data_format not in (0, 1):
+        # 0: excerpts packed (before Chronicle 5.19.11), 1: 4-byte aligned; any
+        # other value is damage, and reading with the wrong alignment would stop
+        # short at the first excerpt with no error
+        raise CorruptQueueError(f"dataFormat {data_format} is neither 0 nor 1", f.path, 4)
     align = 4 if data_format == 1 else 1
     data_start = _align4(4 + length) if align == 4 else 4 + length
     return StoreLayout(count, spacing, align, wp_off, wp_seq_off, i2i_off, last_off, data_start,
@@ -355,6 +360,8 @@ def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: in
                      | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
+    except PermissionError:
+        raise QueueAccessError(path, "write" if writable else "read") from None
     except IsADirectoryError:
         raise CorruptQueueError("a directory stands where a cycle file should be", path,
                                 0) from None

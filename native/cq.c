@@ -915,7 +915,15 @@ int64_t cq_read(cq_tailer *t) {
         if (pos + 4 > s->map_len) { t->need = pos + 4; t->err_pos = pos; t->pos = pos; return CQ_NEED_MAP; }
         uint32_t h = hdr_load(s, pos);
         if (is_eof(h)) { t->pos = pos; return CQ_EOF; }
-        if (not_ready(h)) { t->pos = pos; return CQ_NONE; }
+        if (not_ready(h)) {
+            t->pos = pos;
+            /* every header before the last committed excerpt is written: an
+             * unwritten one there means a damaged length led the walk astray,
+             * which must not read as "nothing more yet" */
+            uint64_t wp, wq;
+            if (write_position(s, &wp, &wq) && wp > pos) { t->err_pos = pos; return CQ_CORRUPT; }
+            return CQ_NONE;
+        }
         uint64_t len = h & CQ_HDR_LENGTH_MASK;
         uint64_t end = pos + 4 + len;
         if (end > s->map_len) { t->need = end; t->err_pos = pos; t->pos = pos; return CQ_NEED_MAP; }

@@ -1226,3 +1226,40 @@ def test_a_table_store_that_is_not_a_file(tmp_path: Path, maker: str) -> None:
         with pytest.raises(ac.CorruptQueueError) as err:
             ac.open_queue(qdir, read_only=read_only)
         assert err.value.path == str(meta)
+
+
+def test_damaged_length_in_an_older_cycle_is_an_error_not_a_short_read(tmp_path: Path) -> None:
+    """A bit flipped in the length of a cycle file's index2index document (not
+    the last cycle) made the walk land past the real next header, on zeros:
+    readers read 40 of 120 excerpts and reported nothing.  An unwritten header
+    before the last committed excerpt is now a CorruptQueueError, and repair
+    gets every excerpt back."""
+    import subprocess
+    import sys
+
+    clock = ac.SetTimeProvider(1_700_000_000_000)
+    path = tmp_path / "q"
+    with ac.open_queue(path, roll_cycle=ac.RollCycles.TEST_SECONDLY, time_provider=clock) as q:
+        app = q.appender()
+        expected = []
+        for c in range(3):
+            expected += [app.append(b"c%d-%d" % (c, i)) for i in range(40)]
+            clock.advance_millis(1000)
+        middle = q.cycle_path(q.cycles()[1])
+    with open(middle, "r+b") as f:
+        head = f.read(4096)
+        at = head.index(b"\xb9\x0bindex2index") - 4  # the header word of index2index
+        f.seek(at)
+        f.write(bytes([head[at] ^ 0x08]))
+    with ac.open_queue(path, read_only=True) as q:
+        t = q.tailer()
+        got = []
+        with pytest.raises(ac.CorruptQueueError):
+            while (ex := t.read_nowait()) is not None:
+                got.append(ex.index)
+        assert got == expected[:40]
+    r = subprocess.run([sys.executable, "-m", "aiochronicle", "repair", "--yes", str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with ac.open_queue(path, read_only=True) as q:
+        assert [ex.index for ex in q.tailer()] == expected
