@@ -921,7 +921,12 @@ int64_t cq_read(cq_tailer *t) {
              * unwritten one there means a damaged length led the walk astray,
              * which must not read as "nothing more yet" */
             uint64_t wp, wq;
-            if (write_position(s, &wp, &wq) && wp > pos) { t->err_pos = pos; return CQ_CORRUPT; }
+            if (write_position(s, &wp, &wq) && wp > pos) {
+                /* wp is published after every header before it: loaded after
+                 * wp (acquire), this header must be written by now */
+                if (not_ready(hdr_load(s, pos))) { t->err_pos = pos; return CQ_CORRUPT; }
+                continue; /* committed meanwhile: read it */
+            }
             return CQ_NONE;
         }
         uint64_t len = h & CQ_HDR_LENGTH_MASK;

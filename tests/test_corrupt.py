@@ -718,9 +718,13 @@ def test_garbage_header_words(worker: Worker, tmp_path: Path, lib_queue: Path,
     for ro in (True, False):
         r = res["eof-first", ro]
         assert r["read"] == [] and r["corrupt"] == {}
-        # a header that is not (yet) complete ends the readable data there
-        r = res[f"data{N_MSG // 2}-{HDR_NOT_COMPLETE:#010x}", ro]
-        assert r["read"] == expected_reads(N_MSG // 2)
+        # a header that is not (yet) complete before excerpts that are
+        # (writePosition lies beyond it) is damage: a named error at that
+        # header, never a silent end of the data
+        for w in (0, HDR_NOT_COMPLETE, HDR_NOT_COMPLETE | 12):
+            r = res[f"data{N_MSG // 2}-{w:#010x}", ro]
+            assert r["read"] == "corrupt", (w, ro)
+            assert r["corrupt"]["read"] == lay.data[N_MSG // 2][0], (w, ro)
 
 
 def test_header_length_past_end_of_file(worker: Worker, tmp_path: Path, lib_queue: Path,

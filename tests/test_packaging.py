@@ -27,8 +27,9 @@ CHECK = textwrap.dedent("""
     from aiochronicle import _native
     target = sys.argv[1]
     assert aiochronicle.__file__.startswith(target), aiochronicle.__file__
-    assert _native._native_version == aiochronicle.__version__ == sys.argv[2], (
-        _native._native_version, aiochronicle.__version__)
+    built = (_native.ffi.string(_native.lib.cq_version()).decode(), _native._hot_version())
+    assert built == (aiochronicle.__version__,) * 2 and aiochronicle.__version__ == sys.argv[2], (
+        built, aiochronicle.__version__)
     assert os.path.exists(os.path.join(os.path.dirname(aiochronicle.__file__), "py.typed"))
     with tempfile.TemporaryDirectory() as d:
         clock = aiochronicle.SetTimeProvider(1_704_067_200_000)
@@ -57,6 +58,8 @@ def test_wheel_contents(wheel: Path) -> None:
         assert "aiochronicle/py.typed" in names
         assert "aiochronicle/testing.py" in names
         assert any(n.startswith("aiochronicle/_cq") and n.endswith(".so") for n in names)
+        assert any(n.startswith("aiochronicle/_hot") and n.endswith(".so") for n in names)
+        assert "aiochronicle/_hot.pyi" in names
         assert "aiochronicle/spark/__init__.py" in names
         assert "pyspark_aiochronicle.py" in names
         assert not any(n.startswith("tests/") for n in names)
@@ -100,7 +103,7 @@ def test_a_stale_native_core_is_refused(wheel: Path, tmp_path: Path) -> None:
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("ImportError: aiochronicle native core is version "), last
+    assert last.startswith("ImportError: aiochronicle native module _cq is version "), last
     assert aiochronicle.__version__ in last and "0.0.0.stale" in last and "rebuild" in last
 
 
@@ -156,7 +159,7 @@ INSTALLED_SUITE = ("test_queue_api.py", "test_java_fixtures.py", "test_async.py"
                    "test_rolling.py", "test_rollcycles.py", "test_codecs.py", "test_wire.py",
                    "test_history.py", "test_cli.py", "test_ops.py", "test_recovery.py",
                    "test_write_at.py", "test_close_race.py", "test_fork.py",
-                   "test_libchronicle_queues.py")
+                   "test_libchronicle_queues.py", "test_lock_safety.py")
 SUITE_HELPERS = ("conftest.py", "rawfile.py", "workers.py", "libchronicle_format.py")
 
 INSTALLED_CHECK = textwrap.dedent("""
