@@ -48,6 +48,7 @@ __all__ = [
     "ChronicleDataSource",
     "ChronicleReader",
     "ChronicleStreamReader",
+    "PythonChronicleDataSource",
     "Span",
 ]
 
@@ -414,3 +415,14 @@ class ChronicleDataSource(DataSource):
         from ._sink import ChronicleStreamWriter
 
         return ChronicleStreamWriter(self.options, schema, overwrite)
+
+
+class PythonChronicleDataSource(ChronicleDataSource):
+    """The Python data source under the name ``chronicle_python``: how
+    :func:`~aiochronicle.spark.register` registers it when the JVM reader is
+    ``chronicle`` (the JVM hands it decoded columns, other schemas and writing)."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name the JVM reader delegates to."""
+        return "chronicle_python"
