@@ -158,7 +158,15 @@ class _Reading:
         layout = self.layout
         t = q.tailer(include_metadata=layout.include_metadata)
         try:
-            if not t.move_to_index(rc.to_index(span.cycle, span.lo)):
+            if layout.include_metadata and span.lo > 0:
+                # from the excerpt before: the metadata between it and the first
+                # excerpt belongs to this partition (whatever the partitioning)
+                if not t.move_to_index(rc.to_index(span.cycle, span.lo - 1)):
+                    return
+                skipped = t.read_nowait()
+                if skipped is None or skipped.index != rc.to_index(span.cycle, span.lo - 1):
+                    return
+            elif not t.move_to_index(rc.to_index(span.cycle, span.lo)):
                 return
             remaining = span.hi - span.lo
             while remaining > 0:

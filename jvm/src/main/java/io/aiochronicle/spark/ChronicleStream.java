@@ -198,6 +198,11 @@ final class ChronicleStream implements MicroBatchStream, SupportsTriggerAvailabl
     }
 
     @Override
+    public String toString() {
+        return "chronicle(" + reading.path + ")";
+    }
+
+    @Override
     public void stop() {
         queue = null;
     }
