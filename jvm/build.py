@@ -2,7 +2,7 @@
 
 Compiles ``jvm/src/main/java`` with ``javac --release 17`` against the jars of the
 PySpark installed beside it (so it matches the pinned Spark exactly; no Scala or Maven
-needed) and writes the jar into ``aiochronicle/spark/jars/``, where the wheel picks it
+needed) and writes the jar into ``aiochronicle/spark/``, where the wheel picks it
 up as package data.  ``setup.py`` runs it on every build and ``scripts/setup.sh`` after
 installing PySpark; run it by hand with ``python jvm/build.py``.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SOURCES = HERE / "src" / "main"
-JAR = ROOT / "aiochronicle" / "spark" / "jars" / "aiochronicle-spark.jar"
+JAR = ROOT / "aiochronicle" / "spark" / "aiochronicle-spark.jar"
 
 
 def pyspark_jars() -> Path | None:

@@ -78,7 +78,7 @@ def jar_path() -> Path | None:
     """The JVM reader's jar shipped in this package, or None if it was not built
     (no ``javac`` where the wheel was built).  Give it to Spark before the session
     starts: ``.config("spark.jars", str(jar_path()))`` or ``spark-submit --jars``."""
-    jar = Path(__file__).resolve().parent / "jars" / "aiochronicle-spark.jar"
+    jar = Path(__file__).resolve().parent / "aiochronicle-spark.jar"
     return jar if jar.is_file() else None
 
 

@@ -242,3 +242,33 @@ def test_stream_in_the_jvm_max_records_available_now_and_restart(spark: Any,
     got, query = run()
     assert got == tailed(src)  # the first run's rows and the new ones, each once
     assert sum(p["numInputRows"] for p in query.recentProgress) == 5
+
+
+def test_excerpts_past_2_gib_of_a_cycle_file(spark: Any, tmp_path: Path) -> None:
+    """Three metadata documents of ~1 GiB (holes in a sparse file: only their header
+    words are written) put the next excerpts past 3 GiB."""
+    path = tmp_path / "q"
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        q.appender().append(b"first")
+    (cycle_file,) = path.glob("*.cq4")
+    big = 0x3FFFFFF0
+    with open(cycle_file, "r+b") as f:
+        pos = 0
+        while (word := int.from_bytes(f.read(4), "little")) != 0:
+            pos = (pos + 4 + (word & 0x3FFFFFFF) + 3) & ~3
+            f.seek(pos)
+        for _ in range(3):
+            f.seek(pos)
+            f.write((0x40000000 | big).to_bytes(4, "little"))
+            pos = (pos + 4 + big + 3) & ~3
+        assert pos > 3 << 30
+        for i in range(3):  # complete data excerpts, as an appender commits them
+            body = f"after{i}".encode()
+            f.seek(pos)
+            f.write(len(body).to_bytes(4, "little") + body)
+            pos = (pos + 4 + len(body) + 3) & ~3
+    payloads = [b"first", b"after0", b"after1", b"after2"]
+    for size in ("1", "1000"):
+        jvm, py = both(spark, path, partitionSize=size)
+        assert jvm == py and [r[3] for r in jvm] == payloads
+    assert [p for _, p in tailed(path)] == payloads
