@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PIPELINE = os.path.join(HERE, "pipeline")
-sys.path.insert(0, os.path.join(HERE, ".."))
+# the pipeline's message types; aiochronicle itself is the installed package (the
+# source tree has no built native core, so it is never put on the path)
 sys.path.insert(0, PIPELINE)
 
 from messages import SYMBOLS, MarketData, Tick  # noqa: E402
@@ -64,7 +65,7 @@ def spark_session() -> SparkSession:
     # Spark's Python workers: this interpreter, and `messages` importable by name
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (os.path.join(HERE, ".."), PIPELINE, os.environ.get("PYTHONPATH", "")) if p)
+        p for p in (PIPELINE, os.environ.get("PYTHONPATH", "")) if p)
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("chronicle-pipeline")
@@ -74,7 +75,9 @@ def spark_session() -> SparkSession:
     spark.sparkContext.setLogLevel("ERROR")
     from aiochronicle.spark import register
 
-    register(spark)  # automatic when installed from a wheel; harmless again
+    # loads the JVM reader shipped in the wheel (format("chronicle") reads in the
+    # JVM) and the Python data source for what the JVM hands over
+    register(spark)
     return spark
 
 

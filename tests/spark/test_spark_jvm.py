@@ -272,3 +272,75 @@ def test_excerpts_past_2_gib_of_a_cycle_file(spark: Any, tmp_path: Path) -> None
         jvm, py = both(spark, path, partitionSize=size)
         assert jvm == py and [r[3] for r in jvm] == payloads
     assert [p for _, p in tailed(path)] == payloads
+
+
+def test_msgpack_struct_columns_decoded_in_the_jvm(spark: Any, tmp_path: Path) -> None:
+    import msgspec
+    from spark_messages import Point, Quote
+
+    enc = msgspec.msgpack.encode
+    quotes = [Quote(i, i / 4, f"S{i}", i % 2 == 0, None if i % 3 else f"n{i}",
+                    bytes([i]) * (i % 4) if i % 5 else None, i * 10) for i in range(40)]
+    odd = [
+        enc({"venueId": 1, "price": 2, "symbol": "int price"}),  # defaults, int -> float
+        enc({"venueId": 1, "price": 1.5, "symbol": "x", "other": [1, {"a": b"z"}, None]}),
+        enc({"venueId": "1", "price": 1.5, "symbol": "wrong type"}),
+        enc({"price": 1.5, "symbol": "missing required"}),
+        enc({"venueId": None, "price": 1.5, "symbol": "null not allowed"}),
+        enc({"venueId": 2**63, "price": 1.5, "symbol": "too big"}),
+        enc({"venueId": -5, "price": float("inf"), "symbol": "é", "note": None}),
+        enc([1, 2.0, "an array"]),
+        enc({"venueId": 1, "price": 1.5, "symbol": "x"}) + b"\x00",  # trailing byte
+        b"\xc1 not msgpack",
+        b"\x82",  # truncated
+    ]
+    with ac.open_queue(tmp_path / "q") as q:
+        ac.set_queue_codec(q, "msgpack")
+        a = q.appender()
+        for i, qt in enumerate(quotes):
+            a.append(enc(qt))
+            if i < len(odd):
+                a.append(odd[i])
+    jvm, py = both(spark, tmp_path / "q", struct="spark_messages:Quote")
+    assert jvm == py and len(jvm) == len(quotes) + len(odd)
+    df = spark.read.format("chronicle").option("struct", "spark_messages:Quote").load(
+        str(tmp_path / "q"))
+    assert "(Python)" not in plan(df)
+    assert "payload" not in plan(df.select("symbol", "price"))
+    decoded = [r for r in jvm if r[6] is not None]  # symbol
+    assert len(decoded) == len(quotes) + 4
+    with pytest.raises(Exception, match=r"(?i)msgpack"):
+        (spark.read.format("chronicle").option("struct", "spark_messages:Quote")
+         .option("decodeErrors", "fail").load(str(tmp_path / "q")).collect())
+
+    with ac.open_queue(tmp_path / "p") as q:
+        ac.set_queue_codec(q, "msgpack")
+        a = q.appender()
+        for i in range(20):
+            a.append(enc(Point(i, i / 2, f"p{i}")))
+        a.append(enc([1, 2.5]))  # the default label
+        a.append(enc([1, 2.5, "l", "extra"]))  # extra items are ignored
+        a.append(enc({"x": 1, "y": 2.5}))
+    jvm, py = both(spark, tmp_path / "p", struct="spark_messages:Point",
+                   includePayload="false")
+    assert jvm == py and jvm[20][3:] == (1, 2.5, "p") and jvm[22][3:] == (None, None, None)
+
+
+def test_structs_the_jvm_does_not_decode_go_to_python(spark: Any, tmp_path: Path) -> None:
+    import msgspec
+    from spark_messages import Order, Tick
+
+    with ac.open_queue(tmp_path / "msgpack") as q:
+        ac.set_queue_codec(q, "msgpack")
+        q.appender().append(msgspec.msgpack.encode(Order("S", "BUY", 1, ["a"])))
+    df = spark.read.format("chronicle").option("struct", "spark_messages:Order").load(
+        str(tmp_path / "msgpack"))
+    assert "(Python)" in plan(df)  # a list column
+    assert df.collect()[0]["tags"] == ["a"]
+    with ac.open_queue(tmp_path / "json") as q:
+        ac.set_queue_codec(q, "json")
+        q.appender().append(msgspec.json.encode(Tick("S", 1.0, 2.0, 3)))
+    df = spark.read.format("chronicle").option("struct", "spark_messages:Tick").load(
+        str(tmp_path / "json"))
+    assert "(Python)" in plan(df)  # not msgpack
+    assert df.collect()[0]["seq"] == 3

@@ -18,10 +18,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class ChronicleScan implements ScanBuilder, SupportsPushDownRequiredColumns, Scan, Batch {
     private final CaseInsensitiveStringMap options;
     private final Reading reading;
+    private final MsgpackStruct decoder;
     private StructType schema;
 
-    ChronicleScan(StructType schema, CaseInsensitiveStringMap options) {
+    ChronicleScan(StructType schema, MsgpackStruct decoder, CaseInsensitiveStringMap options) {
         this.schema = schema;
+        this.decoder = decoder;
         this.options = options;
         this.reading = new Reading(options);
     }
@@ -53,7 +55,7 @@ final class ChronicleScan implements ScanBuilder, SupportsPushDownRequiredColumn
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-        return new ChronicleStream(schema, options, reading);
+        return new ChronicleStream(schema, decoder, options, reading);
     }
 
     @Override
@@ -72,6 +74,6 @@ final class ChronicleScan implements ScanBuilder, SupportsPushDownRequiredColumn
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-        return new SpanReaders(schema, reading);
+        return new SpanReaders(schema, decoder, reading);
     }
 }

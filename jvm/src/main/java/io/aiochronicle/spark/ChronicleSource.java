@@ -39,43 +39,92 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
         return ds;
     }
 
-    /** Whether the options ask for what only the Python data source does. */
-    static boolean wantsPython(Map<String, String> options) {
-        CaseInsensitiveStringMap o = options instanceof CaseInsensitiveStringMap
-                ? (CaseInsensitiveStringMap) options : new CaseInsensitiveStringMap(options);
+    private static String engine(CaseInsensitiveStringMap o) {
         String engine = o.getOrDefault("engine", "auto").trim().toLowerCase();
+        if (!engine.equals("auto") && !engine.equals("jvm") && !engine.equals("python")) {
+            throw new IllegalArgumentException("option engine must be auto, jvm or python, not '" + engine + "'");
+        }
+        return engine;
+    }
+
+    private static CaseInsensitiveStringMap map(Map<String, String> options) {
+        return options instanceof CaseInsensitiveStringMap
+                ? (CaseInsensitiveStringMap) options : new CaseInsensitiveStringMap(options);
+    }
+
+    /**
+     * Whether the options ask for what only the Python data source does: decoded
+     * columns other than a msgpack {@code struct} (method calls, other codecs) or
+     * {@code engine=python}.
+     */
+    static boolean wantsPython(Map<String, String> options) {
+        CaseInsensitiveStringMap o = map(options);
+        String engine = engine(o);
         if (engine.equals("python")) {
             return true;
         }
-        if (!engine.equals("auto") && !engine.equals("jvm")) {
-            throw new IllegalArgumentException("option engine must be auto, jvm or python, not '" + engine + "'");
-        }
         for (String k : Reading.PYTHON_OPTIONS) {
             String v = o.get(k);
-            if (v != null && !v.isEmpty()) {
+            if (v != null && !v.isEmpty() && !k.equals("struct") && !k.equals("decodeErrors")
+                    && !(k.equals("codec") && v.trim().equalsIgnoreCase("msgpack"))) {
                 if (engine.equals("jvm")) {
                     throw new IllegalArgumentException("option " + k + " needs engine python or auto");
                 }
                 return true;
             }
         }
+        if (hasStruct(o) && !o.containsKey("codec") && !recordsMsgpack(o)) {
+            if (engine.equals("jvm")) {
+                throw new IllegalArgumentException("the JVM decodes struct columns of msgpack queues only");
+            }
+            return true;
+        }
         return false;
+    }
+
+    private static boolean hasStruct(CaseInsensitiveStringMap o) {
+        String s = o.get("struct");
+        return s != null && !s.isEmpty();
+    }
+
+    /** Whether the queue records the msgpack codec (aiochronicle's codec key). */
+    private static boolean recordsMsgpack(CaseInsensitiveStringMap o) {
+        try {
+            QueueFiles q = new QueueFiles(Reading.hadoopConf(), new Reading(o).path);
+            Long code = q.values.get(QueueFiles.CODEC_KEY);
+            return code != null && code == QueueFiles.MSGPACK;
+        } catch (java.io.IOException | RuntimeException e) {
+            return false; // the Python source reports what is wrong
+        }
     }
 
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
-        if (wantsPython(options)) {
-            return python().inferSchema(options);
+        if (wantsPython(options) || hasStruct(options)) {
+            return python().inferSchema(options); // struct: Python knows the columns
         }
         return new Reading(options).schema();
     }
 
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
-        if (wantsPython(properties) || !Reading.canProduce(schema)) {
+        CaseInsensitiveStringMap o = map(properties);
+        MsgpackStruct decoder = null;
+        boolean jvm = !wantsPython(o);
+        if (jvm && hasStruct(o)) {
+            String errors = o.getOrDefault("decodeErrors", "null").trim().toLowerCase();
+            decoder = MsgpackStruct.of(schema, errors.equals("fail"));
+            jvm = decoder != null;
+        } else if (jvm) {
+            jvm = Reading.canProduce(schema);
+        }
+        if (!jvm) {
+            if (engine(o).equals("jvm")) {
+                throw new IllegalArgumentException("the JVM reader cannot produce the schema " + schema.simpleString());
+            }
             return python().getTable(schema, partitioning, properties);
         }
-        return new ChronicleTable(schema, () -> python().getTable(schema, partitioning, properties));
+        return new ChronicleTable(schema, decoder, () -> python().getTable(schema, partitioning, properties));
     }
 
     @Override

@@ -41,6 +41,7 @@ final class ChronicleStream implements MicroBatchStream, SupportsTriggerAvailabl
     }
 
     private final StructType schema;
+    private final MsgpackStruct decoder;
     private final CaseInsensitiveStringMap options;
     private final Reading reading;
     private final String starting;
@@ -48,8 +49,10 @@ final class ChronicleStream implements MicroBatchStream, SupportsTriggerAvailabl
     private Long target; // Trigger.AvailableNow: the end when the query started
     private QueueFiles queue;
 
-    ChronicleStream(StructType schema, CaseInsensitiveStringMap options, Reading reading) {
+    ChronicleStream(StructType schema, MsgpackStruct decoder, CaseInsensitiveStringMap options,
+                    Reading reading) {
         this.schema = schema;
+        this.decoder = decoder;
         this.options = options;
         this.reading = reading;
         String s = options.getOrDefault("startingIndex", "earliest").trim().toLowerCase();
@@ -189,7 +192,7 @@ final class ChronicleStream implements MicroBatchStream, SupportsTriggerAvailabl
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-        return new SpanReaders(schema, reading);
+        return new SpanReaders(schema, decoder, reading);
     }
 
     @Override

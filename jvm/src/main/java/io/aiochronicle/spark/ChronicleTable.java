@@ -18,10 +18,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /** A queue as a table: read in the JVM; writes go to the Python data source (the sink). */
 final class ChronicleTable implements SupportsRead, SupportsWrite {
     private final StructType schema;
+    private final MsgpackStruct decoder;
     private final Supplier<Table> python;
 
-    ChronicleTable(StructType schema, Supplier<Table> python) {
+    ChronicleTable(StructType schema, MsgpackStruct decoder, Supplier<Table> python) {
         this.schema = schema;
+        this.decoder = decoder;
         this.python = python;
     }
 
@@ -43,7 +45,7 @@ final class ChronicleTable implements SupportsRead, SupportsWrite {
 
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-        return new ChronicleScan(schema, options);
+        return new ChronicleScan(schema, decoder, options);
     }
 
     @Override

@@ -30,6 +30,8 @@ import org.apache.hadoop.fs.Path;
 final class QueueFiles {
     static final String SUFFIX = ".cq4";
     static final String CODEC_KEY = "aiochronicle.codec";
+    /** aiochronicle's code for the msgpack codec (the value under {@link #CODEC_KEY}) */
+    static final long MSGPACK = 2;
 
     /** format, lengthMs, indexCount, indexSpacing, default epoch of every built-in roll cycle. */
     private static final Object[][] ROLL_CYCLES = {

@@ -21,18 +21,28 @@ final class SpanReaders implements PartitionReaderFactory {
     private static final long serialVersionUID = 1L;
 
     private final SerializableConfiguration conf;
-    private final int[] columns; // for each output column, its place in Reading.COLUMNS
+    // for each output column: its place in Reading.COLUMNS, or DECODED + its decoder field
+    private final int[] columns;
+    private static final int DECODED = 100;
+    private final MsgpackStruct decoder;
     private final StructType schema;
     private final boolean includeMetadata;
     private final int batchRows;
 
-    SpanReaders(StructType schema, Reading r) {
+    SpanReaders(StructType schema, MsgpackStruct decoder, Reading r) {
         this.conf = new SerializableConfiguration(Reading.hadoopConf());
         this.schema = schema;
         this.columns = new int[schema.fields().length];
+        boolean decodes = false;
         for (int i = 0; i < columns.length; i++) {
-            columns[i] = java.util.Arrays.asList(Reading.COLUMNS).indexOf(schema.fields()[i].name());
+            String name = schema.fields()[i].name();
+            columns[i] = java.util.Arrays.asList(Reading.COLUMNS).indexOf(name);
+            if (columns[i] < 0) {
+                columns[i] = DECODED + decoder.column(name);
+                decodes = true;
+            }
         }
+        this.decoder = decodes ? decoder : null;
         this.includeMetadata = r.includeMetadata;
         this.batchRows = r.batchRows;
     }
@@ -131,6 +141,16 @@ final class SpanReaders implements PartitionReaderFactory {
                 }
                 byte[] b = null;
                 int off = 0;
+                boolean decoded = false;
+                if (decoder != null && !meta) {
+                    b = file.bytes(at, len);
+                    off = file.offset(at);
+                    decoded = decoder.decode(b, off, len);
+                    if (!decoded && decoder.failOnError) {
+                        throw new IOException("excerpt " + (base + seq) + " of " + span.file
+                                + " is not a msgpack " + String.join(", ", decoder.columns) + " record");
+                    }
+                }
                 for (int c = 0; c < columns.length; c++) {
                     OnHeapColumnVector v = vectors[c];
                     switch (columns[c]) {
@@ -144,7 +164,8 @@ final class SpanReaders implements PartitionReaderFactory {
                             }
                             v.putByteArray(n, b, off, len);
                             break;
-                        default: v.putBoolean(n, meta); break;
+                        case 4: v.putBoolean(n, meta); break;
+                        default: decoder.put(v, n, columns[c] - DECODED, decoded); break;
                     }
                 }
                 if (!meta) {
