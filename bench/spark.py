@@ -463,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--rows", type=int, default=4_000_000)
     ap.add_argument("--payload", type=int, default=64)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rate", type=float, default=10_000.0,
                     help="excerpts/s for the latencies")
     ap.add_argument("--trigger", type=float, default=100.0,

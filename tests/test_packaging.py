@@ -62,8 +62,9 @@ def test_wheel_contents(wheel: Path) -> None:
         assert "pyspark_aiochronicle.py" in names
         # the JVM reader, compiled against the installed PySpark (javac is on every
         # machine that builds the project)
-        assert "aiochronicle/spark/aiochronicle-spark.jar" in names
-        with zipfile.ZipFile(io.BytesIO(zf.read("aiochronicle/spark/aiochronicle-spark.jar"))) as jar:
+        jar_name = "aiochronicle/spark/aiochronicle-spark.jar"
+        assert jar_name in names
+        with zipfile.ZipFile(io.BytesIO(zf.read(jar_name))) as jar:
             inner = set(jar.namelist())
             service = "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"
             assert jar.read(service).decode().strip() == "io.aiochronicle.spark.ChronicleSource"

@@ -76,7 +76,8 @@ def test_java_fixtures_read_the_same(spark: Any, extract_fixture: Callable[..., 
     jvm, py = both(spark, path)
     assert jvm == py and len(jvm) == 4
     assert [r[0] for r in jvm] == [i for i, _ in tailed(path)]
-    assert jvm[-1][3].endswith(b"a much longer item that will need encoding as variable length text")
+    assert jvm[-1][3].endswith(b"a much longer item that will need encoding as variable "
+                               b"length text")
 
 
 def test_v4_file_with_a_header_then_eof_has_no_rows(spark: Any, java_fixtures: Path,

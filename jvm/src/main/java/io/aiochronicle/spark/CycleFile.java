@@ -225,41 +225,36 @@ final class CycleFile implements Closeable {
     }
 
     /**
-     * Where reading data excerpt {@code seq} starts: its header when the index holds it,
-     * else just after data excerpt {@code seq - 1} (metadata between the two comes first).
+     * From data excerpt {@code s} at {@code pos}, forward over complete documents until
+     * data excerpt {@code stop} or the first header that is not complete: {sequence, position}.
      */
-    long positionOf(long seq) throws IOException {
-        long[] at = indexedAtOrBefore(seq);
-        long s = at[0];
-        long pos = at[1];
-        while (s < seq) {
+    private long[] scan(long s, long pos, long stop) throws IOException {
+        while (s < stop) {
             int w = word(pos);
             if (!ready(w)) {
-                return pos;
+                break;
             }
             if ((w & META) == 0) {
                 s++;
             }
             pos = align(pos + 4 + (w & LENGTH_MASK));
         }
-        return pos;
+        return new long[] {s, pos};
+    }
+
+    /**
+     * Where reading data excerpt {@code seq} starts: its header when the index holds it,
+     * else just after data excerpt {@code seq - 1} (metadata between the two comes first).
+     */
+    long positionOf(long seq) throws IOException {
+        long[] at = indexedAtOrBefore(seq);
+        return scan(at[0], at[1], seq)[1];
     }
 
     /** How many complete data excerpts the file holds now (from the last index entry on). */
     long count() throws IOException {
         refresh();
         long[] at = indexedAtOrBefore(Long.MAX_VALUE >>> 1);
-        long s = at[0];
-        long pos = at[1];
-        while (true) {
-            int w = word(pos);
-            if (!ready(w)) {
-                return s;
-            }
-            if ((w & META) == 0) {
-                s++;
-            }
-            pos = align(pos + 4 + (w & LENGTH_MASK));
-        }
+        return scan(at[0], at[1], Long.MAX_VALUE)[0];
     }
 }
