@@ -148,8 +148,10 @@ final class MsgpackStruct implements Serializable {
                 if (n < 0) {
                     return false;
                 }
+                int next = 0;
                 for (long k = 0; k < n; k++) {
-                    int at = match();
+                    int at = match(next);
+                    next = at + 1;
                     if (at == -2) {
                         return false;
                     }
@@ -224,8 +226,11 @@ final class MsgpackStruct implements Serializable {
         return v;
     }
 
-    /** The field whose key is the next map key, -1 for another key, -2 for a non-string key. */
-    private int match() {
+    /**
+     * The field whose key is the next map key (tried first: field {@code guess}, as
+     * msgspec writes them in order), -1 for another key, -2 for a non-string key.
+     */
+    private int match(int guess) {
         int c = u8();
         int n;
         if (c >= 0xa0 && c <= 0xbf) {
@@ -243,6 +248,10 @@ final class MsgpackStruct implements Serializable {
             throw new IndexOutOfBoundsException();
         }
         int at = -1;
+        if (guess >= 0 && guess < keys.length && keys[guess].length == n
+                && java.util.Arrays.equals(keys[guess], 0, n, b, p, p + n)) {
+            at = guess;
+        }
         for (int i = 0; i < keys.length && at < 0; i++) {
             byte[] k = keys[i];
             if (k.length == n && java.util.Arrays.equals(k, 0, n, b, p, p + n)) {
@@ -268,11 +277,10 @@ final class MsgpackStruct implements Serializable {
                     isNull[i] = true; // above a long: that value is null (as the Python side does)
                     return true;
                 }
-                Long v = integer(c);
-                if (v == null) {
+                if (!isInteger(c)) {
                     return false;
                 }
-                longs[i] = v;
+                longs[i] = integer(c);
                 return true;
             }
             case DOUBLE:
@@ -289,11 +297,10 @@ final class MsgpackStruct implements Serializable {
                     doubles[i] = u >= 0 ? u : (double) (u >>> 1) * 2.0 + (u & 1);
                     return true;
                 }
-                Long v = integer(c);
-                if (v == null) {
+                if (!isInteger(c)) {
                     return false;
                 }
-                doubles[i] = v;
+                doubles[i] = integer(c);
                 return true;
             case BOOLEAN:
                 if (c != 0xc2 && c != 0xc3) {
@@ -323,27 +330,28 @@ final class MsgpackStruct implements Serializable {
         return true;
     }
 
-    /** A msgpack integer of first byte {@code c}; null if it is none (or above a long). */
-    private Long integer(int c) {
+    /** Whether {@code c} starts a msgpack integer (uint64 above a long is handled before). */
+    private static boolean isInteger(int c) {
+        return c <= 0x7f || c >= 0xe0 || (c >= 0xcc && c <= 0xcf) || (c >= 0xd0 && c <= 0xd3);
+    }
+
+    /** The msgpack integer of first byte {@code c} (see {@link #isInteger}). */
+    private long integer(int c) {
         if (c <= 0x7f) {
-            return (long) c;
+            return c;
         }
         if (c >= 0xe0) {
-            return (long) (byte) c;
+            return (byte) c;
         }
         switch (c) {
             case 0xcc: return be(1);
             case 0xcd: return be(2);
             case 0xce: return be(4);
-            case 0xcf: {
-                long v = be(8);
-                return v < 0 ? null : v;
-            }
-            case 0xd0: return (long) (byte) be(1);
-            case 0xd1: return (long) (short) be(2);
-            case 0xd2: return (long) (int) be(4);
-            case 0xd3: return be(8);
-            default: return null;
+            case 0xcf: return be(8);
+            case 0xd0: return (byte) be(1);
+            case 0xd1: return (short) be(2);
+            case 0xd2: return (int) be(4);
+            default: return be(8);
         }
     }
 
