@@ -113,6 +113,10 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
         boolean jvm = !wantsPython(o);
         if (jvm && hasStruct(o)) {
             String errors = o.getOrDefault("decodeErrors", "null").trim().toLowerCase();
+            if (!errors.equals("null") && !errors.equals("fail")) {
+                throw new IllegalArgumentException("option decodeErrors must be null or fail, not '"
+                        + errors + "'");
+            }
             decoder = MsgpackStruct.of(schema, errors.equals("fail"));
             jvm = decoder != null;
         } else if (jvm) {

@@ -2,6 +2,9 @@ package io.aiochronicle.spark;
 
 import java.io.IOException;
 import java.io.Serializable;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -214,13 +217,24 @@ final class MsgpackStruct implements Serializable {
         return b[p++] & 0xff;
     }
 
+    private static final VarHandle BE_LONG =
+            MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
+    private static final VarHandle BE_INT =
+            MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.BIG_ENDIAN);
+    private static final VarHandle BE_SHORT =
+            MethodHandles.byteArrayViewVarHandle(short[].class, ByteOrder.BIG_ENDIAN);
+
+    /** The next {@code n} (1, 2, 4 or 8) bytes as an unsigned big-endian number. */
     private long be(int n) {
         if (p + n > end) {
             throw new IndexOutOfBoundsException();
         }
-        long v = 0;
-        for (int i = 0; i < n; i++) {
-            v = (v << 8) | (b[p + i] & 0xff);
+        long v;
+        switch (n) {
+            case 1: v = b[p] & 0xff; break;
+            case 2: v = (short) BE_SHORT.get(b, p) & 0xffff; break;
+            case 4: v = (int) BE_INT.get(b, p) & 0xffffffffL; break;
+            default: v = (long) BE_LONG.get(b, p); break;
         }
         p += n;
         return v;
@@ -248,18 +262,29 @@ final class MsgpackStruct implements Serializable {
             throw new IndexOutOfBoundsException();
         }
         int at = -1;
-        if (guess >= 0 && guess < keys.length && keys[guess].length == n
-                && java.util.Arrays.equals(keys[guess], 0, n, b, p, p + n)) {
+        if (guess >= 0 && guess < keys.length && same(keys[guess], n)) {
             at = guess;
         }
         for (int i = 0; i < keys.length && at < 0; i++) {
-            byte[] k = keys[i];
-            if (k.length == n && java.util.Arrays.equals(k, 0, n, b, p, p + n)) {
+            if (same(keys[i], n)) {
                 at = i;
             }
         }
         p += n;
         return at;
+    }
+
+    /** Whether the {@code n} bytes at {@code p} are {@code key} (keys are short). */
+    private boolean same(byte[] key, int n) {
+        if (key.length != n) {
+            return false;
+        }
+        for (int j = 0; j < n; j++) {
+            if (key[j] != b[p + j]) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private boolean field(int i) {
