@@ -2,6 +2,9 @@ package io.aiochronicle.spark;
 
 import java.io.Closeable;
 import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 import java.util.Map;
 
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -21,6 +24,10 @@ final class CycleFile implements Closeable {
     static final int META = 0x40000000;
     static final int LENGTH_MASK = 0x3fffffff;
     private static final int WINDOW = 1 << 20;
+    private static final VarHandle LE_INT =
+            MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle LE_LONG =
+            MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
 
     final String path;
     private final FileSystem fs;
@@ -143,18 +150,12 @@ final class CycleFile implements Closeable {
             }
         }
         ensure(pos, 4);
-        int o = (int) (pos - bufStart);
-        return (buf[o] & 0xff) | (buf[o + 1] & 0xff) << 8 | (buf[o + 2] & 0xff) << 16 | (buf[o + 3] & 0xff) << 24;
+        return (int) LE_INT.get(buf, (int) (pos - bufStart));
     }
 
     private long int64(long pos) throws IOException {
         ensure(pos, 8);
-        int o = (int) (pos - bufStart);
-        long v = 0;
-        for (int i = 7; i >= 0; i--) {
-            v = (v << 8) | (buf[o + i] & 0xff);
-        }
-        return v;
+        return (long) LE_LONG.get(buf, (int) (pos - bufStart));
     }
 
     /** The byte buffer holding {@code [pos, pos + n)}: call {@link #offset} for where. */

@@ -41,7 +41,7 @@ final class Reading implements Serializable {
         Long ps = integer(o, "partitionSize");
         this.partitionSize = ps == null ? 0 : Math.max(1, ps);
         Long br = integer(o, "batchSize");
-        this.batchRows = br == null || br <= 0 ? 8192 : (int) Math.min(br, 1 << 20);
+        this.batchRows = br == null || br <= 0 ? 4096 : (int) Math.min(br, 1 << 20);
     }
 
     static boolean bool(CaseInsensitiveStringMap o, String key, boolean dflt) {
