@@ -1,6 +1,9 @@
 package io.aiochronicle.spark;
 
+import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.catalog.Table;
@@ -98,10 +101,34 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
         }
     }
 
+    /**
+     * The columns the Python side gave for a set of options (they depend on the
+     * options alone, not on the queue): asked once per driver, as Python's own
+     * workers import a struct's module once.
+     */
+    private static final Map<Map<String, String>, StructType> SCHEMAS = new ConcurrentHashMap<>();
+
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
-        if (wantsPython(options) || hasStruct(options)) {
-            return python().inferSchema(options); // struct: Python knows the columns
+        if (wantsPython(options)) {
+            return python().inferSchema(options);
+        }
+        if (hasStruct(options)) {
+            Map<String, String> key = new TreeMap<>();
+            options.forEach((k, v) -> {
+                if (!k.equalsIgnoreCase("path") && !k.equalsIgnoreCase("paths")) {
+                    key.put(k.toLowerCase(Locale.ROOT), v);
+                }
+            });
+            StructType known = SCHEMAS.get(key);
+            if (known == null) {
+                known = python().inferSchema(options); // Python knows the struct's columns
+                if (SCHEMAS.size() > 256) {
+                    SCHEMAS.clear();
+                }
+                SCHEMAS.put(key, known);
+            }
+            return known;
         }
         return new Reading(options).schema();
     }
