@@ -23,6 +23,7 @@ final class Reading implements Serializable {
     /** options only the Python data source understands */
     static final String[] PYTHON_OPTIONS = {"struct", "interface", "codec", "decodeErrors"};
     static final int MIN_PARTITION = 1 << 16;
+    static final int PARTITIONS_PER_CORE = 1;
 
     final String path;
     final boolean includePayload;
@@ -166,8 +167,11 @@ final class Reading implements Serializable {
                 files.add(e.getValue());
                 total += hi - lo;
             }
+            // one partition per core (more, smaller ones measured slower: each task
+            // opens its file and finds its start through the index)
+            long parts = (long) parallelism * PARTITIONS_PER_CORE;
             long step = partitionSize > 0 ? partitionSize
-                    : Math.max(MIN_PARTITION, (total + parallelism - 1) / parallelism);
+                    : Math.max(MIN_PARTITION, (total + parts - 1) / parts);
             List<Span> out = new ArrayList<>();
             for (int i = 0; i < ranges.size(); i++) {
                 long[] r = ranges.get(i);
