@@ -345,3 +345,24 @@ def test_structs_the_jvm_does_not_decode_go_to_python(spark: Any, tmp_path: Path
         str(tmp_path / "json"))
     assert "(Python)" in plan(df)  # not msgpack
     assert df.collect()[0]["seq"] == 3
+
+
+def test_a_length_past_the_end_of_the_file_ends_the_read(spark: Any, tmp_path: Path) -> None:
+    """A corrupt header claiming ~1 GiB past the end of the file: the JVM reader
+    stops there (no huge allocation, no hang) and returns the excerpts before it."""
+    path = tmp_path / "q"
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        a = q.appender()
+        for i in range(5):
+            a.append(f"e{i}".encode())
+    written = tailed(path)
+    (cycle_file,) = path.glob("*.cq4")
+    with open(cycle_file, "r+b") as f:
+        pos = 0
+        while (word := int.from_bytes(f.read(4), "little")) != 0:
+            pos = (pos + 4 + (word & 0x3FFFFFFF) + 3) & ~3
+            f.seek(pos)
+        f.seek(pos)
+        f.write((0x3FFFFFF0).to_bytes(4, "little"))  # a complete data header, far too long
+    got = rows(spark.read.format("chronicle").option("engine", "jvm").load(str(path)))
+    assert [(r[0], r[3]) for r in got] == written

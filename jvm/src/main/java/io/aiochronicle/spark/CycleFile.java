@@ -168,6 +168,15 @@ final class CycleFile implements Closeable {
         return (int) (pos - bufStart);
     }
 
+    /** Whether the document whose header {@code w} is at {@code pos} ends inside the file. */
+    boolean fits(long pos, int w) throws IOException {
+        long end = pos + 4 + (w & LENGTH_MASK);
+        if (end > fileLength) {
+            fileLength = Math.max(fileLength, lengthNow());
+        }
+        return end <= fileLength;
+    }
+
     static boolean ready(int w) {
         return w != 0 && (w & NOT_COMPLETE) == 0;
     }
@@ -232,8 +241,8 @@ final class CycleFile implements Closeable {
     private long[] scan(long s, long pos, long stop) throws IOException {
         while (s < stop) {
             int w = word(pos);
-            if (!ready(w)) {
-                break;
+            if (!ready(w) || !fits(pos, w)) {
+                break; // not complete, or a length running past the file: nothing more to read
             }
             if ((w & META) == 0) {
                 s++;
