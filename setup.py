@@ -1,8 +1,10 @@
+import importlib.util
 import os
 import pathlib
 import re
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).resolve().parent
 VERSION = re.search(r'__version__ = "([^"]+)"',
@@ -29,5 +31,24 @@ hot = Extension(
     extra_link_args=_link,
 )
 
+
+def _build_jar() -> None:
+    """The JVM reader (jvm/), compiled against the installed PySpark when javac is there."""
+    spec = importlib.util.spec_from_file_location("_aiochronicle_jvm_build",
+                                                  ROOT / "jvm" / "build.py")
+    if spec is None or spec.loader is None:
+        return
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.build()
+
+
+class BuildPy(build_py):
+    def run(self) -> None:
+        _build_jar()
+        super().run()
+
+
 # cffi_modules has no pyproject.toml key; everything else lives in pyproject.toml.
-setup(cffi_modules=["native/build_ffi.py:ffibuilder"], ext_modules=[hot])
+setup(cffi_modules=["native/build_ffi.py:ffibuilder"], ext_modules=[hot],
+      cmdclass={"build_py": BuildPy})

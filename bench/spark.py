@@ -5,17 +5,22 @@ Run:  .venv/bin/python bench/spark.py [--quick] [--rows N] [--payload BYTES] [--
 
 One local Spark session (``local[2]``), in one run:
 
-* **batch read**: ``spark.read.format("chronicle").load(queue)`` against
+* **batch read, raw columns**: ``spark.read.format("chronicle").load(queue)``
+  (the JVM reader, and the Python data source with ``engine=python``) against
   ``spark.read.parquet(...)`` of the very same rows (``index``, ``cycle``,
-  ``sequence``, ``payload``; written by PyArrow, snappy, two files so both
-  cores read), each aggregated with ``count(*), max(index), sum(length(payload))``
-  so every column is read.  Best of ``--repeat`` runs; rows/s and the ratio
-  chronicle / Parquet.
+  ``sequence``, ``payload``: distinct random payloads, written by PyArrow,
+  snappy, two files so both cores read), each aggregated over every column
+  (``count(*), max(index), max(cycle), sum(sequence), sum(length(payload))``).
+* **batch read, decoded columns**: a queue of msgpack ``Quote`` Structs read with
+  ``option("struct", "_spark_messages:Quote")`` (decoded in the JVM; and by the
+  Python data source) against Parquet holding the same decoded columns, each
+  aggregated over every column.  Best of ``--repeat`` runs; rows/s and the
+  ratio to Parquet.
 * **streaming latency**: an appender writes excerpts carrying
   ``time.monotonic_ns()`` at ``--rate`` per second; a streaming query
-  (``readStream`` chronicle -> ``writeStream`` chronicle, trigger as fast as
-  possible) copies them to a second queue, which this process tails; latency
-  = time seen in the second queue - time written.  p50/p95.
+  (``readStream`` chronicle -> ``writeStream`` chronicle, a ``--trigger`` ms
+  processing-time trigger) copies them to a second queue, which this process
+  tails; latency = time seen in the second queue - time written.  p50/p95.
 * **feeder latency**: the same appender; a :class:`aiochronicle.spark.Feeder`
   on the driver's event loop (asyncio; ``--uvloop`` for uvloop) hands micro-batches to a
   callback, as Arrow tables and as Spark DataFrames (``createDataFrame`` of
@@ -42,7 +47,9 @@ import threading
 import time
 from typing import Any
 
-import _report  # bench/_report.py (this directory is on sys.path)
+# bench/ is on sys.path (the script's directory); aiochronicle is the installed
+# package: the source tree has no built native core, so it is never put on the path
+import _report  # bench/_report.py
 
 import aiochronicle as ac
 
@@ -57,6 +64,9 @@ def pct(xs: list[float], p: float) -> float:
 def session() -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Spark's Python workers import _spark_messages from this directory
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (_report.BENCH, os.environ.get("PYTHONPATH", "")) if p)
     from pyspark.sql import SparkSession
 
     s = (SparkSession.builder.master("local[2]").appName("aiochronicle-bench")
@@ -64,33 +74,40 @@ def session() -> Any:
          .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g")
          .getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
-    from aiochronicle.spark import register
+    from aiochronicle.spark import jvm_reader_loaded, register
 
-    register(s)
+    register(s)  # loads the JVM reader shipped with aiochronicle
+    if not jvm_reader_loaded(s):
+        print("  note: no JVM reader (aiochronicle built without javac): Python source only")
     return s
 
 
 # -- batch ---------------------------------------------------------------------
 
 
-def make_data(base: str, rows: int, payload: int) -> tuple[str, str]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    qdir, pdir = os.path.join(base, "queue"), os.path.join(base, "parquet")
+def _two_cycles(qdir: str, rows: int, chunks: Any) -> None:
+    """``rows`` excerpts in two daily cycles (two partitions, like the two Parquet
+    files), appended in packed chunks of (bytes, offsets) from ``chunks(n)``."""
     clock = ac.SetTimeProvider(1_637_251_500_000)
-    body = os.urandom(payload)
     half = rows // 2
     with ac.open_queue(qdir, time_provider=clock) as q:
         a = q.appender()
-        for part in range(2):  # two cycles: two partitions, like the two Parquet files
+        for part in range(2):
             n = half if part == 0 else rows - half
             step = 50_000
             for s in range(0, n, step):
-                k = min(step, n - s)
-                a.append_packed(body * k, list(range(0, payload * k + 1, payload)))
+                data, offsets = chunks(min(step, n - s))
+                a.append_packed(data, offsets)
             clock.advance_millis(86_400_000)
+
+
+def _parquet(qdir: str, pdir: str, rows: int, columns: Any) -> None:
+    """The rows of ``qdir`` in two Parquet files: index, cycle, sequence and ``columns(batch)``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     os.makedirs(pdir)
+    half = rows // 2
     with ac.open_queue(qdir, read_only=True) as q:
         t = q.tailer()
         shift = q.roll_cycle.cycle_shift
@@ -105,31 +122,119 @@ def make_data(base: str, rows: int, payload: int) -> tuple[str, str]:
                     "index": idx,
                     "cycle": pa.compute.shift_right(idx, shift).cast(pa.int32()),
                     "sequence": pa.compute.bit_wise_and(idx, (1 << shift) - 1),
-                    "payload": pa.array(b.payloads(), pa.binary())}))
+                    **columns(b)}))
                 got += len(b)
             pq.write_table(pa.Table.from_batches(batches),
                            os.path.join(pdir, f"part-{part}.parquet"), compression="snappy")
-    return qdir, pdir
 
 
-def bench_batch(spark: Any, qdir: str, pdir: str, repeat: int) -> dict[str, dict[str, float]]:
+def make_data(base: str, rows: int, payload: int) -> tuple[str, str, str, str]:
+    """A queue of distinct random payloads and one of msgpack Quotes, each with a
+    Parquet copy of the same columns (raw, and decoded)."""
+    import msgspec
+    import pyarrow as pa
+    from _spark_messages import Quote
+
+    qdir, pdir = os.path.join(base, "queue"), os.path.join(base, "parquet")
+
+    def randoms(k: int) -> tuple[bytes, list[int]]:
+        return os.urandom(payload * k), list(range(0, payload * k + 1, payload))
+
+    _two_cycles(qdir, rows, randoms)
+    _parquet(qdir, pdir, rows, lambda b: {"payload": pa.array(b.payloads(), pa.binary())})
+
+    sdir, spdir = os.path.join(base, "structs"), os.path.join(base, "structs-parquet")
+    enc = msgspec.msgpack.Encoder()
+    symbols = [f"SYM{i:03d}" for i in range(500)]
+    seq = iter(range(rows))
+
+    def quotes(k: int) -> tuple[bytes, list[int]]:
+        out = bytearray()
+        offsets = [0]
+        for _ in range(k):
+            i = next(seq)
+            px = (i * 7919 % 100_000) / 100
+            out += enc.encode(Quote(symbols[i % 500], px, px + 0.01, i % 1000 + 1, i))
+            offsets.append(len(out))
+        return bytes(out), offsets
+
+    with ac.open_queue(sdir) as q:
+        ac.set_queue_codec(q, "msgpack")
+    _two_cycles(sdir, rows, quotes)
+    dec = msgspec.msgpack.Decoder(Quote)
+
+    def decoded(b: Any) -> dict[str, Any]:
+        qs = [dec.decode(p) for p in b.payloads()]
+        return {"symbol": pa.array([x.symbol for x in qs], pa.string()),
+                "bid": pa.array([x.bid for x in qs], pa.float64()),
+                "ask": pa.array([x.ask for x in qs], pa.float64()),
+                "qty": pa.array([x.qty for x in qs], pa.int64()),
+                "seq": pa.array([x.seq for x in qs], pa.int64())}
+
+    _parquet(sdir, spdir, rows, decoded)
+    return qdir, pdir, sdir, spdir
+
+
+RAW_AGG = ["count(*) as n", "max(index)", "max(cycle)", "sum(sequence)",
+           "sum(length(payload))"]
+DECODED_AGG = ["count(*) as n", "max(index)", "max(cycle)", "sum(sequence)",
+               "max(length(symbol))", "sum(bid)", "sum(ask)", "sum(qty)", "sum(seq)"]
+
+BASELINES = {"chronicle JVM, raw columns": "Parquet, raw columns",
+             "chronicle Python, raw columns": "Parquet, raw columns",
+             "chronicle JVM, decoded struct": "Parquet, decoded columns",
+             "chronicle Python, decoded struct": "Parquet, decoded columns"}
+"""Each batch source's baseline: Parquet holding the same columns."""
+
+
+def bench_batch(spark: Any, data: tuple[str, str, str, str],
+                repeat: int) -> dict[str, dict[str, float]]:
     """Per source: rows read, the best time (s) and rows/s."""
-    agg = ["count(*) as n", "max(index) as m", "sum(length(payload)) as b"]
-    out: dict[str, dict[str, float]] = {}
-    for name, load in (("chronicle", lambda: spark.read.format("chronicle").load(qdir)),
-                       ("parquet", lambda: spark.read.parquet(pdir))):
-        best = float("inf")
-        rows = 0
-        for _ in range(repeat):
+    qdir, pdir, sdir, spdir = data
+
+    def chronicle(path: str, engine: str, **opts: str) -> Any:
+        r = spark.read.format("chronicle").option("engine", engine)
+        for k, v in opts.items():
+            r = r.option(k, v)
+        return r.load(path)
+
+    struct = {"struct": "_spark_messages:Quote", "includePayload": "false"}
+    cases = [
+        ("Parquet, raw columns", RAW_AGG, lambda: spark.read.parquet(pdir)),
+        ("chronicle JVM, raw columns", RAW_AGG, lambda: chronicle(qdir, "jvm")),
+        ("chronicle Python, raw columns", RAW_AGG, lambda: chronicle(qdir, "python")),
+        ("Parquet, decoded columns", DECODED_AGG, lambda: spark.read.parquet(spdir)),
+        ("chronicle JVM, decoded struct", DECODED_AGG,
+         lambda: chronicle(sdir, "jvm", **struct)),
+        ("chronicle Python, decoded struct", DECODED_AGG,
+         lambda: chronicle(sdir, "python", **struct)),
+    ]
+    # round-robin: every repetition runs each source in turn, so a burst of other
+    # work on this shared machine slows all of them, not one; best per source
+    best: dict[str, float] = {}
+    rows: dict[str, int] = {}
+    for rep in range(repeat + 1):  # the first round is a warm-up (JIT, workers, caches)
+        for name, agg, load in cases:
+            if rep and name not in best:
+                continue  # failed in the warm-up
             t0 = time.perf_counter()
-            r = load().selectExpr(*agg).collect()[0]
-            best = min(best, time.perf_counter() - t0)
-            rows = r["n"]
-        out[name] = {"rows": rows, "seconds": best, "rate": rows / best}
-        print(f"  {name:10s} {rows:>10,} rows  best {best:6.3f} s  {rows / best:>12,.0f} rows/s",
-              flush=True)
-    ratio = out["chronicle"]["rate"] / out["parquet"]["rate"]
-    print(f"  chronicle / parquet = {ratio:.2f}x", flush=True)
+            try:
+                r = load().selectExpr(*agg).collect()[0]
+            except Exception as exc:  # the JVM reader missing: say so, go on
+                print(f"  {name:34s} failed: {str(exc).splitlines()[0][:100]}", flush=True)
+                continue
+            took = time.perf_counter() - t0
+            rows[name] = r["n"]
+            best[name] = min(best.get(name, float("inf")), took) if rep else float("inf")
+    out: dict[str, dict[str, float]] = {}
+    for name, _, _ in cases:
+        if name not in best:
+            continue
+        out[name] = {"rows": rows[name], "seconds": best[name], "rate": rows[name] / best[name]}
+        base = out.get(BASELINES.get(name, ""))
+        vs = f"  {out[name]['rate'] / base['rate']:5.2f}x Parquet" if base else ""
+        print(f"  {name:34s} {rows[name]:>10,} rows  best {best[name]:6.3f} s  "
+              f"{out[name]['rate']:>12,.0f} rows/s{vs}", flush=True)
     return out
 
 
@@ -156,8 +261,8 @@ def paced_appender(path: str, rate: float, seconds: float,
     return th
 
 
-def bench_stream(spark: Any, base: str, rate: float,
-                 seconds: float) -> tuple[list[float], dict[str, float]]:
+def bench_stream(spark: Any, base: str, rate: float, seconds: float,
+                 trigger_ms: float) -> tuple[list[float], dict[str, float]]:
     """Latencies (ms), and the mean durations (ms) of the micro-batches' phases."""
     src, dst = os.path.join(base, "s-src"), os.path.join(base, "s-dst")
     with ac.open_queue(src):
@@ -165,23 +270,37 @@ def bench_stream(spark: Any, base: str, rate: float,
     query = (spark.readStream.format("chronicle").option("startingIndex", "latest").load(src)
              .writeStream.format("chronicle")
              .option("checkpointLocation", os.path.join(base, "s-ckpt"))
-             .trigger(processingTime="0 seconds").start(dst))
+             .trigger(processingTime=f"{trigger_ms:g} milliseconds").start(dst))
     lat: list[float] = []
-    # warm up: Spark starts its Python workers for the first micro-batch with
-    # rows; wait until a few excerpts went through before measuring
-    with ac.open_queue(src) as q:
-        a = q.appender()
-        for _ in range(20):
-            a.append(TS.pack(time.monotonic_ns()) + b"w" * 24)
-    deadline = time.monotonic() + 120
+    # warm up at the measured rate until the query keeps up (the first micro-batches
+    # start Spark's Python workers and JIT-compile both sides): latencies under
+    # 1.5 trigger intervals + 0.5 s for a second (at most 30 s); none of it is counted
     with ac.open_queue(dst) as q:
         t = q.tailer()
-        warm = 0
-        while warm < 20 and time.monotonic() < deadline:
+        stop = threading.Event()
+        th = paced_appender(src, rate, 60.0, stop)
+        begin = time.monotonic()
+        keeping_up: float | None = None
+        while time.monotonic() < begin + 30:
+            ex = t.read_nowait()
+            if ex is None:
+                time.sleep(0.0005)
+                continue
+            now = time.monotonic()
+            if (time.monotonic_ns() - TS.unpack_from(ex.payload)[0]) / 1e6 > 1.5 * trigger_ms + 500:
+                keeping_up = None
+            elif keeping_up is None:
+                keeping_up = now
+            elif now - keeping_up > 1.0:
+                break
+        stop.set()
+        th.join()
+        last = time.monotonic()
+        while time.monotonic() - last < 1.0:  # drain the warm-up excerpts
             if t.read_nowait() is None:
-                time.sleep(0.01)
+                time.sleep(0.001)
             else:
-                warm += 1
+                last = time.monotonic()
         stop = threading.Event()
         th = paced_appender(src, rate, seconds, stop)
         want = int(rate * seconds)
@@ -269,13 +388,15 @@ def report(name: str, lat: list[float]) -> None:
 def docs_lines(batch: dict[str, dict[str, float]], lats: list[tuple[str, dict[str, float]]],
                means: dict[str, float], actions: list[float], args: argparse.Namespace
                ) -> list[str]:
-    par = batch["parquet"]["rate"]
-    rows = [[f"`format(\"{name}\")`" if name == "chronicle" else "`read.parquet`",
-             f"{b['rows']:,.0f}", f"{b['seconds']:.2f}", _report.rate(b["rate"]),
-             _report.ratio(b["rate"], par)] for name, b in batch.items()]
-    out = [f"Batch read of {args.rows:,} rows with {args.payload}-byte payloads, "
-           "`count(*), max(index), sum(length(payload))`, best of "
-           f"{args.repeat}; ratio against Parquet:", "",
+    rows = []
+    for name, b in batch.items():
+        base = batch.get(BASELINES.get(name, name))
+        rows.append([name, f"{b['rows']:,.0f}", f"{b['seconds']:.2f}", _report.rate(b["rate"]),
+                     _report.ratio(b["rate"], base["rate"]) if base else "-"])
+    out = [f"Batch reads of {args.rows:,} rows (raw: distinct random {args.payload}-byte "
+           "payloads; decoded: msgpack `Quote` Structs of 5 fields), each aggregated over every "
+           f"column it has, best of {args.repeat}; ratio against Parquet holding the same "
+           "columns:", "",
            *_report.table(["source", "rows", "best s", "rows/s", "vs Parquet"], rows), ""]
     base = dict(lats).get("Spark streaming (readStream -> writeStream)", {})
     rows = []
@@ -288,8 +409,9 @@ def docs_lines(batch: dict[str, dict[str, float]], lats: list[tuple[str, dict[st
                      _report.ratio(st["p50"], base.get("p50", 0.0)),
                      _report.ratio(st["p95"], base.get("p95", 0.0))])
     out += [f"Latency from `append` to where the excerpt is seen, in ms, at "
-            f"{args.rate:,.0f} excerpts/s for {args.seconds:g} s (feeder linger "
-            f"{args.linger * 1e3:g} ms); ratios against Spark streaming:", "",
+            f"{args.rate:,.0f} excerpts/s for {args.seconds:g} s (streaming trigger "
+            f"{args.trigger:g} ms; feeder linger {args.linger * 1e3:g} ms); ratios against "
+            "Spark streaming:", "",
             *_report.table(["path", "samples", "p50 ms", "p95 ms", "max ms",
                             "p50 / streaming", "p95 / streaming"], rows)]
     notes = []
@@ -312,13 +434,17 @@ def plot(batch: dict[str, dict[str, float]], lats: list[tuple[str, dict[str, flo
     plt = _report.pyplot()
     if plt is None:
         return False
-    fig, (left, right) = plt.subplots(1, 2, figsize=_report.FIGSIZE,
-                                      gridspec_kw={"width_ratios": [1, 2]})
+    fig, (left, right) = plt.subplots(1, 2, figsize=_report.FIGSIZE)
     names = list(batch)
-    left.bar(names, [batch[n]["rate"] / 1e6 for n in names], color=["#3182bd", "#999999"])
-    left.set_ylabel("million rows/s")
+    colors = ["#999999" if n.startswith("Parquet") else "#3182bd" if "JVM" in n
+              else "#9ecae1" for n in names]
+    left.barh(range(len(names)), [batch[n]["rate"] / 1e6 for n in names], color=colors)
+    left.set_yticks(range(len(names)))
+    left.set_yticklabels([n.replace(", ", "\n") for n in names], fontsize=7)
+    left.invert_yaxis()
+    left.set_xlabel("million rows/s")
     left.set_title("batch read", fontsize=10)
-    left.grid(True, axis="y", alpha=0.3)
+    left.grid(True, axis="x", alpha=0.3)
     shown = [(n, st) for n, st in lats if st.get("n")]
     short = {"Spark streaming (readStream -> writeStream)": "streaming\nqueue->queue"}
     labels = [short.get(n, n.replace(", ", "\n", 1)) for n, _ in shown]
@@ -334,6 +460,7 @@ def plot(batch: dict[str, dict[str, float]], lats: list[tuple[str, dict[str, flo
     right.grid(True, axis="y", which="both", alpha=0.3)
     right.legend(fontsize=8)
     fig.suptitle("Spark local[2]: chronicle source/sink and driver feeder")
+    fig.tight_layout()
     _report.save(fig, name)
     return True
 
@@ -341,10 +468,13 @@ def plot(batch: dict[str, dict[str, float]], lats: list[tuple[str, dict[str, flo
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    ap.add_argument("--rows", type=int, default=4_000_000)
+    ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--payload", type=int, default=64)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--rate", type=float, default=500.0, help="excerpts/s for the latencies")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rate", type=float, default=10_000.0,
+                    help="excerpts/s for the latencies")
+    ap.add_argument("--trigger", type=float, default=100.0,
+                    help="streaming: the processing-time trigger, ms")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--linger", type=float, default=0.002,
                     help="feeder: seconds a micro-batch waits for more after its first")
@@ -367,11 +497,11 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         spark = session()
         print(f"  (session started in {time.perf_counter() - t0:.1f} s)", flush=True)
-        qdir, pdir = make_data(base, args.rows, args.payload)
+        data = make_data(base, args.rows, args.payload)
         print("batch read:")
-        batch = bench_batch(spark, qdir, pdir, args.repeat)
+        batch = bench_batch(spark, data, args.repeat)
         print("streaming end to end (queue -> Spark micro-batch -> queue):")
-        lat, means = bench_stream(spark, base, args.rate, args.seconds)
+        lat, means = bench_stream(spark, base, args.rate, args.seconds, args.trigger)
         report("readStream -> writeStream", lat)
         lats.append(("Spark streaming (readStream -> writeStream)", summary(lat)))
         print(f"driver feeder (append -> callback; linger {args.linger * 1e3:g} ms):")

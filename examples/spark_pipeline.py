@@ -34,7 +34,9 @@ from typing import TYPE_CHECKING
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PIPELINE = os.path.join(HERE, "pipeline")
-sys.path.insert(0, PIPELINE)  # the pipeline's message types (not the package: installed)
+# the pipeline's message types; aiochronicle itself is the installed package (the
+# source tree has no built native core, so it is never put on the path)
+sys.path.insert(0, PIPELINE)
 
 from messages import SYMBOLS, MarketData, Tick  # noqa: E402
 
@@ -73,7 +75,9 @@ def spark_session() -> SparkSession:
     spark.sparkContext.setLogLevel("ERROR")
     from aiochronicle.spark import register
 
-    register(spark)  # automatic when installed from a wheel; harmless again
+    # loads the JVM reader shipped in the wheel (format("chronicle") reads in the
+    # JVM) and the Python data source for what the JVM hands over
+    register(spark)
     return spark
 
 

@@ -9,3 +9,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel cffi
 .venv/bin/python -m pip install --quiet --no-build-isolation -e ".[dev]"
+# the JVM reader (format("chronicle") in Spark), against the PySpark just installed
+.venv/bin/python jvm/build.py || echo "note: no JVM reader built; Spark reads use the Python data source"

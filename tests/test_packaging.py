@@ -4,6 +4,7 @@ installed copy (not the source tree) imports and round-trips a queue from an emp
 from __future__ import annotations
 
 import importlib.metadata
+import io
 import os
 import shutil
 import subprocess
@@ -62,6 +63,15 @@ def test_wheel_contents(wheel: Path) -> None:
         assert "aiochronicle/_hot.pyi" in names
         assert "aiochronicle/spark/__init__.py" in names
         assert "pyspark_aiochronicle.py" in names
+        # the JVM reader, compiled against the installed PySpark (javac is on every
+        # machine that builds the project)
+        jar_name = "aiochronicle/spark/aiochronicle-spark.jar"
+        assert jar_name in names
+        with zipfile.ZipFile(io.BytesIO(zf.read(jar_name))) as jar:
+            inner = set(jar.namelist())
+            service = "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"
+            assert jar.read(service).decode().strip() == "io.aiochronicle.spark.ChronicleSource"
+        assert "io/aiochronicle/spark/ChronicleSource.class" in inner
         assert not any(n.startswith("tests/") for n in names)
         assert any(n.endswith(".dist-info/LICENSE") or "/licenses/LICENSE" in n
                    for n in names), sorted(names)

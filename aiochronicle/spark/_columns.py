@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .._queue import Batch, Tailer
 
 __all__ = [
+    "JVM_MSGPACK",
     "RAW_COLUMNS",
     "Layout",
     "load_object",
@@ -221,6 +222,52 @@ def record_type(fields: Sequence[tuple[str, mi.Type]],
     return StructType(sfields), conv
 
 
+JVM_MSGPACK = "aiochronicle.msgpack"
+"""Field metadata key: how the JVM reader finds this struct column in a msgpack payload."""
+
+_JVM_SCALARS: dict[type, str] = {mi.IntType: "long", mi.FloatType: "double", mi.StrType: "string",
+                                 mi.BoolType: "boolean", mi.BytesType: "binary"}
+_PLAIN = (bool, int, float, str)
+
+
+def _jvm_scalar(t: mi.Type) -> tuple[str, bool] | None:
+    """A type the JVM reader decodes (``long``, ``double``, ``string``, ``boolean``,
+    ``binary``, optionally ``| None``) and whether it takes null; None for others."""
+    nullable = False
+    if isinstance(t, mi.UnionType):
+        others = [x for x in t.types if not isinstance(x, mi.NoneType)]
+        if len(others) != 1 or len(others) == len(t.types):
+            return None
+        t, nullable = others[0], True
+    kind = _JVM_SCALARS.get(type(t))
+    constrained = any(getattr(t, k, None) is not None for k in (
+        "gt", "ge", "lt", "le", "multiple_of", "pattern", "min_length", "max_length"))
+    if kind is None or constrained:
+        return None
+    return kind, nullable
+
+
+def _jvm_msgpack_fields(info: mi.Type) -> list[dict[str, Any]] | None:
+    """For a msgspec Struct the JVM reader can decode from msgpack itself: per field,
+    its key (or position), type, nullability and default; None when it cannot
+    (nested or constrained types, tagged or strict structs: the Python source decodes)."""
+    if not isinstance(info, mi.StructType) or info.tag_field is not None \
+            or info.forbid_unknown_fields:
+        return None
+    out = []
+    for pos, f in enumerate(info.fields):
+        scalar = _jvm_scalar(f.type)
+        if scalar is None or f.default_factory is not msgspec.NODEFAULT:
+            return None
+        has_default = f.default is not msgspec.NODEFAULT
+        if has_default and f.default is not None and not isinstance(f.default, _PLAIN):
+            return None
+        out.append({"key": f.encode_name, "pos": pos, "arrayLike": bool(info.array_like),
+                    "type": scalar[0], "nullable": scalar[1], "hasDefault": has_default,
+                    "default": f.default if has_default else None})
+    return out
+
+
 def _column_name(name: str) -> str:
     return f"value_{name}" if name in _RESERVED else name
 
@@ -319,9 +366,11 @@ class Layout:
             raise TypeError(f"{cls.__name__} is not a msgspec Struct, dataclass or TypedDict")
         get = _getter(info)
         out, names, convs = [], [], []
-        for name, ft in rec:
+        jvm = _jvm_msgpack_fields(info)
+        for i, (name, ft) in enumerate(rec):
             st, c = spark_type(ft)
-            out.append(StructField(_column_name(name), st, True))
+            out.append(StructField(_column_name(name), st, True,
+                                   {JVM_MSGPACK: jvm[i]} if jvm is not None else None))
             names.append(name)
             convs.append(c)
         self.mode = _StructMode(cls, names, convs, get)

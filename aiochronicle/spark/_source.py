@@ -48,6 +48,7 @@ __all__ = [
     "ChronicleDataSource",
     "ChronicleReader",
     "ChronicleStreamReader",
+    "PythonChronicleDataSource",
     "Span",
 ]
 
@@ -157,7 +158,15 @@ class _Reading:
         layout = self.layout
         t = q.tailer(include_metadata=layout.include_metadata)
         try:
-            if not t.move_to_index(rc.to_index(span.cycle, span.lo)):
+            if layout.include_metadata and span.lo > 0:
+                # from the excerpt before: the metadata between it and the first
+                # excerpt belongs to this partition (whatever the partitioning)
+                if not t.move_to_index(rc.to_index(span.cycle, span.lo - 1)):
+                    return
+                skipped = t.read_nowait()
+                if skipped is None or skipped.index != rc.to_index(span.cycle, span.lo - 1):
+                    return
+            elif not t.move_to_index(rc.to_index(span.cycle, span.lo)):
                 return
             remaining = span.hi - span.lo
             while remaining > 0:
@@ -414,3 +423,14 @@ class ChronicleDataSource(DataSource):
         from ._sink import ChronicleStreamWriter
 
         return ChronicleStreamWriter(self.options, schema, overwrite)
+
+
+class PythonChronicleDataSource(ChronicleDataSource):
+    """The Python data source under the name ``chronicle_python``: how
+    :func:`~aiochronicle.spark.register` registers it when the JVM reader is
+    ``chronicle`` (the JVM hands it decoded columns, other schemas and writing)."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name the JVM reader delegates to."""
+        return "chronicle_python"

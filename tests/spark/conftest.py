@@ -3,6 +3,10 @@
 Spark's workers are separate Python processes: they run this interpreter
 (``PYSPARK_PYTHON``) with the repository root (for the ``pyspark_aiochronicle``
 registration hook) and this directory (for ``spark_messages``) on their path.
+
+The session loads the JVM reader (``aiochronicle-spark.jar``, built by
+``scripts/setup.sh``), so ``format("chronicle")`` reads in the JVM and hands
+what it does not do to the Python data source, as it does for users.
 """
 
 from __future__ import annotations
@@ -38,8 +42,13 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     from pyspark.sql import SparkSession
 
+    from aiochronicle.spark import jar_path
+
+    jar = jar_path()
+    assert jar is not None, "the JVM reader is not built: run python jvm/build.py"
     tmp = tmp_path_factory.mktemp("spark")
     session = (SparkSession.builder.master("local[2]")
+               .config("spark.jars", str(jar))
                .appName("aiochronicle-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")

@@ -32,3 +32,23 @@ class MarketData(Protocol):
 
 class Counter(msgspec.Struct):
     n: int
+
+
+class Quote(msgspec.Struct, rename="camel"):
+    """Decoded in the JVM: scalars, an optional field, defaults, a renamed key."""
+
+    venue_id: int
+    price: float
+    symbol: str
+    live: bool = True
+    note: str | None = None
+    raw: bytes | None = None
+    size: int = 100
+
+
+class Point(msgspec.Struct, array_like=True):
+    """Decoded in the JVM from msgpack arrays."""
+
+    x: int
+    y: float
+    label: str = "p"

@@ -1,0 +1,437 @@
+package io.aiochronicle.spark;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Decodes msgpack payloads (a msgspec Struct, as a map or an array) into struct columns,
+ * as msgspec would: a payload that is not the Struct (wrong type, missing required
+ * field, trailing bytes) gives nulls in every decoded column, or an error when asked.
+ * The fields and their rules come from the schema the Python side built (the
+ * {@code aiochronicle.msgpack} metadata of each column).
+ */
+final class MsgpackStruct implements Serializable {
+    private static final long serialVersionUID = 1L;
+    static final String META = "aiochronicle.msgpack";
+    private static final int LONG = 0;
+    private static final int DOUBLE = 1;
+    private static final int STRING = 2;
+    private static final int BOOLEAN = 3;
+    private static final int BINARY = 4;
+
+    final String[] columns;
+    private final byte[][] keys;
+    private final int[] types;
+    private final boolean[] nullable;
+    private final boolean[] hasDefault;
+    private final Object[] defaults;
+    private final boolean arrayLike;
+    final boolean failOnError;
+
+    // one decoded payload
+    private transient long[] longs;
+    private transient double[] doubles;
+    private transient int[] starts;
+    private transient int[] lengths;
+    private transient boolean[] isNull;
+    private transient boolean[] seen;
+    private transient byte[] b;
+    private transient int p;
+    private transient int end;
+
+    private MsgpackStruct(List<String> columns, List<JsonNode> specs, boolean failOnError) {
+        int n = columns.size();
+        this.columns = columns.toArray(new String[0]);
+        this.keys = new byte[n][];
+        this.types = new int[n];
+        this.nullable = new boolean[n];
+        this.hasDefault = new boolean[n];
+        this.defaults = new Object[n];
+        boolean array = false;
+        for (int i = 0; i < n; i++) {
+            JsonNode s = specs.get(i);
+            keys[i] = s.get("key").asText().getBytes(StandardCharsets.UTF_8);
+            switch (s.get("type").asText()) {
+                case "long": types[i] = LONG; break;
+                case "double": types[i] = DOUBLE; break;
+                case "string": types[i] = STRING; break;
+                case "boolean": types[i] = BOOLEAN; break;
+                default: types[i] = BINARY; break;
+            }
+            nullable[i] = s.get("nullable").asBoolean();
+            hasDefault[i] = s.get("hasDefault").asBoolean();
+            JsonNode d = s.get("default");
+            if (d != null && !d.isNull()) {
+                defaults[i] = types[i] == LONG ? (Object) d.asLong() : types[i] == DOUBLE ? (Object) d.asDouble()
+                        : types[i] == BOOLEAN ? (Object) d.asBoolean() : d.asText().getBytes(StandardCharsets.UTF_8);
+            }
+            array = s.get("arrayLike").asBoolean();
+        }
+        this.arrayLike = array;
+        this.failOnError = failOnError;
+    }
+
+    /**
+     * The decoder for the struct columns of {@code schema} (those carrying the metadata),
+     * or null when a column the reader does not produce itself lacks it.
+     */
+    static MsgpackStruct of(StructType schema, boolean failOnError) {
+        List<String> cols = new ArrayList<>();
+        List<JsonNode> specs = new ArrayList<>();
+        ObjectMapper json = new ObjectMapper();
+        for (StructField f : schema.fields()) {
+            if (java.util.Arrays.asList(Reading.COLUMNS).contains(f.name())) {
+                continue;
+            }
+            if (!f.metadata().contains(META)) {
+                return null;
+            }
+            try {
+                specs.add(json.readTree(f.metadata().getMetadata(META).json()));
+            } catch (IOException e) {
+                return null;
+            }
+            cols.add(f.name());
+        }
+        return cols.isEmpty() ? null : new MsgpackStruct(cols, specs, failOnError);
+    }
+
+    int column(String name) {
+        return java.util.Arrays.asList(columns).indexOf(name);
+    }
+
+    private void buffers() {
+        if (longs == null) {
+            int n = columns.length;
+            longs = new long[n];
+            doubles = new double[n];
+            starts = new int[n];
+            lengths = new int[n];
+            isNull = new boolean[n];
+            seen = new boolean[n];
+        }
+    }
+
+    /** Decodes one payload; false if it is not the Struct. */
+    boolean decode(byte[] buf, int off, int len) {
+        buffers();
+        b = buf;
+        p = off;
+        end = off + len;
+        java.util.Arrays.fill(seen, false);
+        try {
+            int c = u8();
+            long n;
+            if (arrayLike) {
+                n = c >= 0x90 && c <= 0x9f ? c & 0x0f : c == 0xdc ? be(2) : c == 0xdd ? be(4) : -1;
+                if (n < 0) {
+                    return false;
+                }
+                for (int i = 0; i < n; i++) {
+                    if (i >= columns.length) {
+                        skip(0); // extra items are ignored, as msgspec does
+                    } else if (!field(i)) {
+                        return false;
+                    }
+                }
+            } else {
+                n = c >= 0x80 && c <= 0x8f ? c & 0x0f : c == 0xde ? be(2) : c == 0xdf ? be(4) : -1;
+                if (n < 0) {
+                    return false;
+                }
+                int next = 0;
+                for (long k = 0; k < n; k++) {
+                    int at = match(next);
+                    next = at + 1;
+                    if (at == -2) {
+                        return false;
+                    }
+                    if (at < 0) {
+                        skip(0);
+                    } else if (!field(at)) {
+                        return false;
+                    }
+                }
+            }
+            if (p != end) {
+                return false; // trailing bytes
+            }
+            for (int i = 0; i < columns.length; i++) {
+                if (!seen[i]) {
+                    if (!hasDefault[i]) {
+                        return false;
+                    }
+                    Object d = defaults[i];
+                    isNull[i] = d == null;
+                    if (d instanceof Long) {
+                        longs[i] = (Long) d;
+                    } else if (d instanceof Double) {
+                        doubles[i] = (Double) d;
+                    } else if (d instanceof Boolean) {
+                        longs[i] = (Boolean) d ? 1 : 0;
+                    }
+                }
+            }
+            return true;
+        } catch (IndexOutOfBoundsException e) {
+            return false;
+        }
+    }
+
+    /** Writes field {@code i} of the last decoded payload (null if the decode failed). */
+    void put(OnHeapColumnVector v, int row, int i, boolean ok) {
+        if (!ok || isNull[i]) {
+            v.putNull(row);
+            return;
+        }
+        switch (types[i]) {
+            case LONG: v.putLong(row, longs[i]); break;
+            case DOUBLE: v.putDouble(row, doubles[i]); break;
+            case BOOLEAN: v.putBoolean(row, longs[i] != 0); break;
+            default:
+                if (!seen[i]) {
+                    byte[] d = (byte[]) defaults[i];
+                    v.putByteArray(row, d, 0, d.length);
+                } else {
+                    v.putByteArray(row, b, starts[i], lengths[i]);
+                }
+        }
+    }
+
+    private int u8() {
+        if (p >= end) {
+            throw new IndexOutOfBoundsException();
+        }
+        return b[p++] & 0xff;
+    }
+
+    private static final VarHandle BE_LONG =
+            MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
+    private static final VarHandle BE_INT =
+            MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.BIG_ENDIAN);
+    private static final VarHandle BE_SHORT =
+            MethodHandles.byteArrayViewVarHandle(short[].class, ByteOrder.BIG_ENDIAN);
+
+    /** The next {@code n} (1, 2, 4 or 8) bytes as an unsigned big-endian number. */
+    private long be(int n) {
+        if (p + n > end) {
+            throw new IndexOutOfBoundsException();
+        }
+        long v;
+        switch (n) {
+            case 1: v = b[p] & 0xff; break;
+            case 2: v = (short) BE_SHORT.get(b, p) & 0xffff; break;
+            case 4: v = (int) BE_INT.get(b, p) & 0xffffffffL; break;
+            default: v = (long) BE_LONG.get(b, p); break;
+        }
+        p += n;
+        return v;
+    }
+
+    /**
+     * The field whose key is the next map key (tried first: field {@code guess}, as
+     * msgspec writes them in order), -1 for another key, -2 for a non-string key.
+     */
+    private int match(int guess) {
+        int c = u8();
+        int n;
+        if (c >= 0xa0 && c <= 0xbf) {
+            n = c & 0x1f;
+        } else if (c == 0xd9) {
+            n = (int) be(1);
+        } else if (c == 0xda) {
+            n = (int) be(2);
+        } else if (c == 0xdb) {
+            n = (int) be(4);
+        } else {
+            return -2;
+        }
+        if (n < 0 || p + n > end) {
+            throw new IndexOutOfBoundsException();
+        }
+        int at = -1;
+        if (guess >= 0 && guess < keys.length && same(keys[guess], n)) {
+            at = guess;
+        }
+        for (int i = 0; i < keys.length && at < 0; i++) {
+            if (same(keys[i], n)) {
+                at = i;
+            }
+        }
+        p += n;
+        return at;
+    }
+
+    /** Whether the {@code n} bytes at {@code p} are {@code key} (keys are short). */
+    private boolean same(byte[] key, int n) {
+        if (key.length != n) {
+            return false;
+        }
+        for (int j = 0; j < n; j++) {
+            if (key[j] != b[p + j]) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private boolean field(int i) {
+        seen[i] = true;
+        isNull[i] = false;
+        int c = u8();
+        if (c == 0xc0) {
+            isNull[i] = true;
+            return nullable[i];
+        }
+        switch (types[i]) {
+            case LONG: {
+                if (c == 0xcf && p < end && b[p] < 0) {
+                    be(8);
+                    isNull[i] = true; // above a long: that value is null (as the Python side does)
+                    return true;
+                }
+                if (!isInteger(c)) {
+                    return false;
+                }
+                longs[i] = integer(c);
+                return true;
+            }
+            case DOUBLE:
+                if (c == 0xca) {
+                    doubles[i] = Float.intBitsToFloat((int) be(4));
+                    return true;
+                }
+                if (c == 0xcb) {
+                    doubles[i] = Double.longBitsToDouble(be(8));
+                    return true;
+                }
+                if (c == 0xcf) {
+                    long u = be(8);
+                    doubles[i] = u >= 0 ? u : (double) (u >>> 1) * 2.0 + (u & 1);
+                    return true;
+                }
+                if (!isInteger(c)) {
+                    return false;
+                }
+                doubles[i] = integer(c);
+                return true;
+            case BOOLEAN:
+                if (c != 0xc2 && c != 0xc3) {
+                    return false;
+                }
+                longs[i] = c == 0xc3 ? 1 : 0;
+                return true;
+            case STRING: {
+                int n = c >= 0xa0 && c <= 0xbf ? c & 0x1f : c == 0xd9 ? (int) be(1) : c == 0xda ? (int) be(2)
+                        : c == 0xdb ? (int) be(4) : -1;
+                return span(i, n);
+            }
+            default: {
+                int n = c == 0xc4 ? (int) be(1) : c == 0xc5 ? (int) be(2) : c == 0xc6 ? (int) be(4) : -1;
+                return span(i, n);
+            }
+        }
+    }
+
+    private boolean span(int i, int n) {
+        if (n < 0 || p + n > end) {
+            return false;
+        }
+        starts[i] = p;
+        lengths[i] = n;
+        p += n;
+        return true;
+    }
+
+    /** Whether {@code c} starts a msgpack integer (uint64 above a long is handled before). */
+    private static boolean isInteger(int c) {
+        return c <= 0x7f || c >= 0xe0 || (c >= 0xcc && c <= 0xcf) || (c >= 0xd0 && c <= 0xd3);
+    }
+
+    /** The msgpack integer of first byte {@code c} (see {@link #isInteger}). */
+    private long integer(int c) {
+        if (c <= 0x7f) {
+            return c;
+        }
+        if (c >= 0xe0) {
+            return (byte) c;
+        }
+        switch (c) {
+            case 0xcc: return be(1);
+            case 0xcd: return be(2);
+            case 0xce: return be(4);
+            case 0xcf: return be(8);
+            case 0xd0: return (byte) be(1);
+            case 0xd1: return (short) be(2);
+            case 0xd2: return (int) be(4);
+            default: return be(8);
+        }
+    }
+
+    private void adv(long n) {
+        if (n < 0 || p + n > end) {
+            throw new IndexOutOfBoundsException();
+        }
+        p += (int) n;
+    }
+
+    /** Skips one msgpack value. */
+    private void skip(int depth) {
+        if (depth > 512) {
+            throw new IndexOutOfBoundsException();
+        }
+        int c = u8();
+        long n;
+        if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
+            return;
+        }
+        if (c >= 0x80 && c <= 0x8f) {
+            n = 2L * (c & 0x0f);
+        } else if (c >= 0x90 && c <= 0x9f) {
+            n = c & 0x0f;
+        } else if (c >= 0xa0 && c <= 0xbf) {
+            adv(c & 0x1f);
+            return;
+        } else {
+            switch (c) {
+                case 0xc4: case 0xd9: adv(be(1)); return;
+                case 0xc5: case 0xda: adv(be(2)); return;
+                case 0xc6: case 0xdb: adv(be(4)); return;
+                case 0xc7: adv(be(1) + 1); return;
+                case 0xc8: adv(be(2) + 1); return;
+                case 0xc9: adv(be(4) + 1); return;
+                case 0xca: adv(4); return;
+                case 0xcb: adv(8); return;
+                case 0xcc: case 0xd0: adv(1); return;
+                case 0xcd: case 0xd1: adv(2); return;
+                case 0xce: case 0xd2: adv(4); return;
+                case 0xcf: case 0xd3: adv(8); return;
+                case 0xd4: adv(2); return;
+                case 0xd5: adv(3); return;
+                case 0xd6: adv(5); return;
+                case 0xd7: adv(9); return;
+                case 0xd8: adv(17); return;
+                case 0xdc: n = be(2); break;
+                case 0xdd: n = be(4); break;
+                case 0xde: n = 2 * be(2); break;
+                case 0xdf: n = 2 * be(4); break;
+                default: throw new IndexOutOfBoundsException(); // 0xc1: never used
+            }
+        }
+        for (long k = 0; k < n; k++) {
+            skip(depth + 1);
+        }
+    }
+}

@@ -1,0 +1,368 @@
+"""The JVM reader behind ``format("chronicle")``: it serves raw-column reads and
+streams, hands the rest to the Python data source, and returns exactly the rows the
+Python data source returns for Java-written fixtures and generated queues (rolls,
+gaps, metadata, large excerpts, many index pages, a live appender in another
+process, a queue reached through a ``file://`` Hadoop path)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import aiochronicle as ac
+
+DAY = 86_400_000
+T0 = 1_637_251_500_000
+
+
+def plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def rows(df: Any) -> list[tuple[Any, ...]]:
+    return [tuple(bytes(v) if isinstance(v, bytearray) else v for v in r) for r in df.collect()]
+
+
+def both(spark: Any, path: Path | str, **options: str) -> tuple[list[Any], list[Any]]:
+    """The rows of the JVM reader and of the Python data source, in read order."""
+    out = []
+    for engine in ("jvm", "python"):
+        reader = spark.read.format("chronicle").option("engine", engine)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        df = reader.load(str(path))
+        assert ("(Python)" in plan(df)) == (engine == "python")
+        out.append(rows(df))
+    return out[0], out[1]
+
+
+def tailed(path: Path) -> list[tuple[int, bytes]]:
+    with ac.open_queue(path, read_only=True) as q:
+        return [(ex.index, ex.payload) for ex in q.tailer()]
+
+
+def test_raw_reads_run_in_the_jvm_the_rest_in_python(spark: Any, tmp_path: Path) -> None:
+    with ac.open_queue(tmp_path / "q") as q:
+        q.appender().append(b"x")
+    df = spark.read.format("chronicle").load(str(tmp_path / "q"))
+    assert "BatchScan chronicle[" in plan(df) and "(Python)" not in plan(df)
+    assert "ColumnarToRow" in plan(df)  # the columnar path
+    # column pruning: only what is selected is read
+    assert "payload" not in plan(df.select("index"))
+    decoded = (spark.read.format("chronicle").option("struct", "spark_messages:Tick")
+               .load(str(tmp_path / "q")))
+    assert "(Python)" in plan(decoded)
+    typed = spark.read.format("chronicle").schema("index long, symbol string").load(
+        str(tmp_path / "q"))
+    assert "(Python)" in plan(typed)
+    with pytest.raises(Exception, match="engine"):
+        spark.read.format("chronicle").option("engine", "gpu").load(str(tmp_path / "q"))
+    with pytest.raises(Exception, match="no queue at"):
+        spark.read.format("chronicle").load(str(tmp_path / "missing")).collect()
+
+
+@pytest.mark.parametrize("archive,subdir", [("cqv5-sample-input.tar.bz2", "qv5"),
+                                            ("cqv4-sample-input.tar.bz2", "cqv4")])
+def test_java_fixtures_read_the_same(spark: Any, extract_fixture: Callable[..., Path],
+                                     archive: str, subdir: str) -> None:
+    path = extract_fixture(archive) / subdir
+    jvm, py = both(spark, path)
+    assert jvm == py and len(jvm) == 4
+    assert [r[0] for r in jvm] == [i for i, _ in tailed(path)]
+    assert jvm[-1][3].endswith(b"a much longer item that will need encoding as variable "
+                               b"length text")
+
+
+def test_v4_file_with_a_header_then_eof_has_no_rows(spark: Any, java_fixtures: Path,
+                                                     tmp_path: Path) -> None:
+    d = tmp_path / "q"
+    d.mkdir()
+    shutil.copyfile(java_fixtures / "cq4-header-then-eof" / "20170320.cq4", d / "20170320.cq4")
+    jvm, py = both(spark, d)
+    assert jvm == py == []
+
+
+def _rolls_gaps_metadata(path: Path) -> None:
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(path, time_provider=clock) as q:
+        a = q.appender()
+        a.append_metadata(b"before any data")
+        for i in range(300):
+            a.append(f"a{i}".encode() * (i % 7 + 1))
+            if i % 97 == 0:
+                a.append_metadata(f"note {i}".encode())
+        clock.advance_millis(3 * DAY)  # cycles with no file between
+        for i in range(40):
+            a.append(f"b{i}".encode())
+        a.append_metadata(b"trailing")
+        clock.advance_millis(DAY)
+        a.append(b"last")
+
+
+def _large_excerpts(path: Path) -> None:
+    with ac.open_queue(path) as q:
+        a = q.appender()
+        for i, size in enumerate([1, 3 << 20, 17, (1 << 20) + 3, 5 << 20, 100, 2 << 20]):
+            a.append(bytes([i % 251]) * size)
+
+
+def _many_index_pages(path: Path) -> None:
+    # 32 slots of 4 excerpts per index page: 1000 excerpts fill 8 pages
+    with ac.open_queue(path, roll_cycle=ac.RollCycles.TEST4_DAILY,
+                       time_provider=ac.SetTimeProvider(T0)) as q:
+        a = q.appender()
+        for i in range(1000):
+            a.append(i.to_bytes(4, "little") * (i % 5 + 1))
+
+
+def _other_roll_cycles(path: Path) -> None:
+    for name, step in (("HOURLY", 3_600_000), ("WEEKLY", 7 * DAY), ("FIVE_MINUTELY", 300_000)):
+        clock = ac.SetTimeProvider(T0)
+        with ac.open_queue(path / name, roll_cycle=getattr(ac.RollCycles, name),
+                           time_provider=clock) as q:
+            a = q.appender()
+            for i in range(9):
+                a.append(f"{name}{i}".encode())
+                if i % 3 == 2:
+                    clock.advance_millis(step)
+
+
+@pytest.mark.parametrize("make,options", [
+    (_rolls_gaps_metadata, {}),
+    (_rolls_gaps_metadata, {"includeMetadata": "true"}),
+    (_rolls_gaps_metadata, {"includeMetadata": "true", "partitionSize": "13"}),
+    (_rolls_gaps_metadata, {"startIndex": "SEQ5", "endIndex": "SEQ-2", "includePayload": "false"}),
+    (_large_excerpts, {}),
+    (_many_index_pages, {}),
+    (_many_index_pages, {"partitionSize": "37"}),
+    (_other_roll_cycles, {}),
+])
+def test_generated_queues_read_the_same(spark: Any, tmp_path: Path,
+                                        make: Callable[[Path], None],
+                                        options: dict[str, str]) -> None:
+    path = tmp_path / "q"
+    make(path)
+    paths = sorted(p.parent for p in path.rglob("metadata.cq4t"))
+    for p in paths:
+        idx = [i for i, _ in tailed(p)]
+        opts = {k: str(idx[int(v[3:])]) if v.startswith("SEQ") else v
+                for k, v in options.items()}
+        jvm, py = both(spark, p, **opts)
+        assert jvm == py
+        if "includeMetadata" not in opts and "startIndex" not in opts:
+            assert [(r[0], r[3]) for r in jvm] == tailed(p)
+
+
+def test_a_file_url_through_the_hadoop_api_reads_the_same(spark: Any, tmp_path: Path) -> None:
+    _rolls_gaps_metadata(tmp_path / "q")
+    shutil.copytree(tmp_path / "q", tmp_path / "copy")
+    url = (tmp_path / "copy").resolve().as_uri()
+    assert url.startswith("file:///")
+    got = rows(spark.read.format("chronicle").load(url))
+    assert got == rows(spark.read.format("chronicle").load(str(tmp_path / "q")))
+    assert [(r[0], r[3]) for r in got] == tailed(tmp_path / "q")
+
+
+LIVE_APPENDER = """
+import sys, time
+import aiochronicle as ac
+path, n = sys.argv[1], int(sys.argv[2])
+clock = ac.SetTimeProvider(1_637_251_500_000)
+with ac.open_queue(path, time_provider=clock) as q:
+    a = q.appender()
+    for i in range(n):
+        if i == n // 2:
+            clock.advance_millis(86_400_000)
+        a.append(bytes([i % 256]) * (1 + (i * 7919) % 30000))
+        if i % 50 == 0:
+            a.append_metadata(b"m" * 100)
+        if i % 20 == 0:
+            time.sleep(0.002)
+"""
+
+
+def test_a_live_appender_in_another_process(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "q"
+    n = 4000
+
+    def payload(i: int) -> bytes:
+        return bytes([i % 256]) * (1 + (i * 7919) % 30000)
+
+    with ac.open_queue(path) as q:
+        q.appender()  # the queue exists before the first read
+    child = subprocess.Popen([sys.executable, "-c", LIVE_APPENDER, str(path), str(n)],
+                             env=dict(os.environ))
+    reads = 0
+    try:
+        while child.poll() is None or reads == 0:
+            got = rows(spark.read.format("chronicle").load(str(path)))
+            # a prefix of what the appender writes: complete excerpts, in order, no gap
+            assert [r[3] for r in got] == [payload(i) for i in range(len(got))]
+            assert [r[0] for r in got] == sorted({r[0] for r in got})
+            reads += 1
+    finally:
+        child.wait(60)
+    assert child.returncode == 0 and reads >= 1
+    jvm, py = both(spark, path)
+    assert jvm == py and len(jvm) == n
+    assert [(r[0], r[3]) for r in jvm] == tailed(path)
+
+
+def test_stream_in_the_jvm_max_records_available_now_and_restart(spark: Any,
+                                                                  tmp_path: Path) -> None:
+    src, ckpt, out = tmp_path / "src", tmp_path / "ckpt", tmp_path / "out"
+    _rolls_gaps_metadata(src)
+    expected = tailed(src)
+
+    def run() -> tuple[list[tuple[int, bytes]], Any]:
+        query = (spark.readStream.format("chronicle").option("maxRecordsPerTrigger", "64")
+                 .load(str(src)).writeStream.format("parquet").option("path", str(out))
+                 .option("checkpointLocation", str(ckpt))
+                 .trigger(availableNow=True).start())
+        assert query.awaitTermination(120)
+        got = [(r["index"], bytes(r["payload"])) for r in
+               spark.read.parquet(str(out)).orderBy("index").collect()]
+        return got, query
+
+    got, query = run()
+    assert got == expected
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    assert progress and all(p["numInputRows"] <= 64 for p in progress)
+    assert progress[0]["sources"][0]["description"].startswith("chronicle(")  # the JVM stream
+    # appended while the query is down: the restart reads exactly those
+    with ac.open_queue(src, time_provider=ac.SetTimeProvider(T0 + 5 * DAY)) as q:
+        for i in range(5):
+            q.appender().append(f"late{i}".encode())
+    got, query = run()
+    assert got == tailed(src)  # the first run's rows and the new ones, each once
+    assert sum(p["numInputRows"] for p in query.recentProgress) == 5
+
+
+def test_excerpts_past_2_gib_of_a_cycle_file(spark: Any, tmp_path: Path) -> None:
+    """Three metadata documents of ~1 GiB (holes in a sparse file: only their header
+    words are written) put the next excerpts past 3 GiB."""
+    path = tmp_path / "q"
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        q.appender().append(b"first")
+    (cycle_file,) = path.glob("*.cq4")
+    big = 0x3FFFFFF0
+    with open(cycle_file, "r+b") as f:
+        pos = 0
+        while (word := int.from_bytes(f.read(4), "little")) != 0:
+            pos = (pos + 4 + (word & 0x3FFFFFFF) + 3) & ~3
+            f.seek(pos)
+        for _ in range(3):
+            f.seek(pos)
+            f.write((0x40000000 | big).to_bytes(4, "little"))
+            pos = (pos + 4 + big + 3) & ~3
+        assert pos > 3 << 30
+        for i in range(3):  # complete data excerpts, as an appender commits them
+            body = f"after{i}".encode()
+            f.seek(pos)
+            f.write(len(body).to_bytes(4, "little") + body)
+            pos = (pos + 4 + len(body) + 3) & ~3
+    payloads = [b"first", b"after0", b"after1", b"after2"]
+    for size in ("1", "1000"):
+        jvm, py = both(spark, path, partitionSize=size)
+        assert jvm == py and [r[3] for r in jvm] == payloads
+    assert [p for _, p in tailed(path)] == payloads
+
+
+def test_msgpack_struct_columns_decoded_in_the_jvm(spark: Any, tmp_path: Path) -> None:
+    import msgspec
+    from spark_messages import Point, Quote
+
+    enc = msgspec.msgpack.encode
+    quotes = [Quote(i, i / 4, f"S{i}", i % 2 == 0, None if i % 3 else f"n{i}",
+                    bytes([i]) * (i % 4) if i % 5 else None, i * 10) for i in range(40)]
+    odd = [
+        enc({"venueId": 1, "price": 2, "symbol": "int price"}),  # defaults, int -> float
+        enc({"venueId": 1, "price": 1.5, "symbol": "x", "other": [1, {"a": b"z"}, None]}),
+        enc({"venueId": "1", "price": 1.5, "symbol": "wrong type"}),
+        enc({"price": 1.5, "symbol": "missing required"}),
+        enc({"venueId": None, "price": 1.5, "symbol": "null not allowed"}),
+        enc({"venueId": 2**63, "price": 1.5, "symbol": "too big"}),
+        enc({"venueId": -5, "price": float("inf"), "symbol": "é", "note": None}),
+        enc([1, 2.0, "an array"]),
+        enc({"venueId": 1, "price": 1.5, "symbol": "x"}) + b"\x00",  # trailing byte
+        b"\xc1 not msgpack",
+        b"\x82",  # truncated
+    ]
+    with ac.open_queue(tmp_path / "q") as q:
+        ac.set_queue_codec(q, "msgpack")
+        a = q.appender()
+        for i, qt in enumerate(quotes):
+            a.append(enc(qt))
+            if i < len(odd):
+                a.append(odd[i])
+    jvm, py = both(spark, tmp_path / "q", struct="spark_messages:Quote")
+    assert jvm == py and len(jvm) == len(quotes) + len(odd)
+    df = spark.read.format("chronicle").option("struct", "spark_messages:Quote").load(
+        str(tmp_path / "q"))
+    assert "(Python)" not in plan(df)
+    assert "payload" not in plan(df.select("symbol", "price"))
+    decoded = [r for r in jvm if r[6] is not None]  # symbol
+    assert len(decoded) == len(quotes) + 4
+    with pytest.raises(Exception, match=r"(?i)msgpack"):
+        (spark.read.format("chronicle").option("struct", "spark_messages:Quote")
+         .option("decodeErrors", "fail").load(str(tmp_path / "q")).collect())
+
+    with ac.open_queue(tmp_path / "p") as q:
+        ac.set_queue_codec(q, "msgpack")
+        a = q.appender()
+        for i in range(20):
+            a.append(enc(Point(i, i / 2, f"p{i}")))
+        a.append(enc([1, 2.5]))  # the default label
+        a.append(enc([1, 2.5, "l", "extra"]))  # extra items are ignored
+        a.append(enc({"x": 1, "y": 2.5}))
+    jvm, py = both(spark, tmp_path / "p", struct="spark_messages:Point",
+                   includePayload="false")
+    assert jvm == py and jvm[20][3:] == (1, 2.5, "p") and jvm[22][3:] == (None, None, None)
+
+
+def test_structs_the_jvm_does_not_decode_go_to_python(spark: Any, tmp_path: Path) -> None:
+    import msgspec
+    from spark_messages import Order, Tick
+
+    with ac.open_queue(tmp_path / "msgpack") as q:
+        ac.set_queue_codec(q, "msgpack")
+        q.appender().append(msgspec.msgpack.encode(Order("S", "BUY", 1, ["a"])))
+    df = spark.read.format("chronicle").option("struct", "spark_messages:Order").load(
+        str(tmp_path / "msgpack"))
+    assert "(Python)" in plan(df)  # a list column
+    assert df.collect()[0]["tags"] == ["a"]
+    with ac.open_queue(tmp_path / "json") as q:
+        ac.set_queue_codec(q, "json")
+        q.appender().append(msgspec.json.encode(Tick("S", 1.0, 2.0, 3)))
+    df = spark.read.format("chronicle").option("struct", "spark_messages:Tick").load(
+        str(tmp_path / "json"))
+    assert "(Python)" in plan(df)  # not msgpack
+    assert df.collect()[0]["seq"] == 3
+
+
+def test_a_length_past_the_end_of_the_file_ends_the_read(spark: Any, tmp_path: Path) -> None:
+    """A corrupt header claiming ~1 GiB past the end of the file: the JVM reader
+    stops there (no huge allocation, no hang) and returns the excerpts before it."""
+    path = tmp_path / "q"
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        a = q.appender()
+        for i in range(5):
+            a.append(f"e{i}".encode())
+    written = tailed(path)
+    (cycle_file,) = path.glob("*.cq4")
+    with open(cycle_file, "r+b") as f:
+        pos = 0
+        while (word := int.from_bytes(f.read(4), "little")) != 0:
+            pos = (pos + 4 + (word & 0x3FFFFFFF) + 3) & ~3
+            f.seek(pos)
+        f.seek(pos)
+        f.write((0x3FFFFFF0).to_bytes(4, "little"))  # a complete data header, far too long
+    got = rows(spark.read.format("chronicle").option("engine", "jvm").load(str(path)))
+    assert [(r[0], r[3]) for r in got] == written
