@@ -41,9 +41,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
 
 import _report  # bench/_report.py (this directory is on sys.path)
-import jvm  # interop/jvm.py
 
 import aiochronicle as ac
+import jvm  # interop/jvm.py
 
 MSG = struct.Struct("<qq24x")  # send time, sequence, zeros: 40 bytes
 PAIRS = ("Java -> Java", "Python -> Python", "Java -> Python", "Python -> Java")
