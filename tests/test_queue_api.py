@@ -993,29 +993,44 @@ def test_batches_stay_intact_after_later_reads(tmp_path: Path) -> None:
 
 def test_close_releases_cycle_files_at_once(tmp_path: Path) -> None:
     """After close(), nothing of the queue's cycle files stays mapped or open in
-    this process, even while the user still holds its appender, tailers (a
-    named one read from) and a reader's batch (they used to keep them until
-    garbage collection), so retention can delete them."""
-    from aiochronicle._ops import files_open_by_processes
+    a process with no other thread, even while the user still holds its
+    appender, tailers (a named one read from) and a reader's batch (they used
+    to keep them until garbage collection), so retention can delete them.
+    Run in a child process: this one has the test session's threads."""
+    import subprocess
+    import sys
+    import textwrap
 
-    path = tmp_path / "q"
-    with open_q(path) as q:
-        app = q.appender()
-        for i in range(5):
-            app.append(b"r%d" % i)
-        named = q.tailer("svc")
-        assert named.read_nowait() is not None
-        plain = q.tailer()
-        batch = plain.read_many()
-        files = [q.cycle_path(c) for c in q.cycles()]
-        assert files_open_by_processes(files).get(files[0]) == [os.getpid()]
-    assert len(batch) == 5
-    assert files_open_by_processes(files) == {}
-    with pytest.raises(ac.QueueClosedError):
-        named.read_nowait()
-    with pytest.raises(ac.QueueClosedError):
-        app.append(b"late")
-    assert named.index > 0 and app.last_index_appended >= 0  # still answer, no crash
+    code = textwrap.dedent("""
+        import os, sys, threading
+        import aiochronicle as ac
+        from aiochronicle._ops import files_open_by_processes
+        assert threading.active_count() == 1
+        with ac.open_queue(sys.argv[1], time_provider=ac.SetTimeProvider(1_700_000_000_000)) as q:
+            app = q.appender()
+            for i in range(5):
+                app.append(b"r%d" % i)
+            named = q.tailer("svc")
+            assert named.read_nowait() is not None
+            plain = q.tailer()
+            batch = plain.read_many()
+            files = [q.cycle_path(c) for c in q.cycles()]
+            assert files_open_by_processes(files).get(files[0]) == [os.getpid()]
+        assert len(batch) == 5
+        assert files_open_by_processes(files) == {}, files_open_by_processes(files)
+        for call in (named.read_nowait, lambda: app.append(b"late")):
+            try:
+                call()
+            except ac.QueueClosedError:
+                pass
+            else:
+                raise AssertionError("no QueueClosedError")
+        assert named.index > 0 and app.last_index_appended >= 0  # still answer, no crash
+        print("released")
+    """)
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "q")], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "released", r.stdout + r.stderr
 
 
 def test_named_tailer_keeps_the_excerpt_in_hand_when_a_block_fails(tmp_path: Path) -> None:
