@@ -74,8 +74,8 @@ now_ns = time.monotonic_ns
 
 LATENCY_IMPLS = ["aio sync busy", "aio async busy", "aio async balanced", "aio async notify",
                  "iceoryx2", "zmq", "mp.Queue", "pipe", "shm ring"]
-THROUGHPUT_IMPLS = ["aio batch", "aio per-msg", "iceoryx2", "zmq", "mp.Queue", "pipe",
-                    "shm ring"]
+THROUGHPUT_IMPLS = ["aio batch", "aio per-msg", "aio sync busy", "aio async busy",
+                    "aio async notify", "iceoryx2", "zmq", "mp.Queue", "pipe", "shm ring"]
 IDLE_QUIET = ["aio async balanced", "aio async sleepy", "aio async notify", "zmq", "mp.Queue",
               "pipe"]
 IDLE_BUSY = ["aio sync busy", "aio async busy", "iceoryx2", "shm ring"]
