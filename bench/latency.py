@@ -566,9 +566,17 @@ def make_sender(spec: Spec, shared: dict[str, Any]
         memmove = ctypes.memmove
         size = spec.size
 
+        views: dict[int, Any] = {}  # the reused bytearray of the throughput mode
+
         def send_iox(msg: bytes) -> None:
             s = loan()
-            memmove(s.payload_ptr, msg, size)
+            if type(msg) is bytes:
+                memmove(s.payload_ptr, msg, size)
+            else:
+                src = views.get(id(msg))
+                if src is None:
+                    src = views[id(msg)] = (ctypes.c_char * size).from_buffer(msg)
+                memmove(s.payload_ptr, src, size)
             s.assume_init().send()
 
         return send_iox, nothing, nothing
