@@ -1,24 +1,26 @@
 import importlib.util
-import os
 import pathlib
-import re
+from types import ModuleType
 
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).resolve().parent
-VERSION = re.search(r'__version__ = "([^"]+)"',
-                    (ROOT / "aiochronicle" / "_version.py").read_text()).group(1)
 
-_args = ["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
-_link: list[str] = []
-if os.environ.get("AIOCHRONICLE_SANITIZE"):
-    _args += ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
-    _link += ["-fsanitize=address,undefined"]
-elif os.environ.get("AIOCHRONICLE_DEBUG"):
-    _args += ["-O0", "-g"]
-else:
-    _args += ["-O2"]
+
+def _load(name: str, path: pathlib.Path) -> ModuleType | None:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        return None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# the cffi build script knows the version stamp and the compile flags
+_ffi = _load("_aiochronicle_build_ffi", ROOT / "native" / "build_ffi.py")
+assert _ffi is not None
+_args, _link = _ffi.compile_flags()
 
 # the per-message calls through the CPython C API (native/hot.c), over the
 # same core as the cffi module (native/build_ffi.py)
@@ -26,26 +28,18 @@ hot = Extension(
     "aiochronicle._hot",
     sources=["native/hot.c", "native/cq.c", "native/pause.c"],
     include_dirs=["native"],
-    define_macros=[("AIOCHRONICLE_VERSION", '"%s"' % VERSION)],
+    define_macros=[("AIOCHRONICLE_VERSION", '"%s"' % _ffi._version())],
     extra_compile_args=_args,
     extra_link_args=_link,
 )
 
 
-def _build_jar() -> None:
-    """The JVM reader (jvm/), compiled against the installed PySpark when javac is there."""
-    spec = importlib.util.spec_from_file_location("_aiochronicle_jvm_build",
-                                                  ROOT / "jvm" / "build.py")
-    if spec is None or spec.loader is None:
-        return
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.build()
-
-
 class BuildPy(build_py):
     def run(self) -> None:
-        _build_jar()
+        # the JVM reader (jvm/), compiled against the installed PySpark when javac is there
+        jvm = _load("_aiochronicle_jvm_build", ROOT / "jvm" / "build.py")
+        if jvm is not None:
+            jvm.build()
         super().run()
 
 

@@ -51,15 +51,22 @@ def _cdef() -> str:
 ffibuilder = FFI()
 ffibuilder.cdef(_cdef())
 
-_args = ["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
-_link: list[str] = []
-if os.environ.get("AIOCHRONICLE_SANITIZE"):
-    _args += ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
-    _link += ["-fsanitize=address,undefined"]
-elif os.environ.get("AIOCHRONICLE_DEBUG"):
-    _args += ["-O0", "-g"]
-else:
-    _args += ["-O2"]
+def compile_flags() -> tuple[list[str], list[str]]:
+    """(compile, link) flags of the native modules (this one and setup.py's
+    ``aiochronicle._hot``), from the environment toggles above."""
+    args = ["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+    link: list[str] = []
+    if os.environ.get("AIOCHRONICLE_SANITIZE"):
+        args += ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
+        link += ["-fsanitize=address,undefined"]
+    elif os.environ.get("AIOCHRONICLE_DEBUG"):
+        args += ["-O0", "-g"]
+    else:
+        args += ["-O2"]
+    return args, link
+
+
+_args, _link = compile_flags()
 
 ffibuilder.set_source(
     "aiochronicle._cq",

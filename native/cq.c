@@ -85,6 +85,14 @@ static int64_t max64(int64_t *p, int64_t v) {
     return cur;
 }
 
+/* A header field the core writes (writePosition, lastIndex): 8-aligned and
+ * inside the file's header document, never in the data (a damaged layout
+ * must not turn an update into a write over an excerpt). */
+static inline int field_ok(const cq_store *s, uint64_t off) {
+    return off && !(off & 7) && off <= s->data_start && s->data_start - off >= 8 &&
+           fits(s, off, 8);
+}
+
 static inline int is_eof(uint32_t h) { return h == CQ_HDR_EOF; }
 static inline int not_ready(uint32_t h) { return h == 0 || (h & CQ_HDR_NOT_COMPLETE); }
 
@@ -592,7 +600,10 @@ static int index_entry(cq_appender *a, uint64_t seq, uint64_t pos, uint64_t *nex
     uint64_t i2i = (uint64_t)ld64(s, s->i2i_off);
     uint64_t vals, used_off, cap;
     if (!i2i) return CQ_OK; /* a file created without an index */
-    if (array_at(s, i2i, &vals, &used_off, &cap) != CQ_OK || n2 >= cap) {
+    /* the index documents this writes into lie before the excerpt it indexes
+     * (a damaged pointer to the data ahead must not turn into writes there) */
+    if (array_at(s, i2i, &vals, &used_off, &cap) != CQ_OK || n2 >= cap ||
+        i2i + 4 + (hdr_load(s, i2i) & CQ_HDR_LENGTH_MASK) > pos) {
         a->err_pos = i2i;
         return CQ_CORRUPT;
     }
@@ -602,6 +613,9 @@ static int index_entry(cq_appender *a, uint64_t seq, uint64_t pos, uint64_t *nex
         if (rc != CQ_OK) return rc;
         page = (uint64_t)ld64(s, vals + 8 * n2);
         if (!page) return CQ_OK;
+    } else if (!fits(s, page, 4) || page + 4 + (hdr_load(s, page) & CQ_HDR_LENGTH_MASK) > pos) {
+        a->err_pos = page;
+        return CQ_CORRUPT;
     }
     uint64_t pv, pu, pc;
     if (array_at(s, page, &pv, &pu, &pc) != CQ_OK || n3 >= pc) { a->err_pos = page; return CQ_CORRUPT; }
@@ -609,7 +623,7 @@ static int index_entry(cq_appender *a, uint64_t seq, uint64_t pos, uint64_t *nex
     int64_t empty = 0;
     if (__atomic_compare_exchange_n(slot, &empty, (int64_t)pos, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
         max64((int64_t *)(s->base + pu), (int64_t)(n3 + 1));
-        if (s->last_index_off)
+        if (field_ok(s, s->last_index_off))
             max64((int64_t *)(s->base + s->last_index_off), (int64_t)(seq + s->index_spacing));
     }
     return CQ_OK;
@@ -637,8 +651,8 @@ static int commit(cq_appender *a, uint64_t pos, uint64_t seq, uint64_t plen, int
     uint32_t h = (uint32_t)plen | (meta ? CQ_HDR_META : 0);
     if (!hdr_cas(s, pos, held, h)) return CQ_LOCK_LOST;
     if (!meta) {
-        if (s->wp_off) max64((int64_t *)(b + s->wp_off), (int64_t)pos);
-        if (s->wp_seq_off)
+        if (field_ok(s, s->wp_off)) max64((int64_t *)(b + s->wp_off), (int64_t)pos);
+        if (field_ok(s, s->wp_seq_off))
             st64(s, s->wp_seq_off, (int64_t)((pos << s->file_shift) | seq));
         /* the excerpt is published: from here on nothing may report failure.
          * A damaged index only leaves a hole, which lookups tolerate. */

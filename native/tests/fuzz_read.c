@@ -288,6 +288,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         s.wp_seq_off = s.wp_off ? s.wp_off + 8 : 0;
     }
     s.last_index_off = field_off(ld16(p + 7), map_len, misaligned);
+    /* where the header document ends, as the Python layer computes it */
+    if (map_len >= 4) {
+        uint32_t h0;
+        memcpy(&h0, base, 4);
+        uint64_t end0 = 4 + (uint64_t)(h0 & CQ_HDR_LENGTH_MASK);
+        s.data_start = end0 <= map_len ? (s.align == 4 ? (end0 + 3) & ~3ull : end0) : 0;
+    }
     int include_meta = (flags & 2) != 0;
 
     uint64_t positions[NCHECK];
@@ -395,6 +402,7 @@ static size_t make_seed(uint8_t *out, size_t cap, int variant) {
     s.file_shift = 32;
     s.wp_off = WP_F;
     s.wp_seq_off = WP_F + 8;
+    s.data_start = pos;
     if (indexed) {
         s.count_bits = cbits;
         s.spacing_bits = sbits;
