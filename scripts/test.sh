@@ -10,7 +10,7 @@ fi
 bash scripts/setup.sh
 # the Java interop programs, against each pinned Chronicle Queue (Maven; fails loudly)
 .venv/bin/python interop/jvm.py
-.venv/bin/python -m ruff check aiochronicle tests bench examples
+.venv/bin/python -m ruff check --no-cache aiochronicle tests bench examples
 .venv/bin/python -m mypy
 # the examples use only the public API, and type-check against it strictly
 .venv/bin/python -m mypy --strict examples

@@ -19,13 +19,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Protocol
 
-import jvm
 import msgspec
 import pytest
 from rawfile import raw_documents
 from workers import open_q
 
 import aiochronicle as ac
+import jvm
 from aiochronicle._rollcycles import CycleNamer
 
 VERSIONS = list(jvm.VERSIONS)
