@@ -81,7 +81,6 @@ _ROLL_CODES = (lib.CQ_BAD_STATE, lib.CQ_ROLL, lib.CQ_EOF)
 _cq_read = lib.cq_read
 SCRATCH = 4096
 RESERVE_STEP = 1 << 20
-_OUT_INDEX = ffi.offsetof("cq_tailer", "index") // 8
 _unpack = ffi.unpack
 _tuple_new = tuple.__new__
 
