@@ -39,6 +39,9 @@ JAVA17_FLAGS = (
 JVM_OPTIONS = (
     "-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
     "-Dchronicle.analytics.disable=true", "-Dchronicle.announcer.disable=true",
+    # no disk-space checker thread: at JVM exit it can race the shutdown (loading JNA
+    # for thread affinity) and log an ExceptionInInitializerError that is not ours
+    "-Dchronicle.disk.monitor.disable=true",
     "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 )
 
@@ -46,6 +49,9 @@ JVM_OPTIONS = (
 BENCH_JVM_OPTIONS = (
     "-Xms256m", "-Xmx512m",
     "-Dchronicle.analytics.disable=true", "-Dchronicle.announcer.disable=true",
+    # no disk-space checker thread: at JVM exit it can race the shutdown (loading JNA
+    # for thread affinity) and log an ExceptionInInitializerError that is not ours
+    "-Dchronicle.disk.monitor.disable=true",
     "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 )
 

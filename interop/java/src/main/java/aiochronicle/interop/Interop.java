@@ -39,6 +39,10 @@ public final class Interop {
     }
 
     public static void main(String[] args) throws Exception {
+        // Chronicle's background threads load thread affinity (and JNA) when they first
+        // run; one that first runs while the JVM exits logs an initializer error at
+        // shutdown. Loading it here, before any queue opens, keeps exits quiet.
+        Class.forName("net.openhft.affinity.Affinity");
         List<String> cmd = new ArrayList<>();
         for (String a : args) {
             if (a.equals("--")) {
