@@ -6,6 +6,7 @@ any number of processes read every excerpt in one total order; nothing is
 consumed by reading.
 """
 
+from ._appender import Appender as Appender
 from ._clock import SetTimeProvider as SetTimeProvider
 from ._clock import SystemTimeProvider as SystemTimeProvider
 from ._clock import TimeProvider as TimeProvider
@@ -14,6 +15,7 @@ from ._codecs import CodecError as CodecError
 from ._codecs import CodecMismatchError as CodecMismatchError
 from ._codecs import Codecs as Codecs
 from ._codecs import set_queue_codec as set_queue_codec
+from ._document import DocumentContext as DocumentContext
 from ._errors import AppendLockedError as AppendLockedError
 from ._errors import ChronicleError as ChronicleError
 from ._errors import CorruptQueueError as CorruptQueueError
@@ -28,11 +30,17 @@ from ._errors import QueueAccessError as QueueAccessError
 from ._errors import QueueBusyError as QueueBusyError
 from ._errors import QueueClosedError as QueueClosedError
 from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
+from ._errors import ReplicationError as ReplicationError
+from ._errors import ReplicationTimeoutError as ReplicationTimeoutError
 from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
+from ._errors import UnalignedCycleError as UnalignedCycleError
 from ._errors import UnknownRollCycleError as UnknownRollCycleError
 from ._errors import WireError as WireError
 from ._errors import WriteLockLostError as WriteLockLostError
 from ._errors import WriteLockTimeoutError as WriteLockTimeoutError
+from ._excerpt import Batch as Batch
+from ._excerpt import Excerpt as Excerpt
+from ._excerpt import TailerDirection as TailerDirection
 from ._history import MessageHistory as MessageHistory
 from ._history import current_history as current_history
 from ._methods import MethodCall as MethodCall
@@ -56,29 +64,22 @@ from ._ops import unlock_queue as unlock_queue
 from ._pauser import Pauser as Pauser
 from ._pauser import PauserMode as PauserMode
 from ._pauser import PauserStatistics as PauserStatistics
-from ._queue import Appender as Appender
-from ._queue import Batch as Batch
-from ._queue import DocumentContext as DocumentContext
-from ._queue import Excerpt as Excerpt
-from ._queue import Pretoucher as Pretoucher
+from ._pretoucher import Pretoucher as Pretoucher
 from ._queue import Queue as Queue
-from ._queue import SyncMode as SyncMode
-from ._queue import Tailer as Tailer
-from ._queue import TailerDirection as TailerDirection
-from ._queue import UnlockMode as UnlockMode
 from ._queue import open_queue as open_queue
 from ._replication import DivergenceError as DivergenceError
 from ._replication import IncompatibleQueueError as IncompatibleQueueError
 from ._replication import ReplicationAuthError as ReplicationAuthError
-from ._replication import ReplicationError as ReplicationError
 from ._replication import ReplicationGapError as ReplicationGapError
 from ._replication import ReplicationProtocolError as ReplicationProtocolError
 from ._replication import ReplicationSink as ReplicationSink
 from ._replication import ReplicationSource as ReplicationSource
-from ._replication import ReplicationTimeoutError as ReplicationTimeoutError
 from ._replication import SinkInfo as SinkInfo
 from ._rollcycles import RollCycle as RollCycle
 from ._rollcycles import RollCycles as RollCycles
+from ._settings import SyncMode as SyncMode
+from ._settings import UnlockMode as UnlockMode
+from ._tailer import Tailer as Tailer
 from ._version import __version__ as __version__
 
 __all__ = [
@@ -140,6 +141,7 @@ __all__ = [
     "TailerDirection",
     "TailerStats",
     "TimeProvider",
+    "UnalignedCycleError",
     "UnknownRollCycleError",
     "UnlockMode",
     "WireError",

@@ -21,12 +21,13 @@ from collections.abc import AsyncIterator, Generator
 from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueClosedError
+from ._excerpt import SCRATCH, Excerpt, TailerDirection
 from ._native import ffi, lib
 from ._notify import Notifier, notifier_for
 from ._pauser import SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
 
 if TYPE_CHECKING:
-    from ._queue import Excerpt, Queue, TailerDirection
+    from ._queue import Queue
 
 __all__ = ["AsyncTailerMixin"]
 
@@ -43,18 +44,7 @@ def _sleep(_: float) -> Generator[None, None, None]:
     """``await asyncio.sleep(0)`` without importing asyncio here: a bare yield
     makes the running task give the loop one turn."""
     yield
-_scratch_cap = 0
 _OUT_INDEX = ffi.offsetof("cq_tailer", "index") // 8
-_excerpt: Any = None
-
-
-def _bind() -> None:
-    """Late imports from ``_queue`` (which imports this module)."""
-    global _excerpt, _scratch_cap
-    from ._queue import SCRATCH, Excerpt
-
-    _excerpt = Excerpt
-    _scratch_cap = SCRATCH
 
 
 class AsyncTailerMixin:
@@ -68,6 +58,7 @@ class AsyncTailerMixin:
         _scratch: Any
         _direction: TailerDirection
         _named_off: int | None
+        _spin_reads: bool
         _out: memoryview
 
         def read_nowait(self) -> Excerpt | None: ...
@@ -103,8 +94,6 @@ class AsyncTailerMixin:
     def _guard(self) -> threading.RLock:
         g = self._wait_guard
         if g is None:
-            if _excerpt is None:
-                _bind()
             g = self._wait_guard = threading.RLock()
         return g
 
@@ -126,8 +115,8 @@ class AsyncTailerMixin:
 
     def _taken(self, n: int) -> Excerpt | None:
         """The excerpt a native read returned ``n`` for (guard held)."""
-        payload = _unpack(self._scratch if n <= _scratch_cap else self._c.data, n)
-        ex: Excerpt = _tuple_new(_excerpt, (self._out[_OUT_INDEX], payload))
+        payload = _unpack(self._scratch if n <= SCRATCH else self._c.data, n)
+        ex: Excerpt = _tuple_new(Excerpt, (self._out[_OUT_INDEX], payload))
         return ex
 
     def _after(self, n: int, ex: Excerpt | None) -> Excerpt | None:
@@ -165,7 +154,7 @@ class AsyncTailerMixin:
         c = self._c
         stop = pauser._stop
         slice_ns = pauser.spin_slice_ns
-        forward = self._direction == 1  # TailerDirection.FORWARD
+        forward = self._spin_reads  # native reads while waiting (Tailer._bind)
         notifier = self._notifier(pauser)
         guard = self._guard()
         t0 = _mono_ns()
@@ -232,8 +221,6 @@ class AsyncTailerMixin:
         jobs): every excerpt up to the last one written before the call, or
         until nothing more is there.  Gives the loop a turn every
         ``checkpoint_every`` excerpts."""
-        from ._queue import TailerDirection
-
         end = self.queue.last_index if self._direction == TailerDirection.FORWARD else None
         if end is None and self._direction == TailerDirection.FORWARD:
             return
@@ -275,7 +262,7 @@ class AsyncTailerMixin:
         pauser.reset()
         c = self._c
         stop = pauser._stop
-        forward = self._direction == 1  # TailerDirection.FORWARD
+        forward = self._spin_reads  # native reads while waiting (Tailer._bind)
         notifier = self._notifier(pauser)
         guard = self._guard()
         t0 = _mono_ns()

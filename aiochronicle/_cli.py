@@ -25,8 +25,10 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
-from ._dump import DecodedPayload, decoder_names, dump_path, get_decoder
+from ._codecs import payload_decoder
+from ._dump import dump_path
 from ._errors import ChronicleError
+from ._excerpt import TailerDirection
 from ._ops import (
     CheckFinding,
     NoSuchIndexError,
@@ -35,17 +37,19 @@ from ._ops import (
     Retention,
     check_queue,
     files_to_repair,
-    is_queue_dir,
     lock_states,
-    open_existing_queue,
     parse_index,
     queue_stats,
     repair_queue,
     start_of_last,
     unlock_queue,
 )
-from ._queue import Queue, Tailer, TailerDirection, open_queue
+from ._pauser import Pauser
+from ._queue import Queue, is_queue_dir, open_existing_queue, open_queue
+from ._render import DecodedPayload, decoder_names, get_decoder
+from ._replication import ReplicationSink, ReplicationSource
 from ._rollcycles import RollCycles
+from ._tailer import Tailer
 from ._version import __version__
 from ._wire import WireWriter
 
@@ -319,8 +323,6 @@ def cmd_tail(args: argparse.Namespace) -> int:
         _wait_for_queue(path)
     q = open_existing_queue(path, writable=args.named is not None)
     if args.decode == "auto":
-        from ._codecs import payload_decoder
-
         decoder = payload_decoder(q)  # follow the codec the queue records
     out = sys.stdout
     try:
@@ -1182,8 +1184,6 @@ def _add_replicate_parser(sub: Any) -> None:
 
 
 def _replication_security(args: argparse.Namespace, server: bool) -> tuple[bytes | None, Any]:
-    from ._replication import ReplicationSink, ReplicationSource
-
     secret: bytes | None = None
     if args.secret_file:
         with open(args.secret_file, "rb") as fh:
@@ -1209,9 +1209,6 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     import asyncio
     import logging
     import signal
-
-    from ._pauser import Pauser
-    from ._replication import ReplicationSink, ReplicationSource
 
     logging.basicConfig(level=logging.WARNING if not args.verbose else
                         logging.INFO if args.verbose == 1 else logging.DEBUG,

@@ -49,9 +49,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, overload
 import msgspec
 import msgspec.inspect as mi
 
-from ._dump import DecodedPayload, decode_auto, decode_hex, decode_text, register_decoder
-from ._errors import ChronicleError
+from ._errors import ChronicleError, ReadOnlyQueueError
 from ._history import MessageHistory
+from ._hooks import HOOKS
+from ._render import (
+    DecodedPayload,
+    decode_auto,
+    decode_hex,
+    decode_text,
+    decode_wire,
+    register_decoder,
+)
 from ._wire import (
     EmptyBody,
     HistoryBytes,
@@ -851,8 +859,6 @@ class BinaryWireCodec(Codec):
         return convert_plain(value, type, r.marked)
 
     def render(self, payload: bytes) -> DecodedPayload | None:
-        from ._dump import decode_wire
-
         return decode_wire(payload)
 
 
@@ -929,8 +935,6 @@ def set_queue_codec(queue: Queue, codec: Codec | str) -> Codec:
         CodecMismatchError: the queue already records another codec.
         ReadOnlyQueueError: the queue is open read-only.
     """
-    from ._errors import ReadOnlyQueueError
-
     c = Codecs.get(codec)
     queue._check_open()
     meta = queue._meta
@@ -1093,3 +1097,6 @@ def decode_payload(queue: Queue, payload: bytes) -> str:
     if not payload:
         return decode_hex(payload).line
     return payload_decoder(queue)(payload).line
+
+
+HOOKS.queue_codec = queue_codec

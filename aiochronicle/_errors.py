@@ -20,7 +20,10 @@ __all__ = [
     "QueueBusyError",
     "QueueClosedError",
     "ReadOnlyQueueError",
+    "ReplicationError",
+    "ReplicationTimeoutError",
     "RollCycleMismatchWarning",
+    "UnalignedCycleError",
     "UnknownRollCycleError",
     "WireError",
     "WriteLockLostError",
@@ -143,3 +146,19 @@ class WireError(ChronicleError, ValueError):
 
 class RollCycleMismatchWarning(UserWarning):
     """The roll cycle stored in an existing queue differs from the one asked for."""
+
+
+class ReplicationError(ChronicleError):
+    """Base class of replication failures."""
+
+
+class ReplicationTimeoutError(ReplicationError, TimeoutError):
+    """No replica acknowledged an index in time (``Appender.wait_replicated``)."""
+
+
+class UnalignedCycleError(ChronicleError):
+    """A cycle file in the packed layout (``dataFormat: 0``, written by Chronicle
+    Queue before 5.19.11) is read but never appended to: its excerpt headers
+    are not 4-byte aligned, and an atomic header update at such an offset is
+    undefined behaviour.  Appends resume in the next cycle, which is created in
+    the aligned layout."""

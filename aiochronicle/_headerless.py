@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ._native import HDR_EOF, HDR_META, HDR_NOT_COMPLETE
+from ._native import HDR_LENGTH_MASK as LENGTH_MASK
+
 __all__ = ["HEADERLESS_LIMITATION", "headerless_append_message", "is_headerless"]
 
-HDR_META = 0x40000000
-HDR_NOT_COMPLETE = 0x80000000
-HDR_EOF = 0xC0000000
-LENGTH_MASK = 0x3FFFFFFF
 
 #: documents looked at before a file is taken for a headerless one
 PROBE_DOCUMENTS = 16

@@ -17,6 +17,7 @@ import errno
 import fcntl
 import os
 import stat
+import threading
 from typing import Any
 
 from ._errors import CorruptQueueError, DiskFullError, QueueAccessError, QueueClosedError
@@ -77,7 +78,8 @@ class MappedFile:
     when the object is garbage.
     """
 
-    __slots__ = ("_retired", "c", "chunk", "closed", "fd", "overlap", "path", "writable")
+    __slots__ = ("_grow_lock", "_retired", "c", "chunk", "closed", "fd", "overlap", "path",
+                 "writable")
 
     def __init__(self, path: str, fd: int, writable: bool, chunk: int, overlap: int,
                  min_size: int = 0) -> None:
@@ -89,6 +91,9 @@ class MappedFile:
         self.c: Any = ffi.new("cq_store *")
         self.c.chunk = chunk
         self._retired: list[tuple[Any, int]] = []
+        # one remap at a time: the pretoucher's thread, appenders and tailers of
+        # one queue share this object and may all find the mapping too short
+        self._grow_lock = threading.Lock()
         self.closed = False
         try:
             size = os.fstat(fd).st_size
@@ -112,13 +117,17 @@ class MappedFile:
         return os.fstat(self.fd).st_size
 
     def _map(self, size: int) -> None:
+        """Map ``size`` bytes (more than now) and publish the new mapping to
+        native readers in a safe order (``cq_store_remap``); the old one is
+        kept until close.  Only under ``_grow_lock`` (or in the constructor)."""
+        if size <= self.c.map_len:
+            return  # another thread mapped at least as much meanwhile
         out = ffi.new("uint8_t **")
         if lib.cq_map(self.fd, size, 1 if self.writable else 0, out) != 0:
             err = ffi.errno
             raise OSError(err, f"mmap of {self.path} failed: {os.strerror(err)}")
         old_base, old_len = self.c.base, int(self.c.map_len)
-        self.c.base = out[0]
-        self.c.map_len = size
+        lib.cq_store_remap(self.c, out[0], size)
         if old_base != ffi.NULL:
             # another thread may still be inside a native call with the old
             # address, so the mapping stays until close; its pages are dropped
@@ -166,22 +175,23 @@ class MappedFile:
         """
         if need <= self.c.map_len:
             return True
-        size = self.file_size()
-        if size < need:
-            if not self.writable or not grow:
-                if size > self.c.map_len:
-                    self._map(size)
-                return False
-            self._grow(need)
+        with self._grow_lock:
             size = self.file_size()
-        self._map(size)
+            if size < need:
+                if not self.writable or not grow:
+                    self._map(size)
+                    return False
+                self._grow(need)
+                size = self.file_size()
+            self._map(size)
         return True
 
     def refresh(self) -> bool:
         """Map any growth of the file made by another process; True if it grew."""
         size = self.file_size()
         if size > self.c.map_len:
-            self._map(size)
+            with self._grow_lock:
+                self._map(size)
             return True
         return False
 
@@ -219,6 +229,24 @@ class MappedFile:
 
     def cas64(self, offset: int, expected: int, value: int) -> bool:
         return bool(lib.cq_cas64(self.ptr(offset), expected, value))
+
+    def max64(self, offset: int, value: int) -> int:
+        """Raise the 64-bit value at ``offset`` to ``value`` (atomic; never
+        lowers it); returns the value now there."""
+        return int(lib.cq_max64(self.ptr(offset), value))
+
+    def min64(self, offset: int, value: int) -> int:
+        """Lower the 64-bit value at ``offset`` to ``value`` (atomic; never
+        raises it); returns the value now there."""
+        return int(lib.cq_min64(self.ptr(offset), value))
+
+    def add64(self, offset: int, delta: int) -> int:
+        """Atomically add ``delta`` to the 64-bit value at ``offset``; returns the sum."""
+        return int(lib.cq_add64(self.ptr(offset), delta))
+
+    def populate(self, start: int, stop: int) -> None:
+        """Fault in the pages of ``[start, stop)`` (``stop`` within the mapping)."""
+        lib.cq_populate(self.c.base, start, min(stop, int(self.c.map_len)))
 
     def load32(self, offset: int) -> int:
         return int(lib.cq_load32(self.ptr(offset, 4)))

@@ -41,6 +41,7 @@ from ._codecs import (
     writer_for,
 )
 from ._errors import QueueClosedError
+from ._excerpt import Excerpt, TailerDirection
 from ._history import (
     CURRENT,
     Incoming,
@@ -50,10 +51,12 @@ from ._history import (
     outgoing_raw,
     outgoing_wire_bytes,
 )
+from ._hooks import HOOKS
 from ._wire import HistoryBytes, PlainReader, WireError, WireWriter
 
 if TYPE_CHECKING:
-    from ._queue import Appender, Excerpt, Tailer
+    from ._appender import Appender
+    from ._tailer import Tailer
 
 __all__ = [
     "MethodCall",
@@ -624,8 +627,6 @@ class MethodReader:
         self._last: tuple[str, tuple[Any, ...], Incoming | None] | None = None
         self._recording = False  # keep _last (for async iteration)
         # an unnamed forward tailer is read ahead in batches (see the class doc)
-        from ._queue import TailerDirection
-
         self._batch = (batch if batch is not None else tailer.name is None) and (
             tailer.direction == TailerDirection.FORWARD)
         self._batch_count = 1024
@@ -1278,8 +1279,6 @@ def _body(buf: Any, pos: int, end: int) -> tuple[int, int]:
 
 
 def _excerpt(index: int, payload: bytes) -> Excerpt:
-    from ._queue import Excerpt
-
     return Excerpt(index, payload)
 
 
@@ -1291,3 +1290,7 @@ _MP_RAWS = msgspec.msgpack.Decoder(list[msgspec.Raw])
 _JSON_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _MP_KEY_LEN: Final = {0xD9: 2, 0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9,
                       0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}
+
+
+HOOKS.method_writer = make_method_writer
+HOOKS.method_reader = MethodReader

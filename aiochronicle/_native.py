@@ -7,6 +7,15 @@ import glob
 import os
 import sys
 
+from ._errors import (
+    ChronicleError,
+    CorruptQueueError,
+    DiskFullError,
+    IndexFullError,
+    MessageTooLargeError,
+    UnalignedCycleError,
+    WriteLockLostError,
+)
 from ._version import __version__
 
 
@@ -51,21 +60,82 @@ for _name, _built in (("_cq", ffi.string(lib.cq_version()).decode()), ("_hot", _
             f"{__version__}: rebuild with `pip install .`"
         )
 
-OK = lib.CQ_OK
-NONE = lib.CQ_NONE
-EOF_ = lib.CQ_EOF
-NEED_MAP = lib.CQ_NEED_MAP
-LOCKED = lib.CQ_LOCKED
-ROLL = lib.CQ_ROLL
-CORRUPT = lib.CQ_CORRUPT
-NOT_FOUND = lib.CQ_NOT_FOUND
-NOT_REACHED = lib.CQ_NOT_REACHED
-TOO_LARGE = lib.CQ_TOO_LARGE
-INDEX_FULL = lib.CQ_INDEX_FULL
-APPEND_LOCKED = lib.CQ_APPEND_LOCKED
-ERRNO = lib.CQ_ERRNO
-BAD_STATE = lib.CQ_BAD_STATE
+# -- result codes of the native core (native/cq.h), read from the build once --
+OK: int = lib.CQ_OK
+NONE: int = lib.CQ_NONE
+EOF_: int = lib.CQ_EOF
+NEED_MAP: int = lib.CQ_NEED_MAP
+LOCKED: int = lib.CQ_LOCKED
+ROLL: int = lib.CQ_ROLL
+CORRUPT: int = lib.CQ_CORRUPT
+NOT_FOUND: int = lib.CQ_NOT_FOUND
+NOT_REACHED: int = lib.CQ_NOT_REACHED
+TOO_LARGE: int = lib.CQ_TOO_LARGE
+INDEX_FULL: int = lib.CQ_INDEX_FULL
+APPEND_LOCKED: int = lib.CQ_APPEND_LOCKED
+ERRNO: int = lib.CQ_ERRNO
+NO_SPACE: int = lib.CQ_NO_SPACE
+BAD_STATE: int = lib.CQ_BAD_STATE
+DUPLICATE: int = lib.CQ_DUPLICATE
+GAP: int = lib.CQ_GAP
+LOCK_LOST: int = lib.CQ_LOCK_LOST
+UNALIGNED: int = lib.CQ_UNALIGNED
 
+# -- header word bits (native/cq.h) --
+HDR_LENGTH_MASK: int = lib.CQ_HDR_LENGTH_MASK
+HDR_META: int = lib.CQ_HDR_META
+HDR_NOT_COMPLETE: int = lib.CQ_HDR_NOT_COMPLETE
+HDR_EOF: int = lib.CQ_HDR_EOF
+
+#: a free lock word (Java's Long.MIN_VALUE)
 UNLOCKED = -(1 << 63)
 
-__all__ = ["HotAppender", "HotTailer", "ffi", "lib", "set_excerpt_type"]
+_NAMES = {v: k for k, v in list(globals().items())
+          if isinstance(v, int) and k.isupper() and not k.startswith(("HDR_", "UNLOCKED"))
+          and v <= 0}
+
+
+def code_name(rc: int) -> str:
+    """``CQ_...``: the name of a native result code (for messages)."""
+    name = _NAMES.get(rc)
+    return f"CQ_{name.rstrip('_')}" if name else str(rc)
+
+
+def check(rc: int, *, path: str = "", pos: int = 0, what: str = "",
+          detail: str = "") -> int:
+    """``rc`` when it is not an error code, else raise the named exception it
+    stands for (the one place result codes become exceptions, as pyzmq's
+    ``_check_rc``).  ``path``/``pos`` locate damage; ``what`` says what was
+    being done; ``detail`` replaces the generic message.
+
+    The codes a caller handles itself (NONE, EOF, NEED_MAP, ROLL, LOCKED,
+    NOT_REACHED, BAD_STATE, ...) must be dealt with before calling this:
+    those reaching it are unexpected and raise ChronicleError.
+    """
+    if rc >= 0:
+        return rc
+    doing = f"{what}: " if what else ""
+    if rc == CORRUPT:
+        raise CorruptQueueError(detail or f"{doing}corrupt header or index", path, pos)
+    if rc == LOCK_LOST:
+        raise WriteLockLostError(
+            detail or f"{doing}the write lock of {path} was forced away from this writer "
+            "before it committed: nothing of it was written")
+    if rc == TOO_LARGE:
+        raise MessageTooLargeError(detail or f"{doing}an excerpt holds at most "
+                                   f"{(1 << 30) - 1} bytes")
+    if rc == UNALIGNED:
+        raise UnalignedCycleError(
+            detail or f"{doing}{path} is a packed cycle file (dataFormat 0): it is read but "
+            "not appended to; appends go on in the next cycle")
+    if rc == INDEX_FULL:
+        raise IndexFullError(detail or f"{doing}the cycle's index is full")
+    if rc == NO_SPACE:
+        raise DiskFullError(28, detail or f"{doing}no space left on the device for {path}")
+    if rc == ERRNO:
+        err = ffi.errno
+        raise OSError(err, f"{doing}{os.strerror(err)}", path or None)
+    raise ChronicleError(detail or f"{doing}native call failed with {code_name(rc)}")
+
+
+__all__ = ["HotAppender", "HotTailer", "check", "code_name", "ffi", "lib", "set_excerpt_type"]

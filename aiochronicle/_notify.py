@@ -30,7 +30,8 @@ from ._native import ffi, lib
 if TYPE_CHECKING:
     import asyncio
 
-    from ._queue import Appender, Queue
+    from ._appender import Appender
+    from ._queue import Queue
 
 __all__ = ["NOTIFY_KEY", "Notifier", "attach_appender", "close_notifier", "notifier_for"]
 
@@ -43,7 +44,6 @@ HORIZON_NS = 2 * WAIT_SLICE_NS
 #: the helper thread exits after this long without waiters
 IDLE_EXIT_S = 1.0
 
-_MOVED = lib.CQ_NOTIFY_MOVED
 
 _notifiers: weakref.WeakKeyDictionary[Queue, Notifier] = weakref.WeakKeyDictionary()
 _notifiers_lock = threading.Lock()
@@ -221,54 +221,13 @@ def _watch_view(w: Any) -> memoryview:
 
 
 def attach_appender(appender: Appender) -> None:
-    """Make ``appender`` wake parked ``Pauser.notify()`` tailers after each commit.
-
-    If the native appender has a ``notify`` field the core does it after each
-    commit; otherwise the appender's commit methods are wrapped here, with the
-    same single load per commit checked from Python first.
-    """
+    """Make ``appender`` wake parked ``Pauser.notify()`` tailers: the native
+    core checks the watched word after each commit (one load when nobody is
+    parked)."""
     queue = appender.queue
     if queue._meta is None or queue.read_only:
         return
     w = ffi.new("cq_notify_watch *")
     _watch_setup(appender, w)
-    appender._notify_watch = w  # type: ignore[attr-defined]  # keeps it alive
-    c = appender._c
-    if "notify" in dict(ffi.typeof("cq_appender").fields):
-        c.notify = w
-        return
-    # no native support: check the watched word from Python after each commit
-    view = [_watch_view(w)]
-    commit = lib.cq_notify_commit
-
-    def after() -> None:
-        if commit(w) == _MOVED:
-            if w.cell == ffi.NULL and w.meta == ffi.NULL:
-                _watch_setup(appender, w)  # the metadata grew past its mapping
-            view[0] = _watch_view(w)
-
-    inner_append = appender.append
-    inner_packed = appender.append_packed
-    inner_commit = appender._doc_commit
-
-    def append(data: bytes | bytearray | memoryview | str) -> int:
-        index = inner_append(data)
-        if view[0][0]:
-            after()
-        return index
-
-    def append_packed(data: bytes | bytearray | memoryview, offsets: Any) -> int:
-        index = inner_packed(data, offsets)
-        if view[0][0]:
-            after()
-        return index
-
-    def doc_commit(length: int, metadata: bool) -> int | None:
-        index = inner_commit(length, metadata)
-        if view[0][0]:
-            after()
-        return index
-
-    appender.append = append  # type: ignore[method-assign]
-    appender.append_packed = append_packed  # type: ignore[method-assign]
-    appender._doc_commit = doc_commit  # type: ignore[method-assign]
+    appender._notify_watch = w  # keeps it alive while the native appender points at it
+    appender._c.notify = w

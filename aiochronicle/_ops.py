@@ -38,14 +38,13 @@ from ._errors import (
     CorruptQueueError,
     NoSuchIndexError,
     NotAQueueError,
-    QueueAccessError,
     QueueBusyError,
-    RollCycleMismatchWarning,
 )
 from ._headerless import HEADERLESS_LIMITATION
 from ._mapped import list_dir, open_regular
-from ._native import UNLOCKED
-from ._queue import _INITIAL_KEYS, METADATA_FILE, Queue, _metadata_header, _pid_alive, open_queue
+from ._native import HDR_EOF, HDR_META, HDR_NOT_COMPLETE, UNLOCKED
+from ._native import HDR_LENGTH_MASK as LENGTH_MASK
+from ._queue import Queue, is_queue_dir, open_existing_queue
 from ._rollcycles import (
     CycleNamer,
     RollCycle,
@@ -55,9 +54,11 @@ from ._rollcycles import (
     make_roll_cycle,
     misnamed_cycle_files,
 )
+from ._settings import INITIAL_KEYS, METADATA_FILE, metadata_header
 from ._store import CycleStore, open_store, store_image
 from ._tablestore import TableStore, salvage_table_store
 from ._wire import Document, I64Array, WireError, parse_document
+from ._writelock import APPEND_LOCK, WRITE_LOCK, pid_alive
 
 __all__ = [
     "CheckFinding",
@@ -82,12 +83,7 @@ __all__ = [
     "unlock_queue",
 ]
 
-LEGACY_LISTING_FILE = "directory-listing.cq4t"
-LOCK_KEYS = ("chronicle.write.lock", "chronicle.append.lock")
-HDR_META = 0x40000000
-HDR_NOT_COMPLETE = 0x80000000
-HDR_EOF = 0xC0000000
-LENGTH_MASK = 0x3FFFFFFF
+LOCK_KEYS = (WRITE_LOCK, APPEND_LOCK)
 _U64 = (1 << 64) - 1
 
 Progress = Callable[[int, int], None]
@@ -96,11 +92,6 @@ Progress = Callable[[int, int], None]
 # --------------------------------------------------------------------------
 # small helpers
 # --------------------------------------------------------------------------
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this PID exists (on this host, in this PID namespace)."""
-    return _pid_alive(pid)
 
 
 def parse_index(text: str) -> int:
@@ -120,32 +111,6 @@ def parse_index(text: str) -> int:
     return value
 
 
-def is_queue_dir(path: str) -> bool:
-    """Whether ``path`` looks like a Chronicle Queue directory."""
-    try:
-        names = list_dir(path)
-    except (OSError, QueueAccessError):
-        return False
-    return any(n.endswith(".cq4") or n in (METADATA_FILE, LEGACY_LISTING_FILE) for n in names)
-
-
-def open_existing_queue(path: str, *, writable: bool = False) -> Queue:
-    """Open a queue that must already exist (read-only unless ``writable``).
-
-    Raises:
-        FileNotFoundError: nothing at ``path``.
-        NotAQueueError: ``path`` is not a queue directory.
-    """
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no such queue: {path}")
-    if not os.path.isdir(path):
-        raise NotAQueueError(f"not a queue directory: {path}")
-    list_dir(path)  # QueueAccessError rather than "not a queue" when it is unreadable
-    if not is_queue_dir(path):
-        raise NotAQueueError(f"not a Chronicle queue: {path} (no metadata.cq4t or .cq4 files)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RollCycleMismatchWarning)
-        return open_queue(path, read_only=not writable, timeout=1.0)
 
 
 def _disk_bytes(st: os.stat_result) -> int:
@@ -1162,13 +1127,13 @@ def rebuild_metadata(path: str) -> str:
     listing = {"listing.modCount": mod + 1}
     if cycles:
         listing.update({"listing.highestCycle": cycles[-1], "listing.lowestCycle": cycles[0]})
-    initial = tuple((k, listing.get(k, v)) for k, v in _INITIAL_KEYS)
+    initial = tuple((k, listing.get(k, v)) for k, v in INITIAL_KEYS)
     tmp = f"{meta_path}.rebuild-{os.getpid()}"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp)
     source_id = stored[2] if stored is not None else 0
     ts = TableStore(tmp, read_only=False, timeout=2.0, initial_keys=initial,
-                    header=lambda: _metadata_header(rc, ep, source_id))
+                    header=lambda: metadata_header(rc, ep, source_id))
     try:
         for key, value in kept.values():
             ts.set(key, value)

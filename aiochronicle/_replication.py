@@ -63,12 +63,23 @@ from itertools import accumulate
 from types import TracebackType
 from typing import Any
 
-from ._errors import AppendLockedError, ChronicleError, IllegalIndexError, QueueClosedError
+from ._appender import Appender
+from ._errors import (
+    AppendLockedError,
+    ChronicleError,
+    IllegalIndexError,
+    QueueClosedError,
+    ReplicationError,
+    ReplicationTimeoutError,
+)
+from ._excerpt import Batch
 from ._native import UNLOCKED, ffi, lib
 from ._notify import _watch_setup, _watch_view
 from ._pauser import Pauser
-from ._queue import Appender, Batch, Queue, Tailer, _lock_holder, _pid_alive, open_queue
+from ._queue import Queue, open_queue
 from ._rollcycles import RollCycle, make_roll_cycle
+from ._tailer import Tailer
+from ._writelock import lock_holder, pid_alive
 
 __all__ = [
     "DivergenceError",
@@ -134,10 +145,6 @@ _cq_append_at = lib.cq_append_at
 
 # -- errors ------------------------------------------------------------------------------
 
-class ReplicationError(ChronicleError):
-    """Base class of replication failures."""
-
-
 class ReplicationAuthError(ReplicationError):
     """The peer failed authentication (wrong or missing shared secret, or the
     source could not prove it knows the secret)."""
@@ -166,10 +173,6 @@ class IncompatibleQueueError(ReplicationError):
 class ReplicationProtocolError(ReplicationError):
     """A frame that does not follow the protocol (bad checksum, length or
     kind); the connection is dropped and the sink resumes after reconnecting."""
-
-
-class ReplicationTimeoutError(ReplicationError, TimeoutError):
-    """No replica acknowledged an index in time (``Appender.wait_replicated``)."""
 
 
 class _Shutdown(ReplicationError):
@@ -1212,8 +1215,8 @@ class ReplicationSink:
         off = meta.acquire(APPEND_LOCK_KEY, UNLOCKED)
         while not meta.file.cas64(off, UNLOCKED, pid):
             value = meta.file.load64(off)
-            holder = _lock_holder(value)
-            if holder == pid or _pid_alive(holder):
+            holder = lock_holder(value)
+            if holder == pid or pid_alive(holder):
                 who = "this process" if holder == pid else f"live process {holder}"
                 raise AppendLockedError(f"{q.path} is already a replication sink: "
                                         f"chronicle.append.lock is held by {who}")

@@ -11,19 +11,16 @@ import time
 from array import array
 from dataclasses import dataclass
 
-from ._errors import CorruptQueueError, QueueAccessError, WriteLockLostError
+from ._errors import CorruptQueueError, QueueAccessError
 from ._headerless import is_headerless
 from ._mapped import MappedFile
-from ._native import ffi, lib
+from ._native import HDR_EOF, HDR_META, HDR_NOT_COMPLETE, check, ffi, lib
+from ._native import HDR_LENGTH_MASK as LENGTH_MASK
 from ._rollcycles import cycle_shift_for
 from ._wire import Document, WireError, WireWriter, parse_document
 
 __all__ = ["CycleStore", "StoreLayout", "create_or_open_store", "open_store", "store_image"]
 
-HDR_META = 0x40000000
-HDR_NOT_COMPLETE = 0x80000000
-HDR_EOF = 0xC0000000
-LENGTH_MASK = 0x3FFFFFFF
 MAX_HEADER = 1 << 20
 #: in a file without an index, a seek walks at most this many excerpts
 MARK_EVERY = 256
@@ -307,11 +304,12 @@ class CycleStore:
                 f.ensure(n + 8)
                 f.reserve(max(0, n - 8), n + 8)
                 continue
-            if rc == lib.CQ_LOCK_LOST:
-                raise WriteLockLostError("the write lock was forced away while the cycle's "
-                                         f"end-of-file marker was written ({self.path})")
-            raise CorruptQueueError("cannot write the end-of-cycle marker: the headers do "
-                                    "not lead to the end of the data", self.path)
+            if rc == lib.CQ_CORRUPT:
+                raise CorruptQueueError("cannot write the end-of-cycle marker: the headers "
+                                        "do not lead to the end of the data", self.path)
+            check(rc, path=self.path, what="writing the end-of-cycle marker",
+                  detail="the write lock was forced away while the cycle's end-of-file marker "
+                  f"was written ({self.path})" if rc == lib.CQ_LOCK_LOST else "")
         raise CorruptQueueError("the end of the cycle moved 64 times while its "
                                 "end-of-file marker was written", self.path)
 

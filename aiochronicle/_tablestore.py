@@ -20,16 +20,14 @@ from typing import Any
 
 from ._errors import ChronicleError, CorruptQueueError, QueueAccessError, ReadOnlyQueueError
 from ._mapped import MappedFile
-from ._native import UNLOCKED, ffi
+from ._native import HDR_LENGTH_MASK as LENGTH_MASK
+from ._native import HDR_META, HDR_NOT_COMPLETE, UNLOCKED, ffi
 from ._wire import Document, WireError, WireWriter, parse_document
 
 __all__ = ["Salvage", "TableStore", "salvage_table_store"]
 
 TABLE_CHUNK = 64 << 10
 LOCK_OFFSET = (1 << 63) - 2
-HDR_META = 0x40000000
-HDR_NOT_COMPLETE = 0x80000000
-LENGTH_MASK = 0x3FFFFFFF
 
 
 def _align4(n: int) -> int:
@@ -289,27 +287,21 @@ class TableStore:
 
         A key still holding Long.MIN_VALUE (never set) is simply set.
         """
-        from ._native import lib
-
-        return int(lib.cq_max64(self.file.ptr(self.acquire(key, UNLOCKED)), value))
+        return self.file.max64(self.acquire(key, UNLOCKED), value)
 
     def set_min(self, key: str, value: int) -> int:
         """Lower ``key`` to ``value`` unless it is already smaller; returns the result."""
-        from ._native import lib
-
         off = self.acquire(key, value)
         if self.file.load64(off) == UNLOCKED:
             self.file.cas64(off, UNLOCKED, value)
-        return int(lib.cq_min64(self.file.ptr(off), value))
+        return self.file.min64(off, value)
 
     def add(self, key: str, delta: int) -> int:
         """Atomically add ``delta`` to ``key``; returns the new value."""
-        from ._native import lib
-
         off = self.acquire(key, 0)
         if self.file.load64(off) == UNLOCKED:
             self.file.cas64(off, UNLOCKED, 0)
-        return int(lib.cq_add64(self.file.ptr(off), delta))
+        return self.file.add64(off, delta)
 
     def cas(self, key: str, expected: int, value: int) -> bool:
         """Compare-and-set ``key``."""

@@ -43,6 +43,45 @@ static inline uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The mapping of a store grows while other threads read it: Python publishes
+ * the new base, then the new length (cq_store_remap), and keeps every older
+ * mapping until the store closes.  Every access loads the length first
+ * (acquire) and the base after it, never a base cached before a length
+ * check: a base loaded after a length covers that length. */
+static inline uint64_t map_len(const cq_store *s) {
+    return __atomic_load_n(&s->map_len, __ATOMIC_ACQUIRE);
+}
+
+static inline uint8_t *map_base(const cq_store *s) {
+    return __atomic_load_n(&((cq_store *)s)->base, __ATOMIC_ACQUIRE);
+}
+
+void cq_store_remap(cq_store *s, uint8_t *base, uint64_t len) {
+    __atomic_store_n(&s->base, base, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->map_len, len, __ATOMIC_RELEASE);
+}
+
+/* The layout invariants the index arithmetic relies on, checked here as well
+ * as where Python fills the struct: index count and spacing are powers of two
+ * (0 for a headerless file, which has no index) matching their shifts, and the
+ * shifts leave room in 64 bits. */
+static int layout_ok(const cq_store *s) {
+    if (s->file_shift < 0 || s->file_shift > 62) return 0;
+    if (s->index_count == 0 && s->index_spacing == 0) return 1;
+    if (s->count_bits < 0 || s->spacing_bits < 0 || s->count_bits + s->spacing_bits > 62)
+        return 0;
+    return s->index_count == (uint64_t)1 << s->count_bits
+        && s->index_spacing == (uint64_t)1 << s->spacing_bits;
+}
+
+/* What an append or an EOF needs of the file: a sound layout, and 4-byte
+ * aligned headers (a header CAS at an unaligned offset is undefined). */
+static int writable_layout(const cq_store *s) {
+    if (!layout_ok(s)) return CQ_CORRUPT;
+    if (s->align != 4) return CQ_UNALIGNED;
+    return CQ_OK;
+}
+
 static inline uint64_t align_up(const cq_store *s, uint64_t pos) {
     return s->align == 4 ? (pos + 3) & ~(uint64_t)3 : pos;
 }
@@ -50,11 +89,12 @@ static inline uint64_t align_up(const cq_store *s, uint64_t pos) {
 /* [off, off+n) lies inside the mapping; written so that file-supplied
  * offsets near 2^64 cannot wrap around */
 static inline int fits(const cq_store *s, uint64_t off, uint64_t n) {
-    return s->map_len >= n && off <= s->map_len - n;
+    uint64_t len = map_len(s);
+    return len >= n && off <= len - n;
 }
 
 static inline uint32_t hdr_load(const cq_store *s, uint64_t pos) {
-    const uint8_t *p = s->base + pos;
+    const uint8_t *p = map_base(s) + pos;
     if ((pos & 3) == 0)
         return __atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE);
     uint32_t v;
@@ -64,16 +104,16 @@ static inline uint32_t hdr_load(const cq_store *s, uint64_t pos) {
 }
 
 static inline int hdr_cas(cq_store *s, uint64_t pos, uint32_t expected, uint32_t value) {
-    return __atomic_compare_exchange_n((uint32_t *)(s->base + pos), &expected, value, 0,
+    return __atomic_compare_exchange_n((uint32_t *)(map_base(s) + pos), &expected, value, 0,
                                        __ATOMIC_RELEASE, __ATOMIC_ACQUIRE);
 }
 
 static inline int64_t ld64(const cq_store *s, uint64_t off) {
-    return __atomic_load_n((const int64_t *)(s->base + off), __ATOMIC_ACQUIRE);
+    return __atomic_load_n((const int64_t *)(map_base(s) + off), __ATOMIC_ACQUIRE);
 }
 
 static inline void st64(cq_store *s, uint64_t off, int64_t v) {
-    __atomic_store_n((int64_t *)(s->base + off), v, __ATOMIC_RELEASE);
+    __atomic_store_n((int64_t *)(map_base(s) + off), v, __ATOMIC_RELEASE);
 }
 
 static int64_t max64(int64_t *p, int64_t v) {
@@ -255,9 +295,9 @@ static int array_at(const cq_store *s, uint64_t doc_pos, uint64_t *vals, uint64_
     uint32_t h = hdr_load(s, doc_pos);
     if (not_ready(h) || !(h & CQ_HDR_META)) return CQ_CORRUPT;
     uint64_t end = doc_pos + 4 + (h & CQ_HDR_LENGTH_MASK);
-    if (end > s->map_len) return CQ_CORRUPT;
+    if (end > map_len(s)) return CQ_CORRUPT;
     uint64_t p = doc_pos + 4;
-    const uint8_t *b = s->base;
+    const uint8_t *b = map_base(s);
     if (p + 2 > end || b[p] != 0xB9) return CQ_CORRUPT;
     uint8_t nlen = b[p + 1];
     if (nlen & 0x80) return CQ_CORRUPT;
@@ -356,7 +396,7 @@ static int walk(const cq_store *s, uint64_t *pos_io, uint64_t *seq_io, uint64_t 
     uint64_t pos = *pos_io, seq = *seq_io;
     int rc;
     for (;;) {
-        if (pos + 4 > s->map_len) { *need = pos + 4; *err = pos; rc = CQ_NEED_MAP; break; }
+        if (pos + 4 > map_len(s)) { *need = pos + 4; *err = pos; rc = CQ_NEED_MAP; break; }
         uint32_t h = hdr_load(s, pos);
         if (is_eof(h)) { rc = CQ_EOF; break; }
         if (not_ready(h)) { rc = CQ_NONE; break; }
@@ -368,7 +408,7 @@ static int walk(const cq_store *s, uint64_t *pos_io, uint64_t *seq_io, uint64_t 
             *err = pos; rc = CQ_CORRUPT; break;
         }
         uint64_t end = pos + 4 + len;
-        if (end > s->map_len) { *need = end; *err = pos; rc = CQ_NEED_MAP; break; }
+        if (end > map_len(s)) { *need = end; *err = pos; rc = CQ_NEED_MAP; break; }
         pos = align_up(s, end);
     }
     *pos_io = pos;
@@ -400,6 +440,7 @@ static int seek_walk(const cq_store *s, uint64_t p, uint64_t q, uint64_t seq, ui
 }
 
 int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
+    if (!layout_ok(s)) return CQ_CORRUPT;
     uint64_t p, q;
     uint64_t wp, wq;
     if (write_position(s, &wp, &wq) && wq <= seq) { p = wp; q = wq; }
@@ -409,7 +450,7 @@ int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
 
 int cq_seek_from(cq_store *s, uint64_t seq, uint64_t from_pos, uint64_t from_seq,
                  uint64_t *pos) {
-    if (from_seq > seq || from_pos > s->map_len) return cq_seek(s, seq, pos);
+    if (from_seq > seq || from_pos > map_len(s)) return cq_seek(s, seq, pos);
     return seek_walk(s, from_pos, from_seq, seq, pos);
 }
 
@@ -424,6 +465,8 @@ int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out) {
 int cq_write_eof(cq_store *s, uint64_t hint, uint64_t *need_out) {
     uint64_t p, q, need = 0, err = 0;
     *need_out = 0;
+    int bad = writable_layout(s);
+    if (bad != CQ_OK) return bad;
     if (!write_position(s, &p, &q)) index_floor(s, UINT64_MAX, &p, &q);
     if (hint > p && fits(s, hint, 8)) {
         /* the hint is a committed boundary known to the caller; walking
@@ -436,7 +479,7 @@ int cq_write_eof(cq_store *s, uint64_t hint, uint64_t *need_out) {
         if (rc == CQ_EOF) return CQ_OK;
         if (rc == CQ_NEED_MAP) { *need_out = need; return rc; }
         if (rc != CQ_NONE) return rc;
-        if (p + 8 > s->map_len) { *need_out = p + 8; return CQ_NOT_REACHED; }
+        if (p + 8 > map_len(s)) { *need_out = p + 8; return CQ_NOT_REACHED; }
         uint32_t h = hdr_load(s, p);
         if (is_claim(h)) {
             /* a claim whose writer died or lost the lock: padding, then on */
@@ -454,7 +497,7 @@ int cq_write_eof(cq_store *s, uint64_t hint, uint64_t *need_out) {
         /* claimed like an excerpt, so a late writer cannot tear the marker */
         if (!hdr_cas(s, p, 0, claim_hdr(4))) continue;
         static const uint8_t trailer[4] = {0xC3, 'E', 'O', 'F'};
-        memcpy(s->base + p + 4, trailer, 4);
+        memcpy(map_base(s) + p + 4, trailer, 4);
         if (hdr_cas(s, p, claim_hdr(4), CQ_HDR_EOF)) return CQ_OK;
         return CQ_LOCK_LOST;
     }
@@ -505,7 +548,7 @@ static int locate(cq_appender *a, uint64_t *pos_out, uint64_t *seq_out) {
             a->seq = seq;
             return CQ_NOT_REACHED;
         }
-        if (pos + 4 > s->map_len) { a->need = pos + 4; return CQ_NEED_MAP; }
+        if (pos + 4 > map_len(s)) { a->need = pos + 4; return CQ_NEED_MAP; }
         uint32_t h = hdr_load(s, pos);
         if (h == 0) break;
         if (is_eof(h)) return CQ_EOF;
@@ -523,7 +566,7 @@ static int locate(cq_appender *a, uint64_t *pos_out, uint64_t *seq_out) {
             break;
         }
         uint64_t end = pos + 4 + (h & CQ_HDR_LENGTH_MASK);
-        if (end > s->map_len) { a->need = end; return CQ_NEED_MAP; }
+        if (end > map_len(s)) { a->need = end; return CQ_NEED_MAP; }
         if (!(h & CQ_HDR_META)) seq++;
         pos = align_up(s, end);
     }
@@ -551,14 +594,14 @@ static int new_index_page(cq_appender *a, uint64_t n2, uint64_t i2i_vals, uint64
                           uint64_t *next) {
     cq_store *s = a->store;
     uint64_t p = *next;
-    uint8_t *b = s->base;
     uint64_t body = p + 4;
     uint64_t count = s->index_count;
     uint64_t q = body + 7;
     uint64_t pad = (8 - ((q + 1) & 7)) & 7;
     uint64_t arr = q + pad;
     uint64_t end = arr + 17 + 8 * count;
-    if (end + 8 > s->map_len) return CQ_NEED_MAP;
+    if (end + 8 > map_len(s)) return CQ_NEED_MAP;
+    uint8_t *b = map_base(s);
     uint32_t claim = claim_hdr(end - body);
     if (!hdr_cas(s, p, 0, claim)) return CQ_LOCK_LOST; /* another writer is here */
     static const uint8_t name[7] = {0xB9, 5, 'i', 'n', 'd', 'e', 'x'};
@@ -619,12 +662,12 @@ static int index_entry(cq_appender *a, uint64_t seq, uint64_t pos, uint64_t *nex
     }
     uint64_t pv, pu, pc;
     if (array_at(s, page, &pv, &pu, &pc) != CQ_OK || n3 >= pc) { a->err_pos = page; return CQ_CORRUPT; }
-    int64_t *slot = (int64_t *)(s->base + pv + 8 * n3);
+    int64_t *slot = (int64_t *)(map_base(s) + pv + 8 * n3);
     int64_t empty = 0;
     if (__atomic_compare_exchange_n(slot, &empty, (int64_t)pos, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
-        max64((int64_t *)(s->base + pu), (int64_t)(n3 + 1));
+        max64((int64_t *)(map_base(s) + pu), (int64_t)(n3 + 1));
         if (field_ok(s, s->last_index_off))
-            max64((int64_t *)(s->base + s->last_index_off), (int64_t)(seq + s->index_spacing));
+            max64((int64_t *)(map_base(s) + s->last_index_off), (int64_t)(seq + s->index_spacing));
     }
     return CQ_OK;
 }
@@ -635,7 +678,7 @@ static int index_entry(cq_appender *a, uint64_t seq, uint64_t pos, uint64_t *nex
 static int commit(cq_appender *a, uint64_t pos, uint64_t seq, uint64_t plen, int meta,
                   uint64_t claim) {
     cq_store *s = a->store;
-    uint8_t *b = s->base;
+    uint8_t *b = map_base(s);
     uint32_t held = claim_hdr(claim);
     if (__atomic_load_n(a->write_lock, __ATOMIC_ACQUIRE) != a->pid) {
         /* the lock was forced away from us: never publish */
@@ -673,19 +716,19 @@ static void populate(cq_appender *a) {
         /* keep resident memory flat: what is written stays in the page
          * cache, only this process's mapping of it is dropped */
         uint64_t to = a->pos - s->chunk;
-        cq_release_pages(s->base, a->dropped, to);
+        cq_release_pages(map_base(s), a->dropped, to);
         a->dropped = to;
     }
     if (!a->populate_step || a->pos + a->populate_step <= a->populated) return;
     uint64_t from = a->populated > a->pos ? a->populated : a->pos;
     uint64_t to = a->pos + 2 * a->populate_step;
-    if (to > s->map_len) to = s->map_len;
+    if (to > map_len(s)) to = map_len(s);
     if (to > a->allocated) to = a->allocated; /* never fault unreserved blocks */
     long pg = sysconf(_SC_PAGESIZE);
     from &= ~((uint64_t)pg - 1);
     if (to > from) {
 #ifdef MADV_POPULATE_WRITE
-        if (madvise(s->base + from, (size_t)(to - from), MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+        if (madvise(map_base(s) + from, (size_t)(to - from), MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
             a->populate_step = 0; /* kernel without MADV_POPULATE_WRITE */
 #else
         a->populate_step = 0;
@@ -706,9 +749,11 @@ static inline int is_closed(const int32_t *flag) {
 
 static int begin(cq_appender *a, uint64_t len, int meta, uint64_t *pos, uint64_t *seq) {
     if (is_closed(&a->closed)) return CQ_BAD_STATE;
-    if (!a->store || !a->store->base || !a->write_lock) return CQ_BAD_STATE;
+    if (!a->store || !map_base(a->store) || !a->write_lock) return CQ_BAD_STATE;
     if (len > CQ_HDR_LENGTH_MASK) return CQ_TOO_LARGE;
-    int rc = check_append_lock(a, meta);
+    int rc = writable_layout(a->store);
+    if (rc != CQ_OK) return rc;
+    rc = check_append_lock(a, meta);
     if (rc != CQ_OK) return rc;
     rc = check_cycle(a);
     if (rc != CQ_OK) return rc;
@@ -720,7 +765,7 @@ static int begin(cq_appender *a, uint64_t len, int meta, uint64_t *pos, uint64_t
             rc = CQ_INDEX_FULL;
         else {
             uint64_t need = space_needed(a, *pos, *seq, len ? len : 1, meta);
-            if (need > s->map_len) { a->need = need; rc = CQ_NEED_MAP; }
+            if (need > map_len(s)) { a->need = need; rc = CQ_NEED_MAP; }
             else if (need > a->allocated) { a->need = need; rc = CQ_NO_SPACE; }
             /* the slot is ours before a byte is copied; a failed claim means
              * a writer that does not take the lock wrote here: look again */
@@ -742,7 +787,7 @@ int64_t cq_append(cq_appender *a, const uint8_t *data, uint64_t len, int meta) {
     uint64_t pos, seq;
     int rc = begin(a, len, meta, &pos, &seq);
     if (rc != CQ_OK) return rc;
-    if (len) memcpy(a->store->base + pos + 4, data, len);
+    if (len) memcpy(map_base(a->store) + pos + 4, data, len);
     rc = commit(a, pos, seq, len, meta, len ? len : 1);
     finish(a, rc);
     if (rc != CQ_OK) return rc;
@@ -764,7 +809,7 @@ int64_t cq_append_at(cq_appender *a, const uint8_t *data, uint64_t len, uint64_t
         cq_unlock(a->write_lock, a->pid);
         return seq > want ? CQ_DUPLICATE : CQ_GAP;
     }
-    if (len) memcpy(a->store->base + pos + 4, data, len);
+    if (len) memcpy(map_base(a->store) + pos + 4, data, len);
     rc = commit(a, pos, seq, len, 0, len ? len : 1);
     finish(a, rc);
     if (rc != CQ_OK) return rc;
@@ -796,7 +841,7 @@ int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets,
                 break;
             }
             uint64_t need = space_needed(a, pos, seq, len ? len : 1, 0);
-            if (need > s->map_len) { a->need = need; rc = CQ_NEED_MAP; break; }
+            if (need > map_len(s)) { a->need = need; rc = CQ_NEED_MAP; break; }
             if (need > a->allocated) { a->need = need; rc = CQ_NO_SPACE; break; }
             /* the word after the last commit was cleared by it: a failed claim
              * means another writer is here.  If the lock was forced away it is
@@ -813,7 +858,7 @@ int cq_append_batch(cq_appender *a, const uint8_t *data, const int64_t *offsets,
             rc = CQ_BAD_STATE;
             break;
         }
-        if (len) memcpy(s->base + pos + 4, data + o0, len);
+        if (len) memcpy(map_base(s) + pos + 4, data + o0, len);
         rc = commit(a, pos, seq, len, 0, len ? len : 1);
         if (rc != CQ_OK) break;
     }
@@ -841,7 +886,7 @@ int cq_doc_ensure(cq_appender *a, uint64_t len) {
     if (!__atomic_load_n(&a->doc_open, __ATOMIC_ACQUIRE)) return CQ_BAD_STATE;
     if (len > CQ_HDR_LENGTH_MASK) return CQ_TOO_LARGE;
     uint64_t need = space_needed(a, a->doc_pos, a->seq, len ? len : 1, a->doc_meta);
-    if (need > a->store->map_len) { a->need = need; return CQ_NEED_MAP; }
+    if (need > map_len(a->store)) { a->need = need; return CQ_NEED_MAP; }
     if (need > a->allocated) { a->need = need; return CQ_NO_SPACE; }
     if (len > a->doc_claim) {
         /* grow the claim before the bytes are written; it fails only when
@@ -886,8 +931,8 @@ int cq_doc_rollback(cq_appender *a, uint64_t len) {
     /* zero only what the claim covers (never the next header), then give
      * the slot back; a claim made padding meanwhile stays padding */
     uint64_t n = a->doc_claim;
-    if (a->doc_pos + 4 + n > s->map_len) n = s->map_len - a->doc_pos - 4;
-    memset(s->base + a->doc_pos + 4, 0, n);
+    if (a->doc_pos + 4 + n > map_len(s)) n = map_len(s) - a->doc_pos - 4;
+    memset(map_base(s) + a->doc_pos + 4, 0, n);
     if (hdr_cas(s, a->doc_pos, claim_hdr(a->doc_claim), 0)) {
         a->pos = a->doc_pos;
         cq_unlock(a->write_lock, a->pid);
@@ -916,17 +961,17 @@ static void drop_behind(cq_tailer *t) {
     cq_store *s = t->store;
     if (!s->chunk || t->pos < t->dropped + 2 * s->chunk) return;
     uint64_t to = t->pos - s->chunk;
-    cq_release_pages(s->base, t->dropped, to);
+    cq_release_pages(map_base(s), t->dropped, to);
     t->dropped = to;
 }
 
 int64_t cq_read(cq_tailer *t) {
     if (is_closed(&t->closed)) return CQ_BAD_STATE;
     cq_store *s = t->store;
-    if (!s || !s->base) return CQ_BAD_STATE;
+    if (!s || !map_base(s)) return CQ_BAD_STATE;
     uint64_t pos = t->pos;
     for (unsigned skips = 0; skips < MAX_META_SKIPS; skips++) {
-        if (pos + 4 > s->map_len) { t->need = pos + 4; t->err_pos = pos; t->pos = pos; return CQ_NEED_MAP; }
+        if (pos + 4 > map_len(s)) { t->need = pos + 4; t->err_pos = pos; t->pos = pos; return CQ_NEED_MAP; }
         uint32_t h = hdr_load(s, pos);
         if (is_eof(h)) { t->pos = pos; return CQ_EOF; }
         if (not_ready(h)) {
@@ -945,11 +990,11 @@ int64_t cq_read(cq_tailer *t) {
         }
         uint64_t len = h & CQ_HDR_LENGTH_MASK;
         uint64_t end = pos + 4 + len;
-        if (end > s->map_len) { t->need = end; t->err_pos = pos; t->pos = pos; return CQ_NEED_MAP; }
+        if (end > map_len(s)) { t->need = end; t->err_pos = pos; t->pos = pos; return CQ_NEED_MAP; }
         if (h & CQ_HDR_META) {
             if (pos == 0 && len == 0) { t->err_pos = pos; return CQ_CORRUPT; }
             if (t->include_meta) {
-                t->data = (const char *)(s->base + pos + 4);
+                t->data = (const char *)(map_base(s) + pos + 4);
                 t->len = len;
                 t->is_meta = 1;
                 if (len && len <= t->scratch_cap && t->scratch) memcpy(t->scratch, t->data, (size_t)len);
@@ -960,7 +1005,7 @@ int64_t cq_read(cq_tailer *t) {
             pos = align_up(s, end);
             continue;
         }
-        t->data = (const char *)(s->base + pos + 4);
+        t->data = (const char *)(map_base(s) + pos + 4);
         t->len = len;
         t->is_meta = 0;
         if (len && len <= t->scratch_cap && t->scratch) memcpy(t->scratch, t->data, (size_t)len);

@@ -37,6 +37,7 @@
 #define CQ_DUPLICATE -15
 #define CQ_GAP -16
 #define CQ_LOCK_LOST -17
+#define CQ_UNALIGNED -18  /* a dataFormat 0 (packed) file: readable, never appended to */
 
 #define CQ_HDR_LENGTH_MASK 0x3FFFFFFF
 #define CQ_HDR_META 0x40000000
@@ -120,6 +121,11 @@ typedef struct cq_tailer {
 /* mapping helpers */
 int cq_map(int fd, uint64_t len, int writable, uint8_t **out);
 int cq_unmap(uint8_t *base, uint64_t len);
+/* Publish a larger mapping of the store's file: the new base first, then the
+ * new length (release stores).  Readers load the length (acquire), then the
+ * base, so a base they see covers every length they saw before it; the old
+ * mapping stays valid until the store closes (see native/README.md). */
+void cq_store_remap(cq_store *s, uint8_t *base, uint64_t len);
 int cq_release_pages(uint8_t *base, uint64_t from, uint64_t to);
 int cq_sync(uint8_t *base, uint64_t from, uint64_t to, int async_);
 int cq_populate(uint8_t *base, uint64_t from, uint64_t to);

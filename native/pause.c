@@ -167,7 +167,9 @@ uint32_t cq_notify_arm(int64_t *cell, uint64_t horizon_ns) {
     /* the raise of `until` must be visible before we look for data (pairs
      * with the fence in cq_notify) */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    return __atomic_load_n(cq_notify_word(cell), __ATOMIC_SEQ_CST);
+    /* the counter is the low half of the value: every atomic on the word is
+     * 64 bits wide (only the kernel's futex compares the low half) */
+    return (uint32_t)((uint64_t)__atomic_load_n(cell, __ATOMIC_SEQ_CST) & 0xFFFFFFFFull);
 }
 
 int cq_notify(int64_t *cell) {
@@ -185,8 +187,16 @@ int cq_notify(int64_t *cell) {
                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED);
         return CQ_NOTIFY_IDLE;
     }
+    /* bump the counter (the low half) with a 64-bit CAS, keeping `until`:
+     * the same width as every other atomic on the value */
+    uint64_t cur = v;
+    for (;;) {
+        uint64_t nv = (cur & 0xFFFFFFFF00000000ull) | (uint64_t)(uint32_t)(cur + 1);
+        if (__atomic_compare_exchange_n(cell, (int64_t *)&cur, (int64_t)nv, 0,
+                                        __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+            break;
+    }
     uint32_t *word = (uint32_t *)cq_notify_word(cell);
-    __atomic_add_fetch(word, 1, __ATOMIC_SEQ_CST);
     futex(word, FUTEX_WAKE, INT_MAX, NULL);
     return CQ_NOTIFY_WOKE;
 }

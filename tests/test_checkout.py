@@ -40,7 +40,7 @@ def test_a_checkout_shadowing_the_installed_package_is_explained(tmp_path: Path)
     pkg.mkdir(parents=True)
     (checkout / "pyproject.toml").write_text("[project]\nname = 'aiochronicle'\n")
     (pkg / "__init__.py").write_text("")
-    for name in ("_version.py", "_native.py"):
+    for name in ("_version.py", "_errors.py", "_native.py"):
         shutil.copy(ROOT / "aiochronicle" / name, pkg / name)
     installed = tmp_path / "site-packages" / "aiochronicle"
     installed.mkdir(parents=True)

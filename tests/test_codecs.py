@@ -29,7 +29,7 @@ from aiochronicle._codecs import (
     recorded_codec,
     writer_for,
 )
-from aiochronicle._dump import decode_auto
+from aiochronicle._render import decode_auto
 from aiochronicle._wire import EmptyBody, HistoryBytes, PlainReader, Typed, WireError, WireWriter
 
 

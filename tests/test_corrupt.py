@@ -1267,3 +1267,29 @@ def test_damaged_length_in_an_older_cycle_is_an_error_not_a_short_read(tmp_path:
     assert r.returncode == 0, r.stdout + r.stderr
     with ac.open_queue(path, read_only=True) as q:
         assert [ex.index for ex in q.tailer()] == expected
+
+
+def test_packed_cycle_file_is_read_but_never_appended_to(tmp_path: Path) -> None:
+    """A dataFormat 0 (packed, pre-5.19.11) cycle file has headers at any
+    offset; a header CAS there is undefined behaviour, so appends are refused
+    with UnalignedCycleError (the native core checks it too) and reads go on."""
+    path = tmp_path / "q"
+    clock = ac.SetTimeProvider(1_700_000_000_000)
+    with ac.open_queue(path, time_provider=clock) as q:
+        app = q.appender()
+        sent = [b"%08d" % i for i in range(3)]  # 8 bytes: the same offsets packed or aligned
+        for m in sent:
+            app.append(m)
+    (cycle_file,) = path.glob("*.cq4")
+    raw = bytearray(cycle_file.read_bytes())
+    field = b"\xcadataFormat\x01"
+    at = raw.index(field)
+    raw[at + len(field) - 1] = 0x00  # dataFormat: 0
+    cycle_file.write_bytes(bytes(raw))
+    with ac.open_queue(path, time_provider=clock) as q:
+        assert [ex.payload for ex in q.tailer()] == sent
+        with pytest.raises(ac.UnalignedCycleError):
+            q.appender().append(b"more")
+        with pytest.raises(ac.UnalignedCycleError), q.appender().writing_document() as dc:
+            dc.write(b"more")
+    assert cycle_file.read_bytes() == bytes(raw)  # not a byte changed

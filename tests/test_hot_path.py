@@ -141,7 +141,70 @@ SANITIZED_RUN = textwrap.dedent(
 )
 
 
-def test_hot_module_under_address_sanitizer(tmp_path: Path) -> None:
+GROWTH_RACE = textwrap.dedent(
+    """
+    import importlib.util, sys, tempfile, threading
+    if len(sys.argv) > 1:  # the sanitized build of the C API module
+        spec = importlib.util.spec_from_file_location("aiochronicle._hot", sys.argv[1])
+        hot = importlib.util.module_from_spec(spec)
+        sys.modules["aiochronicle._hot"] = hot
+        spec.loader.exec_module(hot)
+    import aiochronicle as ac
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    d = tempfile.mkdtemp()
+    N, WRITERS, READERS = 6000, 2, 2
+    errors = []
+    # the smallest block: the one cycle file grows (and is remapped) all the time
+    with ac.open_queue(d, block_size=64 << 10) as q:
+        pre = q.pretoucher(headroom=256 << 10).start(interval=0.0005)
+        def write(w):
+            try:
+                app = q.appender()
+                for i in range(N):
+                    app.append(b"%d:%06d:" % (w, i) + bytes(100 + i % 900))
+            except BaseException as exc:
+                errors.append(exc)
+        def read(out):
+            try:
+                t = q.tailer()
+                while len(out) < N * WRITERS:
+                    ex = t.read_nowait()
+                    if ex is not None:
+                        out.append(ex)
+            except BaseException as exc:
+                errors.append(exc)
+        got = [[] for _ in range(READERS)]
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(WRITERS)]
+        threads += [threading.Thread(target=read, args=(g,)) for g in got]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(300)
+        pre.stop()
+        assert not errors, errors
+        assert not any(th.is_alive() for th in threads)
+        for g in got:
+            assert [ex.index for ex in g] == sorted(ex.index for ex in g)
+            for w in range(WRITERS):
+                mine = [ex.payload for ex in g if ex.payload.startswith(b"%d:" % w)]
+                assert [int(m.split(b":")[1]) for m in mine] == list(range(N))
+        assert got[0] == got[1]
+        print("ok", len(got[0]), q.cycles() and 1)
+    """
+)
+
+
+def test_mapping_grows_under_concurrent_threads(tmp_path: Path) -> None:
+    """A pretoucher thread, appender threads and tailer threads grow and remap
+    one cycle file at once: every excerpt arrives once, in order, intact."""
+    r = subprocess.run([sys.executable, "-c", GROWTH_RACE], capture_output=True, text=True,
+                       timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
+    assert r.stdout.split() == ["ok", "12000", "1"]
+
+
+def _sanitized_hot(tmp_path: Path) -> tuple[Path, str]:
+    """The C API module built with ASan and UBSan, and the libasan to preload."""
     cc = shutil.which(os.environ.get("CC", "cc"))
     assert cc is not None, "a C compiler is needed"
     libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
@@ -159,11 +222,24 @@ def test_hot_module_under_address_sanitizer(tmp_path: Path) -> None:
          str(native / "cq.c"), str(native / "pause.c"), "-o", str(so)],
         capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
+    return so, libasan
+
+
+def _run_sanitized(tmp_path: Path, script: str) -> str:
+    so, libasan = _sanitized_hot(tmp_path)
     env = dict(os.environ, LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0:halt_on_error=1",
                UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    r = subprocess.run([sys.executable, "-c", SANITIZED_RUN, str(so)], capture_output=True,
-                       text=True, timeout=300, env=env, cwd=tmp_path)
+    r = subprocess.run([sys.executable, "-c", script, str(so)], capture_output=True,
+                       text=True, timeout=600, env=env, cwd=tmp_path)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-5000:]
     assert "ERROR: AddressSanitizer" not in out and "runtime error:" not in out, out[-5000:]
-    assert r.stdout.split() == ["ok", "3000"]
+    return r.stdout
+
+
+def test_hot_module_under_address_sanitizer(tmp_path: Path) -> None:
+    assert _run_sanitized(tmp_path, SANITIZED_RUN).split() == ["ok", "3000"]
+
+
+def test_mapping_growth_under_address_sanitizer(tmp_path: Path) -> None:
+    assert _run_sanitized(tmp_path, GROWTH_RACE).split() == ["ok", "12000", "1"]

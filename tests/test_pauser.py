@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 import aiochronicle as ac
+from aiochronicle._appender import Appender
 from aiochronicle._native import ffi, lib
 from aiochronicle._notify import NOTIFY_KEY, notifier_for
 from aiochronicle._pauser import PARK, SPIN, YIELD
-from aiochronicle._queue import Appender
 
 MS = 1_000_000
 US = 1_000

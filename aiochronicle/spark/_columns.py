@@ -42,9 +42,12 @@ from pyspark.sql.types import (
 )
 
 from .._codecs import Codec, Codecs
+from .._methods import interface_methods
+from .._wire import WireWriter
 
 if TYPE_CHECKING:
-    from .._queue import Batch, Tailer
+    from .._excerpt import Batch
+    from .._tailer import Tailer
 
 __all__ = [
     "JVM_MSGPACK",
@@ -377,8 +380,6 @@ class Layout:
         return out
 
     def _iface_fields(self, iface: Any) -> list[StructField]:
-        from .._methods import interface_methods
-
         out = [StructField("method", StringType(), True)]
         cols = []
         for name, spec in interface_methods(iface).items():
@@ -585,8 +586,6 @@ def _recorder_class(iface: type) -> type:
     cls = _RECORDERS.get(iface)
     if cls is not None:
         return cls
-    from .._methods import interface_methods
-
     ns: dict[str, Any] = {}
     for name, spec in interface_methods(iface).items():
         def record(self: _Recorder, *args: Any, _name: str = name) -> None:
@@ -645,8 +644,6 @@ def call_params(iface: type) -> dict[str, list[str] | None]:
     """For each method of ``iface``: None when its one argument is a record (a
     struct column is that record), else its parameter names (a struct column
     holds them by name)."""
-    from .._methods import interface_methods
-
     out: dict[str, list[str] | None] = {}
     for name, spec in interface_methods(iface).items():
         one_record = spec.arity == 1 and _record_fields(mi.type_info(spec.types[0])) is not None
@@ -698,8 +695,6 @@ def encode_call(codec: Codec, method: str, args: list[Any], arity: int) -> bytes
     if codec is Codecs.MSGPACK or codec is Codecs.JSON:
         return codec.encode([method, value])
     if codec is Codecs.BINARY_WIRE:
-        from .._wire import WireWriter
-
         w = WireWriter(small_raw=False)
         w.event_name(method)
         if arity == 0:

@@ -33,13 +33,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from .._codecs import Codecs, recorded_codec
-from .._queue import Batch, Excerpt, Queue, Tailer, open_queue
+from .._excerpt import Batch, Excerpt
+from .._pauser import Pauser
+from .._queue import Queue, open_queue
+from .._tailer import Tailer
 from ._columns import Layout
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from .._pauser import Pauser
 
 __all__ = ["FeedBatch", "Feeder", "FeederStatistics"]
 
@@ -134,8 +136,6 @@ class Feeder:
         self._tasks: list[asyncio.Task[None]] = []
         self._tailer = self._open_tailer(start)
         if pauser is None:
-            from .._pauser import Pauser
-
             # no spinning beside Spark's threads; woken by aiochronicle appenders
             pauser = Pauser.notify()
         self._tailer.pauser = pauser

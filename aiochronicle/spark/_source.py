@@ -37,12 +37,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from .._codecs import Codec, Codecs, recorded_codec
-from .._queue import Batch, Queue, open_queue
+from .._excerpt import Batch
+from .._queue import Queue, open_queue
 from ._columns import Layout, norm_options, option_int
+from ._sink import ChronicleStreamWriter, ChronicleWriter
 
 if TYPE_CHECKING:
-    from .._queue import Tailer
-    from ._sink import ChronicleStreamWriter, ChronicleWriter
+    from .._tailer import Tailer
 
 __all__ = [
     "ChronicleDataSource",
@@ -414,14 +415,10 @@ class ChronicleDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> ChronicleWriter:
         """Spark callback: a batch writer for ``df.write`` (append only)."""
-        from ._sink import ChronicleWriter
-
         return ChronicleWriter(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> ChronicleStreamWriter:
         """Spark callback: a streaming writer for ``df.writeStream``."""
-        from ._sink import ChronicleStreamWriter
-
         return ChronicleStreamWriter(self.options, schema, overwrite)
 
 

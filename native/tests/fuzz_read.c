@@ -212,7 +212,9 @@ static void append_phase(cq_store *s, const uint8_t *p) {
         int64_t r = cq_append(&a, payload, k == 1 ? 0 : len, meta);
         FUZZ_ASSERT(lock == INT64_MIN);
         FUZZ_ASSERT(r >= 0 || r == CQ_NEED_MAP || r == CQ_NO_SPACE || r == CQ_EOF ||
-                    r == CQ_CORRUPT || r == CQ_INDEX_FULL || r == CQ_NOT_REACHED);
+                    r == CQ_CORRUPT || r == CQ_INDEX_FULL || r == CQ_NOT_REACHED ||
+                    r == CQ_UNALIGNED);
+        FUZZ_ASSERT(r != CQ_UNALIGNED || s->align != 4); /* only packed files refuse */
         int after = end_count(s, &q1);
         if (r >= 0) st_appended++;
         if (before == CQ_OK && after == CQ_OK && s->wp_off == 0) {

@@ -1,0 +1,589 @@
+"""The appender: writes excerpts at the end of a queue."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
+from ._document import DocumentContext
+from ._errors import (
+    ChronicleError,
+    HeaderlessCycleError,
+    IllegalIndexError,
+    QueueClosedError,
+    ReplicationTimeoutError,
+)
+from ._excerpt import text_bytes
+from ._headerless import headerless_append_message
+from ._hooks import HOOKS
+from ._native import (
+    APPEND_LOCKED,
+    BAD_STATE,
+    CORRUPT,
+    DUPLICATE,
+    EOF_,
+    GAP,
+    INDEX_FULL,
+    LOCK_LOST,
+    LOCKED,
+    NEED_MAP,
+    NO_SPACE,
+    NOT_REACHED,
+    ROLL,
+    TOO_LARGE,
+    HotAppender,
+    check,
+    ffi,
+    lib,
+)
+from ._resource import _Resource, keep_if_threaded
+from ._rolling import roll_store, store_at
+from ._settings import ACK_KEY, MAX_PAYLOAD, SyncMode
+
+if TYPE_CHECKING:
+    from ._codecs import Codec
+    from ._queue import Queue
+    from ._store import CycleStore
+
+__all__ = ["Appender"]
+
+_T = TypeVar("_T")
+_cq_append = lib.cq_append
+#: native codes after which an appender rolls (a sink's append lock is checked first)
+_ROLL_CODES = (BAD_STATE, ROLL, EOF_)
+#: bytes of disk reserved ahead of the writers at a time
+RESERVE_STEP = 1 << 20
+
+
+class Appender(HotAppender, _Resource):
+    """Writes excerpts to the end of a queue; safe with other appenders in any
+    thread or process (they serialise on ``chronicle.write.lock`` as Java does).
+
+    Payloads are copied into the mapped file under the lock; anything that has
+    to be encoded is encoded before the lock is taken.
+
+    One appender belongs to one thread at a time (as Java's, which are
+    thread-local): give each writing thread its own from :meth:`Queue.appender`.
+    Closing it, or its queue, is safe from any thread.
+    """
+
+    #: the notify watch the native appender points at (``_notify``)
+    _notify_watch: Any = None
+
+    def __init__(self, queue: Queue) -> None:
+        assert queue._meta is not None
+        self.queue = queue
+        """The queue this object belongs to."""
+        self._store: CycleStore | None = None
+        self._kept: CycleStore | None = None  # after close: keeps the mapping alive
+        c = ffi.new("cq_appender *")
+        self._c: Any = c
+        self._keep: list[Any] = []
+        c.write_lock = queue._write_lock.ptr()
+        self._refresh_append_lock()
+        c.pid = os.getpid()
+        tp = queue.time_provider
+        self._py_clock: TimeProvider | None = None
+        if isinstance(tp, SetTimeProvider):
+            c.clock_cell = tp._cell
+            self._keep.append(tp._cell)
+        elif isinstance(tp, SystemTimeProvider):
+            c.clock_cell = ffi.NULL
+        else:
+            cell = ffi.new("int64_t *", tp.current_time_millis())
+            self._keep.append(cell)
+            c.clock_cell = cell
+            self._py_clock = tp
+        c.epoch = queue.epoch
+        c.length_ms = queue.roll_cycle.length_ms
+        c.queue_shift = queue.roll_cycle.cycle_shift
+        c.check_cycle = 1
+        c.lock_spin_ns = 100_000
+        c.populate_step = 1 << 20
+        c.last_index = -1
+        self._closed = False
+        self._synced_pos = 0
+        self._synced_store: CycleStore | None = None
+        self._since_sync = 0
+        self._last_sync = time.monotonic()
+        self._bind_native(int(ffi.cast("uintptr_t", c)))
+
+    def _refresh_append_lock(self) -> None:
+        meta = self.queue._meta
+        assert meta is not None
+        off = meta.offset("chronicle.append.lock")
+        self._c.append_lock = (ffi.NULL if off is None
+                               else ffi.cast("int64_t *", meta.file.ptr(off)))
+
+    def __repr__(self) -> str:
+        return f"<Appender {self.queue.path!r} cycle={self.cycle}>"
+
+    # -- lifecycle -------------------------------------------------------
+    def close(self) -> None:
+        """Release this appender's cycle file."""
+        self._detach()
+
+    async def aclose(self) -> None:
+        """:meth:`close` for ``async`` code (idempotent)."""
+        self.close()
+
+    def _detach(self) -> None:
+        # May run on another thread than one appending right now (Queue.close):
+        # the native struct keeps its pointers (a call in flight goes on using
+        # them) and this object keeps its store, so the mapping stays until this
+        # appender is garbage; the closed flag turns every later call away.
+        if self._closed:
+            return
+        self._closed = True
+        c = self._c
+        c.closed = 1
+        if c.doc_open:
+            # the owner may still be copying into the document: its slot
+            # becomes padding, so those bytes land where nobody reads
+            lib.cq_doc_abandon(c)
+        st, self._store = self._store, None
+        keep_if_threaded(self, st)
+        if st is not None and not self.queue.closed:
+            self.queue._release_store(st)
+
+    # -- properties ------------------------------------------------------
+    @property
+    def cycle(self) -> int | None:
+        """The cycle this appender writes to, once it has written."""
+        return None if self._store is None else self._store.cycle
+
+    @property
+    def last_index_appended(self) -> int:
+        """The index of the last excerpt this appender wrote (-1 before any)."""
+        return int(self._c.last_index)
+
+    # -- appending -------------------------------------------------------
+    if TYPE_CHECKING:
+        def append(self, data: bytes | bytearray | memoryview | str) -> int:
+            """Append one excerpt; returns its 64-bit index.
+
+            ``str`` is written as UTF-8 bytes (see :meth:`append_text` for
+            BinaryWire text as Java's ``writeText`` writes it).  The common case
+            runs in C (``native/hot.c``) without releasing the GIL; a roll, a
+            remap, a busy lock or an error comes back to Python.
+            """
+
+    def _append_native_failed(self, rc: int, data: object) -> int:
+        """The C ``append`` returned ``rc`` (0: it could not take ``data`` as a
+        buffer): the slow path, which coerces, rolls, maps, waits or raises."""
+        coerced = data if type(data) is bytes else self._coerce(data)
+        if rc == 0:
+            rc = _cq_append(self._c, coerced, len(coerced), 0)
+            if rc >= 0:
+                return int(rc)
+        return self._append_slow(rc, coerced, 0)
+
+    def append_text(self, text: str) -> int:
+        """Append ``text`` as BinaryWire text, byte-compatible with Java's ``writeText``."""
+        return self.append(text_bytes(text))
+
+    def method_writer(self, iface: type[_T] | Callable[..., _T], *,
+                      codec: Codec | str | None = None,
+                      record_history: bool | None = None) -> _T:
+        """A proxy of the interface ``iface`` whose every method call appends one
+        excerpt holding the method and its encoded arguments (see ``_methods``).
+
+        ``codec`` defaults to the one the queue records, else msgpack for an
+        empty queue (recorded then) and BinaryWire for one holding excerpts.
+        ``record_history`` (default: when the queue's ``source_id`` is not 0,
+        as Java) writes the message history first in each excerpt.
+
+        Raises:
+            CodecMismatchError: the queue records another codec.
+            ValueError: ``record_history=True`` on a queue whose source_id is 0.
+            TypeError: ``iface`` is not a usable interface.
+        """
+        make: Callable[..., _T] = HOOKS.need("method_writer")
+        return make(self, iface, codec=codec, record_history=record_history)
+
+    def append_metadata(self, data: bytes | bytearray | memoryview | str) -> None:
+        """Append a metadata excerpt (skipped by tailers unless asked for; no index)."""
+        if type(data) is not bytes:
+            data = self._coerce(data)
+        if self._py_clock is not None:
+            self._c.clock_cell[0] = self._py_clock.current_time_millis()
+        rc = _cq_append(self._c, data, len(data), 1)
+        if rc < 0:
+            self._append_slow(rc, data, 1)
+
+    @staticmethod
+    def _coerce(data: object) -> Any:
+        if isinstance(data, str):
+            return data.encode()
+        if isinstance(data, bytearray | memoryview):
+            return ffi.from_buffer(data)
+        raise TypeError(f"cannot append {type(data).__name__}; expected bytes or str")
+
+    def _append_slow(self, rc: int, data: Any, meta: int) -> int:
+        c = self._c
+        for _ in range(10_000):
+            self._handle(rc, len(data), bool(meta))
+            rc = _cq_append(c, data, len(data), meta)
+            if rc >= 0:
+                return int(rc) if not meta else -1
+        raise ChronicleError(f"append did not settle (last code {rc})")
+
+    def _handle(self, rc: int, size: int, meta: bool = False) -> None:
+        """Deal with a non-OK code of the native append: roll, map, reserve,
+        wait; raise the named error (``_native.check``) for the rest."""
+        c = self._c
+        if self._closed:
+            raise QueueClosedError("the appender is closed")
+        if not meta and rc in _ROLL_CODES:
+            self.queue._write_lock.refuse_if_sink()
+        if rc == BAD_STATE:
+            if c.doc_open:
+                raise ChronicleError("a writing_document() of this appender is still open")
+            self._roll(None)
+        elif rc == ROLL:
+            self._roll(int(c.want_cycle))
+        elif rc == EOF_:
+            self._roll(None, after_eof=True)
+        elif rc == NEED_MAP:
+            assert self._store is not None
+            self._store.file.ensure(int(c.need))
+        elif rc == NO_SPACE:
+            self._reserve(int(c.need))
+        elif rc == LOCKED:
+            self.queue._write_lock.wait()
+        elif rc == NOT_REACHED:
+            pass  # a long walk to the end of the data let the lock go: call again
+        elif rc == APPEND_LOCKED:
+            self.queue._write_lock.check_append_lock()
+        else:
+            st = self._store
+            check(rc, path=st.path if st is not None else self.queue.path,
+                  pos=int(c.err_pos), what=f"appending {size} bytes",
+                  detail=self._detail(rc, size))
+
+    def _detail(self, rc: int, size: int) -> str:
+        if rc == TOO_LARGE:
+            return f"an excerpt holds at most {MAX_PAYLOAD} bytes, got {size}"
+        if rc == INDEX_FULL:
+            return (f"cycle {self.cycle} holds as many excerpts as "
+                    f"{self.queue.roll_cycle.name} can index")
+        if rc == CORRUPT:
+            return "found bytes where the next excerpt should go"
+        if rc == LOCK_LOST:
+            return (f"the write lock of {self.queue.path} was forced away from this appender "
+                    "before it committed: the excerpt was not written")
+        return ""
+
+    def _reserve(self, need: int) -> None:
+        """Reserve disk blocks up to ``need`` (and a step beyond) before writing."""
+        st = self._store
+        assert st is not None
+        c = self._c
+        start = int(c.allocated)
+        end = max(need, min(start + RESERVE_STEP, st.file.size))
+        if not st.file.reserve(start, end):
+            end = 1 << 62  # the file system cannot reserve: stop asking
+        c.allocated = end
+
+    def _roll(self, want: int | None, after_eof: bool = False) -> None:
+        """Move to the cycle the clock asks for, closing older cycles with EOF (``_rolling``)."""
+        cur = self._store
+        self._set_store(roll_store(self.queue, cur.cycle if cur is not None else None,
+                                   want, after_eof))
+
+    def _roll_to(self, cycle: int) -> None:
+        """Move to ``cycle`` (creating it) regardless of the clock, closing every
+        older cycle that lacks an EOF."""
+        self.queue._check_open()
+        self.queue._write_lock.refuse_if_sink()
+        self._set_store(store_at(self.queue, cycle))
+
+    def _set_store(self, st: CycleStore) -> None:
+        if st.layout.headerless:
+            self.queue._release_store(st)
+            raise HeaderlessCycleError(headerless_append_message(st.path))
+        old = self._store
+        self._store = st
+        c = self._c
+        c.store = st.file.c
+        c.pos = 0
+        c.seq = 0
+        c.populated = 0
+        c.dropped = 0
+        c.allocated = 0
+        self._refresh_append_lock()
+        if old is not None:
+            self.queue._release_store(old)
+
+    def write_at(self, index: int, data: bytes | bytearray | memoryview) -> bool:
+        """Write ``data`` as the excerpt at ``index`` exactly (Java's positioned
+        ``writeBytes(index, bytes)``, what a replication sink does so indices
+        mean the same on every host).
+
+        Returns True when written, False when an excerpt already exists at
+        ``index`` (a replayed write is ignored). Raises IllegalIndexError when
+        earlier indices are missing, or ``index`` lies in a cycle that is
+        already closed. Moves to (and creates) the cycle of ``index`` whatever
+        the clock says.
+        """
+        rc_ = self.queue.roll_cycle
+        cycle, seq = rc_.to_cycle(index), rc_.to_sequence(index)
+        if type(data) is not bytes:
+            data = self._coerce(data)
+        c = self._c
+        for _ in range(10_000):
+            st = self._store
+            if st is None or st.cycle < cycle:
+                self._roll_to(cycle)
+                continue
+            if st.cycle > cycle:
+                older = self.queue._acquire_store(cycle)
+                count = 0
+                if older is not None:
+                    try:
+                        count = older.end()[1]
+                    finally:
+                        self.queue._release_store(older)
+                if seq < count:
+                    return False
+                raise IllegalIndexError(
+                    f"cannot write {index:#x}: cycle {cycle} is closed (this queue writes "
+                    f"cycle {st.cycle})")
+            r = lib.cq_append_at(c, data, len(data), seq)
+            if r >= 0:
+                return True
+            if r == DUPLICATE:
+                return False
+            if r == GAP:
+                raise IllegalIndexError(
+                    f"cannot write {index:#x}: earlier excerpts of cycle {cycle} are missing "
+                    f"(next is {rc_.to_index(cycle, st.end()[1]):#x})")
+            if r == EOF_:
+                older = self.queue._acquire_store(cycle)
+                try:
+                    count = older.end()[1] if older is not None else 0
+                finally:
+                    self.queue._release_store(older)
+                if seq < count:
+                    return False
+                raise IllegalIndexError(f"cannot write {index:#x}: cycle {cycle} is closed")
+            self._handle(int(r), len(data))
+        raise ChronicleError("positioned write did not settle")
+
+    def append_many(self, messages: Iterable[bytes]) -> int:
+        """Append every message of ``messages`` (bytes) in order, holding the
+        lock once per native batch; returns the index of the last one."""
+        if not isinstance(messages, list | tuple):
+            messages = list(messages)
+        if not messages:
+            return int(self._c.last_index)
+        offsets = array("q", [0])
+        total = 0
+        for m in messages:
+            total += len(m)
+            offsets.append(total)
+        return self.append_packed(b"".join(messages), offsets)
+
+    def append_packed(self, data: bytes | bytearray | memoryview,
+                      offsets: Sequence[int] | array[int]) -> int:
+        """Append the messages ``data[offsets[i]:offsets[i+1]]`` (Arrow's binary
+        layout); returns the index of the last one."""
+        n = len(offsets) - 1
+        if n <= 0:
+            return int(self._c.last_index)
+        if not isinstance(offsets, array) or offsets.typecode != "q":
+            offsets = array("q", offsets)
+        if offsets[-1] > len(data):
+            raise ValueError("offsets run past the end of data")
+        c = self._c
+        buf = data if type(data) is bytes else ffi.from_buffer(data)
+        offs = ffi.from_buffer("int64_t[]", offsets)
+        done = ffi.new("uint64_t *")
+        start = 0
+        batch = 4096
+        guard = 0
+        while start < n:
+            k = min(batch, n - start)
+            if self._py_clock is not None:
+                c.clock_cell[0] = self._py_clock.current_time_millis()
+            rc = lib.cq_append_batch(c, buf, offs + start, k, done)
+            start += int(done[0])
+            if rc != 0:
+                guard += 1
+                if guard > 10_000:
+                    raise ChronicleError(f"append did not settle (last code {rc})")
+                self._handle(rc, int(offsets[start + 1] - offsets[start]) if start < n else 0)
+        return int(c.last_index)
+
+    def writing_document(self, metadata: bool = False) -> DocumentContext:
+        """Write one excerpt in place: holds the write lock until the block ends;
+        commits on a clean exit, rolls back when the block raises."""
+        c = self._c
+        for _ in range(10_000):
+            if self._py_clock is not None:
+                c.clock_cell[0] = self._py_clock.current_time_millis()
+            rc = lib.cq_doc_begin(c, 0, 1 if metadata else 0)
+            if rc == 0:
+                return DocumentContext(self, metadata)
+            self._handle(rc, 0, metadata)
+        raise ChronicleError("could not open a document")
+
+    def _doc_ensure(self, length: int) -> None:
+        c = self._c
+        while True:
+            rc = lib.cq_doc_ensure(c, length)
+            if rc == 0:
+                return
+            if rc == NEED_MAP:
+                assert self._store is not None
+                self._store.file.ensure(int(c.need))
+                continue
+            self._handle(rc, length)
+
+    def _doc_write(self, at: int, raw: bytes | bytearray | memoryview, end: int) -> None:
+        """Copy ``raw`` into the open document at ``at`` (``end`` = at + len)."""
+        self._doc_ensure(end)
+        c = self._c
+        ffi.memmove(c.store.base + c.doc_pos + 4 + at, raw, len(raw))
+
+    def _doc_rollback(self, length: int) -> None:
+        lib.cq_doc_rollback(self._c, length)
+
+    def _doc_commit(self, length: int, metadata: bool) -> int | None:
+        c = self._c
+        self._doc_ensure(length)
+        rc = lib.cq_doc_commit(c, length)
+        if rc != 0:
+            self._handle(rc, length)
+        return None if metadata else int(c.last_index)
+
+    def sync(self, wait: bool = True) -> None:
+        """msync what this appender's cycle file holds up to its write position
+        and record the last synced index in ``chronicle.lastIndexMSynced``
+        (as Java's ``appender.sync()``)."""
+        st = self._store
+        if st is None:
+            return
+        end = int(self._c.pos) + 8
+        st.file.sync(self._synced_pos if self._synced_store is st else 0, end, wait=wait)
+        self._synced_pos = max(0, (end - 8) & ~4095)
+        self._synced_store = st
+        self._since_sync = 0
+        self._last_sync = time.monotonic()
+        last = int(self._c.last_index)
+        meta = self.queue._meta
+        if last >= 0 and meta is not None:
+            meta.file.max64(meta.acquire("chronicle.lastIndexMSynced", -1), last)
+
+    def _count_synced(self, index: int) -> int:
+        """After an append with a sync mode: msync when ``sync_every`` or
+        ``sync_interval_ms`` says so."""
+        self._since_sync += 1
+        q = self.queue
+        if (self._since_sync >= q.sync_every
+                or (q.sync_interval_ms is not None
+                    and (time.monotonic() - self._last_sync) * 1000 >= q.sync_interval_ms)):
+            self.sync(wait=q.sync_mode is SyncMode.SYNC)
+        return index
+
+    # -- replication acknowledgements -------------------------------------
+    def _acked_target(self, index: int | None) -> tuple[Any, int]:
+        meta = self.queue._meta
+        self.queue._check_open()
+        assert meta is not None
+        if index is None:
+            index = int(self._c.last_index)
+            if index < 0:
+                raise ValueError("this appender has not written anything yet: give an index")
+        return meta.ptr(ACK_KEY, -1), index
+
+    async def wait_replicated(self, index: int | None = None,
+                              timeout: float | None = None) -> int:
+        """Wait until a replica has acknowledged ``index`` (default: the last
+        excerpt this appender wrote), i.e. until
+        ``chronicle.lastAcknowledgedIndexReplicated`` reaches it; returns that
+        value.  Polls it: a few loop turns first, then sleeps growing to 2 ms.
+
+        Raises:
+            ReplicationTimeoutError: ``timeout`` seconds passed first.
+            QueueClosedError: the queue was closed meanwhile.
+        """
+        cell, target = self._acked_target(index)
+        value = int(cell[0])
+        if value >= target:
+            return value
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        deadline = None if timeout is None else t0 + timeout
+        delay = 0.0
+        while True:
+            await asyncio.sleep(delay)
+            self.queue._check_open()
+            value = int(cell[0])
+            if value >= target:
+                return value
+            now = loop.time()
+            if deadline is not None and now >= deadline:
+                raise _replication_timeout(self.queue, target, value, timeout)
+            if now - t0 > 200e-6:
+                delay = min(max(delay * 2, 50e-6), 2e-3)
+            if deadline is not None:
+                delay = min(delay, deadline - now)
+
+    def wait_replicated_blocking(self, index: int | None = None,
+                                 timeout: float | None = None) -> int:
+        """:meth:`wait_replicated` for threads: blocks (sleeping 20 µs growing
+        to 1 ms between looks) until a replica has acknowledged ``index``."""
+        cell, target = self._acked_target(index)
+        t0 = time.monotonic()
+        deadline = None if timeout is None else t0 + timeout
+        delay = 20e-6
+        while True:
+            value = int(cell[0])
+            if value >= target:
+                return value
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise _replication_timeout(self.queue, target, value, timeout)
+            time.sleep(delay if deadline is None else min(delay, deadline - now))
+            delay = min(delay * 2, 1e-3)
+            self.queue._check_open()
+
+
+
+class _ClockedAppender(Appender):
+    """An appender on a queue whose clock is a Python object (not the system
+    clock or a SetTimeProvider): the native core gets its time before each
+    append."""
+
+    def append(self, data: bytes | bytearray | memoryview | str) -> int:
+        """Append one excerpt; returns its 64-bit index."""
+        assert self._py_clock is not None
+        self._c.clock_cell[0] = self._py_clock.current_time_millis()
+        return Appender.append(self, data)
+
+
+class _SyncedAppender(Appender):
+    """An appender on a queue opened with ``sync=SyncMode.SYNC`` or ``ASYNC``."""
+
+    def append(self, data: bytes | bytearray | memoryview | str) -> int:
+        """Append one excerpt (then msync as the queue's sync mode says);
+        returns its 64-bit index."""
+        if self._py_clock is not None:
+            self._c.clock_cell[0] = self._py_clock.current_time_millis()
+        return self._count_synced(Appender.append(self, data))
+
+
+def _replication_timeout(queue: Queue, target: int, value: int,
+                         timeout: float | None) -> ReplicationTimeoutError:
+    return ReplicationTimeoutError(
+        f"no replica of {queue.path} acknowledged {target:#x} within {timeout}s "
+        f"(last acknowledged: {value:#x})" if value >= 0 else
+        f"no replica of {queue.path} acknowledged {target:#x} within {timeout}s "
+        f"(none acknowledged yet)")
+

@@ -1,0 +1,101 @@
+"""The pretoucher: keeps appenders off page faults and file creation."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from ._errors import QueueClosedError
+
+if TYPE_CHECKING:
+    from ._queue import Queue
+
+__all__ = ["Pretoucher"]
+
+
+class Pretoucher:
+    """Faults in (and reserves disk for) the pages just ahead of the writers, and
+    creates the next cycle's file shortly before the roll, so appenders meet
+    neither page faults nor file creation on their hot path.
+
+    Call :meth:`execute` periodically from a thread of your own, or
+    :meth:`start` a background thread that does it every ``interval`` seconds.
+    """
+
+    def __init__(self, queue: Queue, headroom: int, preroll_ms: int) -> None:
+        self.queue = queue
+        """The queue this object belongs to."""
+        self.headroom = headroom
+        self.preroll_ms = preroll_ms
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._touched: tuple[int, int] = (-1, 0)
+        self.errors = 0
+
+    def __repr__(self) -> str:
+        running = self._thread is not None and self._thread.is_alive()
+        return (f"<Pretoucher {self.queue.path!r} headroom={self.headroom} "
+                f"{'running' if running else 'stopped'}>")
+
+    def execute(self) -> None:
+        """One pass: touch ahead of the write position; pre-create the next cycle."""
+        q = self.queue
+        cycle = q.current_cycle()
+        st = q._acquire_store(cycle)
+        if st is None:
+            # files are only ever created under the write lock (see _discard)
+            with q._write_lock:
+                st = q._acquire_store(cycle, create=True)
+            if st is None:
+                return
+        try:
+            end = st.end()[0]
+            start = self._touched[1] if self._touched[0] == cycle else end
+            start = max(start, end)
+            stop = end + self.headroom
+            if stop > start:
+                st.file.ensure(stop)
+                st.file.reserve(start, stop)
+                st.file.populate(start, stop)
+                self._touched = (cycle, stop)
+        finally:
+            q._release_store(st)
+        now = q.time_provider.current_time_millis()
+        rc = q.roll_cycle
+        next_start = (cycle + 1) * rc.length_ms + q.epoch
+        if next_start - now <= self.preroll_ms and cycle + 1 not in q.cycles():
+            with q._write_lock:
+                nxt = q._acquire_store(cycle + 1, create=True)
+            q._release_store(nxt)
+
+    def start(self, interval: float = 0.05) -> Pretoucher:
+        """Run :meth:`execute` every ``interval`` seconds on a daemon thread."""
+        if self._thread is not None:
+            return self
+
+        def run() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    self.execute()
+                except QueueClosedError:
+                    return
+                except Exception:
+                    self.errors += 1
+
+        self._thread = threading.Thread(target=run, name="aiochronicle-pretoucher", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the background thread (if started) and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> Pretoucher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+

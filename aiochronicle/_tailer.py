@@ -1,0 +1,700 @@
+"""The tailer: reads excerpts in index order, from any index, never consuming them.
+
+Variants are chosen when a tailer is made (:meth:`Queue.tailer`): a named
+tailer keeps its position in ``metadata.cq4t``; an acknowledged one reads only
+what a replica acknowledged.  The waiting side (``await read()``, ``async
+for``, ``read_blocking``) is :class:`~aiochronicle._aio.AsyncTailerMixin`.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ._aio import AsyncTailerMixin
+from ._errors import CorruptQueueError, QueueClosedError, ReadOnlyQueueError
+from ._excerpt import SCRATCH, Batch, Excerpt, MetadataExcerpt, TailerDirection, batch_of
+from ._hooks import HOOKS
+from ._native import (
+    BAD_STATE,
+    CORRUPT,
+    EOF_,
+    NEED_MAP,
+    NONE,
+    NOT_REACHED,
+    OK,
+    TOO_LARGE,
+    HotTailer,
+    check,
+    ffi,
+    lib,
+)
+from ._resource import _Resource, keep_if_threaded
+from ._settings import ACK_KEY
+
+if TYPE_CHECKING:
+    from ._methods import MethodReader
+    from ._queue import Queue
+    from ._store import CycleStore
+
+__all__ = ["Tailer"]
+
+_cq_read = lib.cq_read
+_unpack = ffi.unpack
+_tuple_new = tuple.__new__
+
+
+class Tailer(HotTailer, AsyncTailerMixin, _Resource):
+    """Reads excerpts in index order; never consumes them.
+
+    ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
+    nothing new yet.  A tailer belongs to one thread (or one event loop) at a
+    time; any number of tailers can read the same queue.  Closing it, or its
+    queue, is safe from any thread: a read in progress finishes, the next one
+    raises :class:`QueueClosedError`.
+    """
+
+    def __init__(self, queue: Queue, name: str | None, direction: TailerDirection,
+                 include_metadata: bool) -> None:
+        self.queue = queue
+        """The queue this object belongs to."""
+        self.name = name
+        """The named tailer's name (its position is kept as ``index.<name>``), or None."""
+        self._store: CycleStore | None = None
+        self._kept: CycleStore | None = None  # after close: keeps the mapping alive
+        c = ffi.new("cq_tailer *")
+        self._c: Any = c
+        self._scratch: Any = ffi.new("char[]", SCRATCH)
+        c.scratch = self._scratch
+        c.scratch_cap = SCRATCH
+        # struct fields read on the hot path go through a memoryview: far
+        # cheaper than cffi attribute access
+        self._out = memoryview(ffi.buffer(c)).cast("q")
+        c.queue_shift = queue.roll_cycle.cycle_shift
+        c.include_meta = 1 if include_metadata else 0
+        self._direction = TailerDirection(direction)
+        self._bind()
+        self._cycle: int | None = None  # cycle of the position when no store is held
+        self._closed = False
+        self._batch_buf: bytearray | None = None
+        self._named_off: int | None = None
+        self._saved = 0  # the value of index.<name> as this tailer last wrote it
+        self._last_mod = -2
+        self._before_start = False
+        if name is not None:
+            meta = queue._meta
+            if meta is None or queue.read_only:
+                raise ReadOnlyQueueError("a named tailer needs a writable metadata.cq4t")
+            self._named_off = meta.acquire(f"index.{name}", 0)
+            stored = meta.file.load64(self._named_off)
+            self._saved = stored
+            if stored:
+                if not self.move_to_index(stored):
+                    self._position_at(queue.roll_cycle.to_cycle(stored),
+                                      queue.roll_cycle.to_sequence(stored))
+                return
+        if self._direction == TailerDirection.BACKWARD:
+            self.to_end()
+        else:
+            self.to_start()
+
+    def __repr__(self) -> str:
+        name = f" name={self.name!r}" if self.name is not None else ""
+        way = "" if self._direction == TailerDirection.FORWARD else f" {self._direction.name}"
+        state = " closed" if self._closed else ""
+        return f"<Tailer {self.queue.path!r}{name} index={self.index:#x}{way}{state}>"
+
+    # -- lifecycle -------------------------------------------------------
+    def close(self) -> None:
+        """Release this tailer's cycle file.  A named tailer saves its position
+        first: what it handed out is done."""
+        self._close(True)
+
+    def _close(self, clean: bool) -> None:
+        if clean and not self._closed and not self.queue.closed:
+            self._save()
+        self._detach()
+
+    def _detach(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # as Appender._detach: the native struct and this object keep the store
+        # (a read in flight on another thread goes on safely); the flag turns
+        # every later native call away with CQ_BAD_STATE
+        self._c.closed = 1
+        self._abort_wait()  # end a spin/park in progress first (_aio)
+        st, self._store = self._store, None
+        keep_if_threaded(self, st)
+        if st is not None and not self.queue.closed:
+            self.queue._release_store(st)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise QueueClosedError("the tailer is closed")
+        self.queue._check_open()
+
+    # -- position --------------------------------------------------------
+    @property
+    def direction(self) -> TailerDirection:
+        """FORWARD, BACKWARD or NONE."""
+        return self._direction
+
+    @direction.setter
+    def direction(self, value: TailerDirection) -> None:
+        value = TailerDirection(value)
+        if value != self._direction and self._store is not None:
+            self._before_start = False
+            # re-seek so the cursor's byte position matches its sequence
+            self._position_at(self._store.cycle, int(self._c.seq))
+        self._direction = value
+        self._bind()
+
+    def _bind(self) -> None:
+        """Point the C calls at the native struct.  They read forward themselves
+        unless metadata excerpts are wanted (those are read here, flagged);
+        the waits spin-read natively unless reads are gated."""
+        hot = self._direction == TailerDirection.FORWARD and not self._c.include_meta
+        self._bind_native(int(ffi.cast("uintptr_t", self._c)), hot)
+        self._spin_reads = hot and not self._gated
+
+    @property
+    def cycle(self) -> int | None:
+        """The cycle of the tailer's position (None before the queue has any)."""
+        return self._store.cycle if self._store is not None else self._cycle
+
+    @property
+    def index(self) -> int:
+        """The index the next read returns (or would return once written)."""
+        cyc = self.cycle
+        if cyc is None:
+            return 0
+        return self.queue.roll_cycle.to_index(cyc, int(self._c.seq))
+
+    def _use_store(self, st: CycleStore | None, cycle: int | None) -> None:
+        old = self._store
+        self._store = st
+        self._cycle = cycle
+        c = self._c
+        c.store = st.file.c if st is not None else ffi.NULL
+        c.dropped = 0
+        if old is not None and old is not st:
+            self.queue._release_store(old)
+
+    def _position_at(self, cycle: int, seq: int, pos: int = 0) -> None:
+        """Hold ``cycle``'s store (if it exists) with the cursor at (pos, seq)."""
+        self._before_start = False
+        if self._store is not None and self._store.cycle == cycle:
+            st: CycleStore | None = self._store
+        else:
+            st = self.queue._acquire_store(cycle)
+            self._use_store(st, cycle)
+        self._cycle = cycle
+        c = self._c
+        c.pos = pos
+        c.seq = seq
+        if st is not None and pos == 0 and seq:
+            code, p = st.seek(seq)
+            if code in (OK, NOT_REACHED):
+                c.pos = p
+
+    def _save(self, index: int | None = None) -> None:
+        """Named tailers: persist ``index`` (default: the current position) as
+        ``index.<name>``, the index a restarted tailer reads first."""
+        if self._named_off is not None:
+            value = self.index if index is None else index
+            if value != self._saved:
+                meta = self.queue._meta
+                assert meta is not None
+                meta.file.store64(self._named_off, value)
+                self._saved = value
+
+    def _handed(self, ex: Excerpt | None) -> None:
+        """Named tailers, at-least-once: while an excerpt is handed out the saved
+        position stays *at* it (a restart after a crash mid-processing reads it
+        again); the next read, by asking for more, marks it done."""
+        if self._named_off is not None:
+            self._save(ex.index if ex is not None else None)
+
+    def to_start(self) -> Tailer:
+        """Move to the first excerpt of the queue."""
+        self._check()
+        first = self.queue.first_cycle
+        if first is None:
+            self._use_store(None, None)
+            self._c.pos = 0
+            self._c.seq = 0
+        else:
+            self._position_at(first, 0, 0)
+            if self._direction == TailerDirection.BACKWARD:
+                self._c.seq = 0
+        self._save()
+        return self
+
+    def to_end(self) -> Tailer:
+        """FORWARD: move past the last excerpt (the next read returns the next one
+        written).  BACKWARD: move to the last excerpt."""
+        self._check()
+        q = self.queue
+        cycles = q.cycles()
+        if not cycles:
+            self._use_store(None, None)
+            self._c.seq = 0
+            self._c.pos = 0
+            return self
+        if self._direction == TailerDirection.BACKWARD:
+            for cyc in reversed(cycles):
+                n = q._cycle_count(cyc)
+                if n:
+                    self._position_at(cyc, n - 1)
+                    break
+            else:
+                self._position_at(cycles[-1], 0)
+        else:
+            last = cycles[-1]
+            self._position_at(last, 0)
+            st = self._store
+            if st is not None:
+                pos, seq, _ = st.end()
+                self._c.pos = pos
+                self._c.seq = seq
+        self._save()
+        return self
+
+    def move_to_index(self, index: int) -> bool:
+        """Position at ``index``; True if an excerpt exists there.
+
+        When ``index`` is exactly the next one to be written the tailer is left
+        there and False is returned, so the next read returns it once written.
+        """
+        self._check()
+        rc = self.queue.roll_cycle
+        try:
+            cycle, seq = rc.to_cycle(index), rc.to_sequence(index)
+        except ValueError:
+            return False
+        st = self.queue._acquire_store(cycle)
+        if st is None:
+            return False
+        code, pos = st.seek(seq)
+        if code not in (OK, NOT_REACHED):
+            self.queue._release_store(st)
+            return False
+        if self._store is st:
+            self.queue._release_store(st)
+        else:
+            self._use_store(st, cycle)
+        self._c.pos = pos
+        self._c.seq = seq
+        self._before_start = False
+        self._save()
+        return bool(code == OK)
+
+    def move_to_cycle(self, cycle: int) -> bool:
+        """Position at the first excerpt of ``cycle``; False if it has no file."""
+        self._check()
+        st = self.queue._acquire_store(cycle)
+        if st is None:
+            return False
+        if self._store is st:
+            self.queue._release_store(st)
+        else:
+            self._use_store(st, cycle)
+        self._c.pos = 0
+        self._c.seq = 0
+        self._before_start = False
+        self._save()
+        return True
+
+    # -- reading ---------------------------------------------------------
+    if TYPE_CHECKING:
+        def read_nowait(self) -> Excerpt | None:
+            """The next excerpt, or None if none has been written yet.
+
+            Forward reads run in C (``native/hot.c``); a roll, a remap, other
+            directions and errors come back to Python.
+            """
+
+
+    def _excerpt(self, n: int) -> Excerpt:
+        """The excerpt the native read just returned ``n`` (its length) for."""
+        c = self._c
+        kind = MetadataExcerpt if c.is_meta else Excerpt
+        ex: Excerpt = _tuple_new(kind, (int(c.index), _unpack(c.data, n)))
+        return ex
+
+    def _read_slow(self, n: int) -> Excerpt | None:
+        """Carry on after the native read returned the code ``n``: move to the
+        next cycle, map more of the file, or raise (``_native.check``)."""
+        c = self._c
+        for _ in range(1000):
+            if n >= 0:
+                return self._excerpt(n)
+            if n == NONE:
+                return None
+            if n == BAD_STATE:
+                self._check()
+                if not self._find_first_store():
+                    return None
+            elif n == EOF_:
+                if not self._next_cycle():
+                    return None
+            elif n == NEED_MAP:
+                st = self._store
+                assert st is not None
+                need = int(c.need)
+                if not st.file.ensure(need, grow=False):
+                    if need == int(c.err_pos) + 4:
+                        return None
+                    raise CorruptQueueError("an excerpt runs past the end of the file",
+                                            st.path, int(c.err_pos))
+            else:
+                st = self._store
+                check(n, path=st.path if st else self.queue.path, pos=int(c.err_pos),
+                      detail="corrupt excerpt header" if n == CORRUPT else "")
+            n = _cq_read(c)
+        return None
+
+    def _find_first_store(self) -> bool:
+        """With no store held (empty queue, or a cycle without a file): find one."""
+        q = self.queue
+        cyc = self._cycle
+        if cyc is None:
+            first = q.first_cycle
+            if first is None:
+                return False
+            self._position_at(first, 0)
+            return self._store is not None
+        st = q._acquire_store(cyc)
+        if st is not None:
+            seq = int(self._c.seq)
+            self._use_store(st, cyc)
+            self._position_at(cyc, seq)
+            return True
+        nxt = q._next_cycle(cyc, 1)
+        if nxt is None:
+            return False
+        self._position_at(nxt, 0)
+        return self._store is not None
+
+    def _next_cycle(self) -> bool:
+        """At an EOF: move to the next cycle that has a file."""
+        st = self._store
+        assert st is not None
+        q = self.queue
+        mod = q._meta.get("listing.modCount") if q._meta is not None else None
+        nxt = q._next_cycle(st.cycle, 1)
+        if nxt is None:
+            if mod is not None and mod == self._last_mod:
+                return False
+            self._last_mod = mod if mod is not None else -2
+            return False
+        self._position_at(nxt, 0)
+        self._save()
+        return self._store is not None
+
+    def _read_other(self) -> Excerpt | None:
+        if self._direction == TailerDirection.FORWARD:  # with metadata excerpts
+            return self._read_slow(int(_cq_read(self._c)))
+        if self._direction == TailerDirection.NONE:
+            return self._peek()
+        return self._read_backward()
+
+    def _read_at(self, st: CycleStore, seq: int, pos: int) -> Excerpt:
+        """Read the data excerpt whose header is at ``pos``."""
+        c = self._c
+        c.pos = pos
+        c.seq = seq
+        n = _cq_read(c)
+        while n == NEED_MAP and st.file.ensure(int(c.need), grow=False):
+            c.pos = pos
+            c.seq = seq
+            n = _cq_read(c)
+        if n < 0:
+            raise CorruptQueueError("cannot read an indexed excerpt", st.path, pos)
+        return self._excerpt(n)
+
+    def _peek(self) -> Excerpt | None:
+        """Direction NONE: the excerpt at the current index, without moving."""
+        self._check()
+        st = self._store
+        if st is None:
+            return None
+        seq = int(self._c.seq)
+        code, pos = st.seek(seq)
+        if code != OK:
+            return None
+        ex = self._read_at(st, seq, pos)
+        self._c.pos = pos
+        self._c.seq = seq
+        return ex
+
+    def _read_backward(self) -> Excerpt | None:
+        self._check()
+        q = self.queue
+        c = self._c
+        while True:
+            st = self._store
+            if st is None or self._before_start:
+                return None
+            seq = int(c.seq)
+            code, pos = st.seek(seq)
+            if code == OK:
+                ex = self._read_at(st, seq, pos)
+                self._step_back(seq)
+                return ex
+            count = st.end()[1]
+            if 0 < count <= seq:
+                # past the end (e.g. after to_end()): start from the last excerpt
+                c.seq = count - 1
+                continue
+            # before the start of this cycle: go to the end of the previous one
+            prev = q._next_cycle(st.cycle, -1)
+            while prev is not None and q._cycle_count(prev) == 0:
+                prev = q._next_cycle(prev, -1)
+            if prev is None:
+                return None
+            self._position_at(prev, q._cycle_count(prev) - 1)
+
+    def _step_back(self, seq: int) -> None:
+        c = self._c
+        if seq > 0:
+            c.seq = seq - 1
+            c.pos = 0
+            self._save()
+            return
+        # moving before sequence 0: remember it by pointing at the previous cycle
+        q = self.queue
+        st = self._store
+        assert st is not None
+        prev = q._next_cycle(st.cycle, -1)
+        while prev is not None and q._cycle_count(prev) == 0:
+            prev = q._next_cycle(prev, -1)
+        if prev is None:
+            self._before_start = True
+            return
+        self._position_at(prev, q._cycle_count(prev) - 1)
+        self._save()
+
+    def read_many(self, max_count: int = 65536, max_bytes: int = 1 << 20) -> Batch:
+        """Read up to ``max_count`` excerpts (and about ``max_bytes`` of payload)
+        in one native call.  An empty batch means nothing new yet; an excerpt
+        larger than ``max_bytes`` comes alone.  The batch is the caller's: the
+        tailer never writes into it again."""
+        if max_count < 1 or max_bytes < 0:
+            raise ValueError(f"read_many needs max_count >= 1 and max_bytes >= 0, got "
+                             f"{max_count} and {max_bytes}")
+        if self._direction != TailerDirection.FORWARD or self._c.include_meta:
+            items = []
+            for _ in range(max_count):
+                ex = Tailer.read_nowait(self)
+                if ex is None:
+                    break
+                items.append(ex)
+            self._handed(items[0] if items else None)
+            return batch_of(items)
+        c = self._c
+        sc = self._batch_scratch
+        if sc is None or sc.max_bytes < max_bytes or sc.max_count < max_count:
+            if sc is not None:
+                sc.release()
+            sc = self._batch_scratch = _BatchScratch(max(max_bytes, 1), max(max_count, 1))
+        n_out = sc.n_out
+        rc = lib.cq_read_batch(c, sc.pdata, max_bytes, sc.poffsets, sc.pindices, max_count,
+                               n_out)
+        n = int(n_out[0])
+        if n:
+            if self._named_off is not None:
+                self._save(int(sc.pindices[0]))
+            return sc.take(n, self)
+        if rc == NONE:
+            self._handed(None)
+            return batch_of([])
+        # too large for the buffer, a roll, a remap or an error: one single read
+        ex = Tailer.read_nowait(self) if rc == TOO_LARGE else self._read_slow(int(rc))
+        self._handed(ex)
+        return batch_of([ex] if ex is not None else [])
+
+    _batch_scratch: _BatchScratch | None = None
+
+    # -- replication: only what a replica acknowledged ---------------------
+    _ack_cell: Any = None
+    #: reads are checked against the replicas' acknowledgement (_AckedTailer)
+    _gated = False
+
+    @property
+    def read_after_replica_acknowledged(self) -> bool:
+        """When True, reads return only excerpts whose index is at most
+        ``chronicle.lastAcknowledgedIndexReplicated``, the highest index a
+        replication sink has acknowledged (Java's
+        ``readAfterReplicaAcknowledged``; Java's default check is ``index ==
+        lastAck`` within a cycle, this one is ``index <= lastAck``).  Until
+        then the excerpt reads as not written yet; ``await read()`` and
+        ``read_blocking()`` wait for the acknowledgement with the pauser.
+
+        Chosen when the tailer is made (``queue.tailer(...,
+        read_after_replica_acknowledged=True)``), so other tailers pay
+        nothing; such a tailer can turn the check off and on again.
+        """
+        return self._ack_cell is not None
+
+    @read_after_replica_acknowledged.setter
+    def read_after_replica_acknowledged(self, value: bool) -> None:
+        self._check()
+        if value and not self._gated:
+            raise ValueError("this tailer was made without the replica check: make one "
+                             "with queue.tailer(..., read_after_replica_acknowledged=True)")
+        self._ack_cell = self._ack_pointer() if value else None
+
+    def _ack_pointer(self) -> Any:
+        meta = self.queue._meta
+        if meta is None or (self.queue.read_only and meta.offset(ACK_KEY) is None):
+            raise ReadOnlyQueueError(f"queue {self.queue.path} has no {ACK_KEY} value")
+        return meta.ptr(ACK_KEY, -1)
+
+    def method_reader(self, *handlers: object,
+                      on_error: Callable[[Exception, Excerpt], None] | None = None,
+                      ignore_first_arg: Callable[[str, Any], bool] | None = None,
+                      history: bool | None = None,
+                      interfaces: Iterable[type] = (),
+                      batch: bool | None = None) -> MethodReader:
+        """A reader dispatching the method calls in this tailer's excerpts to the
+        handlers' methods of the same names (see :class:`MethodReader`).
+
+        ``on_error(exc, excerpt)`` gets excerpts that cannot be decoded (default:
+        log and go on); ``ignore_first_arg(method, first_arg)`` returning True
+        skips a call before its other arguments are decoded; ``history`` tracks
+        message history (default: when the message carries one or this queue's
+        source_id is not 0).  ``interfaces`` lend their annotations and
+        ``@method_id`` numbers to handler methods of the same names (handlers
+        that subclass their interface get them anyway).  ``batch`` (default:
+        for an unnamed tailer) reads excerpts ahead in batches, so this tailer's
+        position may run ahead of the calls handled so far.
+        """
+        make: Callable[..., MethodReader] = HOOKS.need("method_reader")
+        return make(self, *handlers, on_error=on_error, ignore_first_arg=ignore_first_arg,
+                    history=history, interfaces=interfaces, batch=batch)
+
+    def __iter__(self) -> Iterator[Excerpt]:
+        """Iterate over the excerpts available now (stops at the current end)."""
+        while True:
+            ex = self.read_nowait()
+            if ex is None:
+                return
+            yield ex
+
+
+class _NamedTailer(Tailer):
+    """A named tailer (``Queue.tailer(name)``): its position persists in
+    ``metadata.cq4t`` as ``index.<name>``, at least once (see :meth:`Tailer._handed`)."""
+
+    def read_nowait(self) -> Excerpt | None:
+        """The next excerpt, or None if none has been written yet."""
+        ex = Tailer.read_nowait(self)
+        self._handed(ex)
+        return ex
+
+
+class _AckedTailer(Tailer):
+    """A tailer made with ``read_after_replica_acknowledged=True``: reads stop
+    at the highest index a replica acknowledged (see
+    :attr:`Tailer.read_after_replica_acknowledged`).  Waits poll with the
+    pauser (the acknowledgement is no excerpt header to spin on)."""
+
+    _gated = True
+
+    def __init__(self, queue: Queue, name: str | None, direction: TailerDirection,
+                 include_metadata: bool) -> None:
+        super().__init__(queue, name, direction, include_metadata)
+        self._ack_cell = self._ack_pointer()
+
+    def _acked_limit(self) -> int | None:
+        """The highest readable index, or None when nothing may be read now."""
+        if self._closed or self.queue._closed:
+            self._check()
+        ack = int(self._ack_cell[0])
+        if ack < 0 or (self._direction == TailerDirection.FORWARD and self.index > ack):
+            return None
+        return ack
+
+    def read_nowait(self) -> Excerpt | None:
+        """The next excerpt a replica acknowledged, or None."""
+        if self._ack_cell is None:
+            return super().read_nowait()
+        ack = self._acked_limit()
+        if ack is None:
+            return None
+        ex = super().read_nowait()
+        if ex is not None and ex.index > ack:
+            self.move_to_index(ex.index)  # not acknowledged yet: read it again later
+            return None
+        return ex
+
+    def read_many(self, max_count: int = 65536, max_bytes: int = 1 << 20) -> Batch:
+        """:meth:`Tailer.read_many`, up to the acknowledged index."""
+        if self._ack_cell is None:
+            return super().read_many(max_count, max_bytes)
+        ack = self._acked_limit()
+        if ack is None:
+            return batch_of([])
+        rc = self.queue.roll_cycle
+        if self._direction == TailerDirection.FORWARD and self.cycle == rc.to_cycle(ack):
+            max_count = max(1, min(max_count, ack - self.index + 1))
+        b = super().read_many(max_count, max_bytes)
+        idx = b.indices
+        if len(idx) and idx[-1] > ack:
+            k = next(i for i, x in enumerate(idx) if x > ack)
+            self.move_to_index(idx[k])
+            o = b.offsets
+            return Batch(b.data[:o[k]], o[:k + 1], idx[:k])
+        return b
+
+
+class _AckedNamedTailer(_AckedTailer, _NamedTailer):
+    """A named tailer that reads only what a replica acknowledged."""
+
+
+class _BatchScratch:
+    """The buffers ``read_many`` reads into, kept by the tailer between calls.
+
+    Allocating (and page-faulting) a fresh megabyte for every call made a poll
+    that found nothing cost a millisecond.  A small batch is copied out (an
+    allocation of its own size); a large one takes the buffers themselves, and
+    the next call makes new ones.
+    """
+
+    __slots__ = ("data", "indices", "max_bytes", "max_count", "n_out", "offsets", "pdata",
+                 "pindices", "poffsets")
+
+    HAND_OFF = 256 << 10  # bytes of payload from which the buffer itself is handed out
+
+    def __init__(self, max_bytes: int, max_count: int) -> None:
+        self.max_bytes = max_bytes
+        self.max_count = max_count
+        self.data = bytearray(max_bytes)
+        self.offsets = array("q", bytes(8 * (max_count + 1)))
+        self.indices = array("q", bytes(8 * max_count))
+        self.n_out = ffi.new("uint64_t *")
+        self.pdata = ffi.from_buffer(self.data)
+        self.poffsets = ffi.from_buffer("int64_t[]", self.offsets)
+        self.pindices = ffi.from_buffer("int64_t[]", self.indices)
+
+    def release(self) -> None:
+        for p in (self.pdata, self.poffsets, self.pindices):
+            ffi.release(p)
+
+    def take(self, n: int, tailer: Tailer) -> Batch:
+        """The first ``n`` excerpts read, as a Batch the caller owns."""
+        used = self.offsets[n]
+        if used >= self.HAND_OFF or n >= 4096:
+            # the buffers themselves (no copy); the tailer makes new ones next time
+            self.release()
+            tailer._batch_scratch = None
+            offsets, indices = self.offsets, self.indices
+            del offsets[n + 1:]
+            del indices[n:]
+            return Batch(memoryview(self.data)[:used], offsets, indices)
+        return Batch(memoryview(bytes(memoryview(self.data)[:used])), self.offsets[:n + 1],
+                     self.indices[:n])
+

@@ -1,0 +1,158 @@
+"""The package's imports only go down its layers (``../shared/DESIGN.md``).
+
+Parses every module's import statements (nothing is imported to find them) and
+fails on an import of a higher layer, on an import inside a function or class
+(the way circles get dodged), and on a circle among the runtime imports.
+Imports under ``if TYPE_CHECKING:`` name types for annotations only and create
+no runtime dependency; they are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "aiochronicle"
+
+#: bottom up; a module may import its own layer and those below
+LAYERS: list[tuple[str, set[str]]] = [
+    ("native boundary", {"_version", "_errors", "_native"}),
+    ("format", {"_clock", "_headerless", "_mapped", "_wire", "_rollcycles", "_store",
+                "_tablestore", "_history", "_render"}),
+    ("waiting", {"_pauser", "_notify"}),
+    ("core parts", {"_hooks", "_settings", "_resource", "_excerpt", "_writelock",
+                    "_rolling"}),
+    ("user objects", {"_document", "_aio", "_appender", "_tailer", "_pretoucher",
+                      "_queue"}),
+    ("codecs and methods", {"_codecs", "_methods"}),
+    ("tools", {"_dump", "_ops", "_replication", "testing", "spark._columns",
+               "spark._source", "spark._feeder", "spark._sink", "spark"}),
+    ("entry points", {"_cli", "__init__", "__main__"}),
+]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        name = ".".join(rel.parts)
+        if name.endswith(".__init__") and name != "__init__":
+            name = name[: -len(".__init__")]
+        found[name] = path
+    return found
+
+
+def _layer_of(name: str) -> int:
+    for i, (_, members) in enumerate(LAYERS):
+        if name in members:
+            return i
+    raise AssertionError(f"aiochronicle.{name} is in no layer of tests/test_layers.py")
+
+
+def _resolve(module: str, node: ast.ImportFrom | ast.Import, alias: str) -> str | None:
+    """The package module an import names (``_queue``, ``spark._source``), or None."""
+    if isinstance(node, ast.Import):
+        target = alias
+        if not target.startswith("aiochronicle."):
+            return None
+        return target[len("aiochronicle."):]
+    if node.level == 0:
+        if node.module is None or not (node.module == "aiochronicle"
+                                       or node.module.startswith("aiochronicle.")):
+            return None
+        base = node.module[len("aiochronicle"):].lstrip(".")
+    else:
+        # the package a relative import starts from: a package's own __init__
+        # is the package itself ("spark"), any other module's is its parent
+        pkg = ["spark"] if module == "spark" else module.split(".")[:-1]
+        up = node.level - 1
+        pkg = pkg[: len(pkg) - up] if up else pkg
+        base = ".".join([*pkg, node.module] if node.module else pkg)
+    return base or "__init__"
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(module: str, path: Path) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(runtime imports at module level, imports inside a function or class)."""
+    tree = ast.parse(path.read_text(), str(path))
+    top: list[tuple[int, str]] = []
+    nested: list[tuple[int, str]] = []
+
+    def visit(body: list[ast.stmt], inside: bool) -> None:
+        for node in body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""])
+                for alias in names:
+                    target = _resolve(module, node, alias)
+                    if target is not None:
+                        (nested if inside else top).append((node.lineno, target))
+            elif isinstance(node, ast.If) and _is_type_checking(node.test):
+                continue  # annotations only
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                visit(node.body, True)
+            elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+                for field in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, field, []) or [], inside)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body, inside)
+
+    visit(tree.body, False)
+    return top, nested
+
+
+MODULES = _modules()
+
+#: modules allowed to import package modules lazily, and why
+LAZY = {
+    # pyspark is an optional dependency: its data source classes load when used
+    "spark": "pyspark is imported only when a Spark part is used",
+}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_only_go_down(module: str) -> None:
+    top, nested = _imports(module, MODULES[module])
+    mine = _layer_of(module)
+    upward = [(line, target, LAYERS[_layer_of(target)][0]) for line, target in top
+              if target in MODULES and _layer_of(target) > mine]
+    assert upward == [], f"aiochronicle.{module} ({LAYERS[mine][0]}) imports a higher layer"
+    if module not in LAZY:
+        assert nested == [], f"aiochronicle.{module} imports inside a function or class"
+
+
+def test_no_import_circles() -> None:
+    graph = {m: {t for _, t in _imports(m, p)[0] if t in MODULES and t != m}
+             for m, p in MODULES.items()}
+    done: set[str] = set()
+    stack: list[str] = []
+
+    def walk(m: str) -> None:
+        if m in stack:
+            raise AssertionError("import circle: " + " -> ".join([*stack[stack.index(m):], m]))
+        if m in done:
+            return
+        stack.append(m)
+        for t in sorted(graph[m]):
+            walk(t)
+        stack.pop()
+        done.add(m)
+
+    for m in sorted(graph):
+        walk(m)
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    """The parser finds imports where they hide (a function, a try block)."""
+    src = tmp_path / "mod.py"
+    src.write_text("try:\n    from ._queue import Queue\nexcept ImportError:\n    pass\n"
+                   "def f():\n    from ._methods import MethodReader\n")
+    top, nested = _imports("_wire", src)
+    assert top == [(2, "_queue")]
+    assert nested == [(6, "_methods")]
