@@ -193,8 +193,10 @@ class Appender(HotAppender, _Resource):
         """A proxy of the interface ``iface`` whose every method call appends one
         excerpt holding the method and its encoded arguments (see ``_methods``).
 
-        ``codec`` defaults to the one the queue records, else msgpack for an
-        empty queue (recorded then) and BinaryWire for one holding excerpts.
+        ``codec`` defaults to the one the queue records, else msgpack (recorded
+        then), whatever the queue holds already; method calls for Java need
+        ``codec="binary_wire"`` (the default only for interfaces with chained
+        methods, which exist in BinaryWire alone).
         ``record_history`` (default: when the queue's ``source_id`` is not 0,
         as Java) writes the message history first in each excerpt.
 

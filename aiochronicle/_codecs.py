@@ -952,9 +952,10 @@ def resolve_codec(queue: Queue, codec: Codec | str | None, *, writing: bool) -> 
     """The codec a method writer (``writing``) or reader uses on ``queue``.
 
     Writers: the one asked for (recorded if the queue has none; an error if it
-    records another); by default the recorded one, else msgpack for an empty
-    queue and BinaryWire for one that already holds excerpts (written by Java,
-    say).  Readers: the one asked for, else the recorded one, else BinaryWire.
+    records another); by default the recorded one, else msgpack (then
+    recorded), whatever the queue already holds: pass ``codec="binary_wire"``
+    to write method calls a Java process reads.  Readers: the one asked for,
+    else the recorded one, else BinaryWire (a queue written by Java).
     """
     rec = recorded_codec(queue)
     if codec is not None:
@@ -971,8 +972,7 @@ def resolve_codec(queue: Queue, codec: Codec | str | None, *, writing: bool) -> 
         return rec
     if not writing:
         return Codecs.BINARY_WIRE
-    c = Codecs.MSGPACK if queue.last_index is None else Codecs.BINARY_WIRE
-    return set_queue_codec(queue, c)
+    return set_queue_codec(queue, Codecs.MSGPACK)
 
 
 # --------------------------------------------------------------------------

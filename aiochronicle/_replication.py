@@ -996,6 +996,9 @@ class ReplicationSink:
         #: connections made, and excerpts written, since the sink started
         self.connections = 0
         self.excerpts_written = 0
+        #: attempts that ended before streaming (refused, TLS or handshake
+        #: failures, a source that went away at once) since the sink started
+        self.failed_attempts = 0
         self._writer: _SinkWriter | None = None
         self._locked = False
         self._stopping = False
@@ -1144,6 +1147,8 @@ class ReplicationSink:
                     if self._connected.is_set():
                         streamed = True
                         rejected = 0
+                    elif not self._stopping:
+                        self.failed_attempts += 1
                     self._connected.clear()
                 if self._stopping:
                     break

@@ -1457,6 +1457,10 @@ def payload_text(payload: BytesLike) -> str:
         WireError: the payload is neither.
     """
     buf = bytes(payload)
+    if buf and buf[0] == PADDING and buf.count(PADDING) == len(buf):
+        # padding only: an empty excerpt (a commit pads an empty one to 0x8F,
+        # as Java's does); Java's text readers skip padding and find nothing
+        return ""
     if buf and (buf[0] >= STRING_0 or buf[0] == STRING_ANY):
         try:
             value, end = PlainReader(buf).value(0, len(buf))

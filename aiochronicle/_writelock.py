@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from ._errors import AppendLockedError, QueueClosedError, WriteLockTimeoutError
@@ -76,12 +77,22 @@ class WriteLock:
     __slots__ = ("_cell", "_queue")
 
     def __init__(self, queue: Queue) -> None:
-        self._queue = queue
+        # weak: the queue owns its lock, and a reference back would make every
+        # queue a cycle that only the garbage collector frees (its files would
+        # stay mapped until then)
+        self._queue = weakref.ref(queue)
         self._cell: Any = None
 
     @property
+    def queue(self) -> Queue:
+        q = self._queue()
+        if q is None:
+            raise QueueClosedError("the queue of this lock is gone")
+        return q
+
+    @property
     def _meta(self) -> TableStore:
-        meta = self._queue._meta
+        meta = self.queue._meta
         assert meta is not None
         return meta
 
@@ -103,7 +114,7 @@ class WriteLock:
             WriteLockTimeoutError: a live holder kept it past ``lock_timeout``.
             QueueClosedError: the queue was closed meanwhile.
         """
-        q = self._queue
+        q = self.queue
         meta = self._meta
         lock = self.ptr()
         deadline = 0.0
@@ -170,14 +181,14 @@ class WriteLock:
             meta.cas(APPEND_LOCK, value, UNLOCKED)
             return
         raise AppendLockedError(
-            f"queue {self._queue.path} is a replication sink: {APPEND_LOCK} is held "
+            f"queue {self.queue.path} is a replication sink: {APPEND_LOCK} is held "
             f"by process {holder}")
 
     def refuse_if_sink(self) -> None:
         """Refuse (AppendLockedError) before a roll creates a file or writes an
         EOF when another live process holds ``chronicle.append.lock`` (a
         replication sink), as Java checks it before rolling."""
-        meta = self._queue._meta
+        meta = self.queue._meta
         value = meta.get(APPEND_LOCK) if meta is not None else None
         if value is not None and value != UNLOCKED and lock_holder(value) != os.getpid():
             self.check_append_lock()

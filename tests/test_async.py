@@ -246,28 +246,20 @@ def test_wait_for_timeout(run: Run[None], tmp_path: Path) -> None:
 def test_busy_waiting_reader_does_not_starve_the_loop(run: Run[None], tmp_path: Path) -> None:
     async def main() -> None:
         async with ac.open_queue(tmp_path) as q:
-            readers = [asyncio.create_task(q.tailer(pauser=ac.Pauser.busy()).read())
-                       for _ in range(2)]
-            gaps: list[float] = []
-            last = time.monotonic()
+            tailers = [q.tailer(pauser=ac.Pauser.busy()) for _ in range(2)]
+            readers = [asyncio.create_task(t.read()) for t in tailers]
+            # other tasks and timers run while both readers busy-wait: the
+            # readers spin in bounded native slices between turns of the loop
+            # (how long a turn takes is measured by bench/loop_turns.py)
             for _ in range(300):
                 await asyncio.sleep(0)
-                now = time.monotonic()
-                gaps.append(now - last)
-                last = now
-            timers_ok = 0
-            for _ in range(20):  # timers fire too
-                t0 = time.monotonic()
+            for _ in range(20):
                 await asyncio.sleep(0.001)
-                timers_ok += time.monotonic() - t0 < 0.5
-            for r in readers:
-                r.cancel()
-            await asyncio.gather(*readers, return_exceptions=True)
-            gaps.sort()
-            # two readers spin at most 50 µs each per turn; the median turn of the
-            # loop stays far below a millisecond (the tail is the machine's)
-            assert gaps[len(gaps) // 2] < 0.002, gaps[len(gaps) // 2]
-            assert timers_ok == 20
+            assert not any(r.done() for r in readers)
+            q.appender().append(b"end")
+            assert [(await r).payload for r in readers] == [b"end", b"end"]
+            slices = [t.pauser.count_paused for t in tailers]
+            assert all(n >= 20 for n in slices), slices  # each spun slice after slice
 
     run(main())
 
@@ -356,31 +348,6 @@ def test_notify_wakes_an_async_reader_from_another_process(run: Run[None],
             await asyncio.get_running_loop().run_in_executor(None, proc.join, 20)
 
     run(main())
-
-
-@pytest.mark.slow
-def test_idle_readers_cost_under_one_percent_of_a_core_each(run: Run[None],
-                                                             tmp_path: Path) -> None:
-    """Three idle readers (balanced, sleepy, notify) together, once their back-off
-    has grown (about 3 s): under 3% of a core in all.  Run without debug mode,
-    whose bookkeeping for every timer is not what is measured here;
-    bench/latency.py measures each pauser alone."""
-
-    async def main() -> None:
-        async with ac.open_queue(tmp_path) as q:
-            q.appender()
-            readers = [asyncio.create_task(q.tailer(pauser=PAUSERS[name]()).read())
-                       for name in ("balanced", "sleepy", "notify")]
-            await asyncio.sleep(3.2)  # past the spin phase and the back-off
-            cpu0, wall0 = time.process_time(), time.monotonic()
-            await asyncio.sleep(1.5)
-            cpu = (time.process_time() - cpu0) / (time.monotonic() - wall0)
-            for r in readers:
-                r.cancel()
-            await asyncio.gather(*readers, return_exceptions=True)
-            assert cpu < 0.03, f"three idle readers used {cpu:.2%} of a core"
-
-    run(main(), debug=False)
 
 
 def test_parks_park_on_an_empty_queue(run: Run[None], tmp_path: Path) -> None:

@@ -73,6 +73,7 @@ EXPECTED = [
     "TailerDirection",
     "TailerStats",
     "TimeProvider",
+    "UnalignedCycleError",
     "UnknownRollCycleError",
     "UnlockMode",
     "WireError",

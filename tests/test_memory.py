@@ -60,3 +60,35 @@ def test_rss_flat_while_writing_and_reading_a_large_cycle(tmp_path):
     # flight plus the 16 MiB read buffer.
     assert peak_write < 64 * 1024, f"writer RSS grew by {peak_write} KiB"
     assert peak_read < 64 * 1024, f"reader RSS grew by {peak_read} KiB"
+
+
+NO_CYCLES = textwrap.dedent(
+    """
+    import gc, sys, aiochronicle as ac
+    gc.disable()  # what is freed must be freed by reference counts alone
+    path = sys.argv[1]
+    q = ac.open_queue(path, roll_cycle=ac.RollCycles.TEST_SECONDLY)
+    a = q.appender()
+    a.append(b"x")
+    with a.writing_document() as dc:
+        dc.write(b"y")
+    t = q.tailer("named")
+    t.read_nowait()
+    acked = q.tailer(read_after_replica_acknowledged=True)
+    acked.read_nowait()
+    q.pretoucher().execute()
+    q.close()
+    del q, a, t, acked, dc
+    maps = [line for line in open("/proc/self/maps") if path in line]
+    print(len(maps))
+    """
+)
+
+
+def test_a_closed_queue_leaves_nothing_mapped_without_the_garbage_collector(tmp_path):
+    """No reference cycle keeps a closed queue's files mapped until a GC runs
+    (``aiochronicle repair`` refuses to run while a process maps the metadata)."""
+    r = subprocess.run([sys.executable, "-c", NO_CYCLES, str(tmp_path / "q")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0"]

@@ -183,8 +183,17 @@ def test_default_codec(tmp_path: Path) -> None:
         with pytest.raises(ac.CodecMismatchError):
             q.appender().method_writer(PriceListener, codec="json")
     with ac.open_queue(tmp_path / "java") as q:
+        # the default does not depend on what the queue holds: msgpack still
         q.appender().append_text("written before, e.g. by Java")
         q.appender().method_writer(PriceListener).heartbeat()
+        assert q.codec is ac.Codecs.MSGPACK
+        last = q.tailer()
+        assert last.move_to_index(q.last_index)
+        ex = last.read_nowait()
+        assert ex is not None and ex.payload[:1] in (b"\x92", b"\x93")  # a msgpack call
+    with ac.open_queue(tmp_path / "java2") as q:
+        q.appender().append_text("written before, e.g. by Java")
+        q.appender().method_writer(PriceListener, codec="binary_wire").heartbeat()
         assert q.codec is ac.Codecs.BINARY_WIRE
     with ac.open_queue(tmp_path / "raw") as q:
         ac.set_queue_codec(q, "raw")

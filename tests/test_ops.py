@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import aiochronicle as ac
-from aiochronicle import _dump, _ops
+from aiochronicle import _dump, _ops, _render
 from aiochronicle._tablestore import TableStore
 
 DAY = 86_400_000
@@ -119,50 +119,50 @@ def test_parse_index_hex_and_decimal() -> None:
 
 def test_decode_payloads() -> None:
     # Java writeText: E0+len (reference §9.1)
-    d = _dump.decode_payload(b"\xe3one")
+    d = _render.decode_payload(b"\xe3one")
     assert (d.kind, d.value, d.line) == ("text", "one", "one")
     long = b"\xb8\x42" + LONG_TEXT.encode()
-    assert _dump.decode_payload(long).value == LONG_TEXT
+    assert _render.decode_payload(long).value == LONG_TEXT
     # a method-writer event with two arguments (reference §10.1, MethodWriterTest)
     ev = b"\xb9\x05event\x82\x08\x00\x00\x00\xe3two\xe3two"
-    d = _dump.decode_payload(ev)
+    d = _render.decode_payload(ev)
     assert d.kind == "wire"
     assert d.value == {"event": ["two", "two"]}
     assert d.line == "event: [ two, two ]"
     # message history first (reference §10.3: BA 80 00 = field number -1, 81 len16, 86 ...)
     hist = b"\x86" + struct.pack("<BiqBqq", 1, 1, 2, 1, 3, 4)
-    d = _dump.decode_payload(b"\xba\x80\x00\x81" + struct.pack("<H", len(hist)) + hist
+    d = _render.decode_payload(b"\xba\x80\x00\x81" + struct.pack("<H", len(hist)) + hist
                              + b"\xb9\x03say\xe2hi")
     assert d.kind == "wire" and d.value["say"] == "hi"  # type: ignore[index]
     assert d.line.startswith("history: !history 0101000000") and d.line.endswith("; say: hi")
     # raw text and binary
-    assert _dump.decode_payload(b"one").kind == "utf8"
-    d = _dump.decode_payload(b"\x00\x01\xff")
+    assert _render.decode_payload(b"one").kind == "utf8"
+    d = _render.decode_payload(b"\x00\x01\xff")
     assert (d.kind, d.value) == ("hex", "0001ff")
     # forced modes fall back to hex when the bytes are not theirs
-    assert _dump.decode_payload(b"\xe3one", "hex").value == "e36f6e65"
-    assert _dump.decode_payload(b"one", "wire").kind == "hex"
-    assert _dump.decode_payload(b"\xe3one", "text").value == "one"
+    assert _render.decode_payload(b"\xe3one", "hex").value == "e36f6e65"
+    assert _render.decode_payload(b"one", "wire").kind == "hex"
+    assert _render.decode_payload(b"\xe3one", "text").value == "one"
     with pytest.raises(ValueError):
-        _dump.get_decoder("nope")
+        _render.get_decoder("nope")
 
 
 def test_registered_decoder_is_tried_first_in_auto() -> None:
-    def upper(payload: bytes) -> _dump.DecodedPayload | None:
+    def upper(payload: bytes) -> _render.DecodedPayload | None:
         if not payload.startswith(b"UP:"):
             return None
         s = payload[3:].decode().upper()
-        return _dump.DecodedPayload("upper", s, s, s)
+        return _render.DecodedPayload("upper", s, s, s)
 
-    _dump.register_decoder("test-upper", upper, auto=True)
+    _render.register_decoder("test-upper", upper, auto=True)
     try:
-        assert _dump.decode_payload(b"UP:abc").value == "ABC"
-        assert _dump.decode_payload(b"UP:abc", "test-upper").kind == "upper"
-        assert "test-upper" in _dump.decoder_names()
-        assert _dump.decode_payload(b"\xe3one").kind == "text"
+        assert _render.decode_payload(b"UP:abc").value == "ABC"
+        assert _render.decode_payload(b"UP:abc", "test-upper").kind == "upper"
+        assert "test-upper" in _render.decoder_names()
+        assert _render.decode_payload(b"\xe3one").kind == "text"
     finally:
-        _dump._NAMED.pop("test-upper")
-        _dump._AUTO.remove(upper)
+        _render._NAMED.pop("test-upper")
+        _render._AUTO.remove(upper)
 
 
 # --------------------------------------------------------------------------
@@ -173,7 +173,7 @@ def test_registered_decoder_is_tried_first_in_auto() -> None:
 def test_dump_java_v5_fixture(extract_fixture: Callable[..., Path]) -> None:
     qdir = extract_fixture("cqv5-sample-input.tar.bz2") / "qv5"
     out = io.StringIO()
-    shown = _dump.dump_path(out, str(qdir), decoder=_dump.get_decoder())
+    shown = _dump.dump_path(out, str(qdir), decoder=_render.get_decoder())
     text = out.getvalue()
     assert shown == 4
     # positions and contents from the fixture README
@@ -187,7 +187,7 @@ def test_dump_java_v5_fixture(extract_fixture: Callable[..., Path]) -> None:
     assert "chronicle.write.lock: -9223372036854775808" in text
     # a range shows only those data documents
     out = io.StringIO()
-    shown = _dump.dump_path(out, str(qdir), decoder=_dump.get_decoder(),
+    shown = _dump.dump_path(out, str(qdir), decoder=_render.get_decoder(),
                             from_index=0x4A0500000001, to_index=0x4A0500000002)
     assert shown == 2
     assert "two" in out.getvalue() and "three" in out.getvalue()
@@ -197,7 +197,7 @@ def test_dump_java_v5_fixture(extract_fixture: Callable[..., Path]) -> None:
 def test_dump_old_header_then_eof(java_fixtures: Path) -> None:
     out = io.StringIO()
     path = java_fixtures / "cq4-header-then-eof" / "20170320.cq4"
-    shown = _dump.dump_path(out, str(path), decoder=_dump.get_decoder())
+    shown = _dump.dump_path(out, str(path), decoder=_render.get_decoder())
     assert shown == 0
     text = out.getvalue()
     assert "recovery: !TimedStoreRecovery" in text
@@ -208,9 +208,9 @@ def test_dump_rejects_garbage(tmp_path: Path) -> None:
     bad = tmp_path / "20220101F.cq4"
     bad.write_bytes(b"\x12\x34\x56\x78" * 64)
     with pytest.raises(ac.ChronicleError):
-        _dump.dump_path(io.StringIO(), str(bad), decoder=_dump.get_decoder())
+        _dump.dump_path(io.StringIO(), str(bad), decoder=_render.get_decoder())
     with pytest.raises(_ops.NotAQueueError):
-        _dump.dump_path(io.StringIO(), str(tmp_path / ".."), decoder=_dump.get_decoder())
+        _dump.dump_path(io.StringIO(), str(tmp_path / ".."), decoder=_render.get_decoder())
 
 
 # --------------------------------------------------------------------------

@@ -91,6 +91,7 @@ def test_round_trip_of_every_payload_type(tmp_path: Path) -> None:
         assert [e.index for e in got] == indices
         assert [e.payload for e in got] == [want for _, want in sent] + [b"\xe5msg-1"]
         assert all(type(e.payload) is bytes for e in got)
+        assert got[4].text == got[5].text == ""  # padding only: no text
 
         # the padded empty excerpt really is one 0x8F byte in the file (length 1)
         docs = [d for d in raw_documents(q.cycle_path(DAY0)) if d[0] == "data"]

@@ -68,7 +68,7 @@ def test_dead_lock_holder_found_while_appending(tmp_path):
     with _open(path) as q:
         app = q.appender()
         app.append(b"a")
-        r = _child("app.append(b'b'); app._lock(); die()", path)
+        r = _child("app.append(b'b'); q._write_lock.acquire(); die()", path)
         assert r.returncode == -9, r.stderr
         assert q._meta is not None
         assert q._meta.get("chronicle.write.lock") not in (UNLOCKED, os.getpid())
@@ -174,7 +174,7 @@ def test_truncated_table_store_lock_value_is_not_a_crash(tmp_path):
     with _open(path) as q:
         q.appender().append(b"x")
     # a writer's PID left in the lock after a crash, on a queue nobody has open
-    r = _child("app.append(b'y'); app._lock(); die()", path)
+    r = _child("app.append(b'y'); q._write_lock.acquire(); die()", path)
     assert r.returncode == -9
     with _open(path, read_only=True) as q:
         assert _payloads(q) == [b"x", b"y"]

@@ -176,8 +176,8 @@ def test_a_restarted_sink_resumes_without_gap_or_duplicate(run: Run, tmp_path: P
         sink = ac.ReplicationSink(tmp_path / "sink", port=port, secret=SECRET,
                                   min_backoff=0.02, max_backoff=0.1)
         async with sink:
-            await asyncio.sleep(0.3)  # refused connections meanwhile
-            assert not sink.connected
+            await _until_true(lambda: sink.failed_attempts >= 2)  # refused meanwhile
+            assert not sink.connected and sink.connections == 0
             async with ac.ReplicationSource(src_q, port=port, secret=SECRET):
                 await sink.wait_for_index(more[-1], 10)
                 assert sink.connections == 1
@@ -303,7 +303,7 @@ def test_mutual_tls_without_a_secret(run: Run, tmp_path: Path) -> None:
             sink = ac.ReplicationSink(tmp_path / "other", port=src.port, ssl=bare,
                                       min_backoff=0.05, max_backoff=0.05)
             async with sink:
-                await asyncio.sleep(0.5)
+                await _until_true(lambda: sink.failed_attempts >= 3)  # handshakes failed
                 assert not sink.connected and sink.excerpts_written == 0
             # plain TCP against the TLS port: nothing readable comes back
             reader, writer = await asyncio.open_connection(LOOPBACK, src.port)
@@ -589,10 +589,15 @@ def test_read_after_replica_acknowledged(run: Run, tmp_path: Path) -> None:
     assert [ex.index for ex in named] == idx[3:7]
     # a thread waits until the acknowledgement moves
     got: list[Any] = []
-    th = threading.Thread(target=lambda: got.append(named.read_blocking(5)))
+    waiting = threading.Event()
+
+    def wait() -> None:
+        waiting.set()
+        got.append(named.read_blocking(5))
+
+    th = threading.Thread(target=wait)
     th.start()
-    time.sleep(0.05)
-    assert not got
+    assert waiting.wait(5)
     q.table_store_put("chronicle.lastAcknowledgedIndexReplicated", idx[7])
     th.join(5)
     assert got and got[0].index == idx[7]
@@ -601,7 +606,8 @@ def test_read_after_replica_acknowledged(run: Run, tmp_path: Path) -> None:
         waiter = q.tailer(read_after_replica_acknowledged=True, pauser=ac.Pauser.sleepy(2))
         waiter.move_to_index(idx[-1])
         task = asyncio.ensure_future(waiter.read())
-        await asyncio.sleep(0.05)
+        for _ in range(10):  # loop turns: the read starts, finds nothing and parks
+            await asyncio.sleep(0)
         assert not task.done()
         # a real sink acknowledges everything
         async with ac.ReplicationSource(q, port=0, secret=SECRET) as src, \
@@ -730,6 +736,15 @@ WRITER = textwrap.dedent("""
 """)
 
 
+async def _until_true(cond: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait (on the loop) until ``cond()`` holds; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        assert loop.time() < deadline, "the awaited condition never held"
+        await asyncio.sleep(0.005)
+
+
 class _Proc:
     """A child process with its output in files (for the failure message)."""
 
@@ -812,15 +827,12 @@ def test_processes_killed_and_restarted_mid_stream_end_identical(tmp_path: Path)
 
         when("s2", 1500)
         procs["sink2"].kill()
-        time.sleep(0.3)
         procs["sink2"].start()
         when("s2", count("s2") + 1000)  # caught up and streaming again
         procs["source"].kill()
-        time.sleep(0.3)
         procs["source"].start()
         when("s3", count("s1") + 500)
         procs["sink1"].kill()  # the middle hop: sink3 loses its source too
-        time.sleep(0.3)
         procs["sink1"].start()
         assert writer.wait(60) == 0
         with ac.open_queue(tmp_path / "src", read_only=True) as q:

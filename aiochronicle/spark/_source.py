@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -190,21 +191,18 @@ class _Reading:
 def _read_with_metadata(t: Tailer, max_count: int, stop: int) -> tuple[Batch, list[bool]]:
     """Up to ``max_count`` data excerpts and the metadata between them (one at
     a time: metadata is a slow, diagnostic path)."""
-    from array import array
-
     data = bytearray()
     offsets = array("q", [0])
     indices = array("q")
     meta: list[bool] = []
     data_count = 0
-    c = t._c
     while data_count < max_count:
         if t.index >= stop:
             break
         ex = t.read_nowait()
         if ex is None:
             break
-        is_meta = bool(c.is_meta)
+        is_meta = ex.metadata
         if not is_meta:
             if ex.index >= stop:
                 break
