@@ -77,6 +77,7 @@ from ._replication import ReplicationSource as ReplicationSource
 from ._replication import SinkInfo as SinkInfo
 from ._rollcycles import RollCycle as RollCycle
 from ._rollcycles import RollCycles as RollCycles
+from ._settings import QueueOptions as QueueOptions
 from ._settings import SyncMode as SyncMode
 from ._settings import UnlockMode as UnlockMode
 from ._tailer import Tailer as Tailer
@@ -118,6 +119,7 @@ __all__ = [
     "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
+    "QueueOptions",
     "QueueStats",
     "ReadOnlyQueueError",
     "ReplicationAuthError",

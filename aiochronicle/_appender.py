@@ -484,12 +484,12 @@ class Appender(HotAppender, _Resource):
 
     def _count_synced(self, index: int) -> int:
         """After an append with a sync mode: msync when ``sync_every`` or
-        ``sync_interval_ms`` says so."""
+        ``sync_interval`` says so."""
         self._since_sync += 1
         q = self.queue
         if (self._since_sync >= q.sync_every
-                or (q.sync_interval_ms is not None
-                    and (time.monotonic() - self._last_sync) * 1000 >= q.sync_interval_ms)):
+                or (q.sync_interval is not None
+                    and time.monotonic() - self._last_sync >= q.sync_interval)):
             self.sync(wait=q.sync_mode is SyncMode.SYNC)
         return index
 

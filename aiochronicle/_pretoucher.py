@@ -22,11 +22,12 @@ class Pretoucher:
     :meth:`start` a background thread that does it every ``interval`` seconds.
     """
 
-    def __init__(self, queue: Queue, headroom: int, preroll_ms: int) -> None:
+    def __init__(self, queue: Queue, headroom: int, preroll: float) -> None:
         self.queue = queue
         """The queue this object belongs to."""
         self.headroom = headroom
-        self.preroll_ms = preroll_ms
+        self.preroll = preroll
+        """Seconds before a roll at which the next cycle's file is created."""
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._touched: tuple[int, int] = (-1, 0)
@@ -63,7 +64,7 @@ class Pretoucher:
         now = q.time_provider.current_time_millis()
         rc = q.roll_cycle
         next_start = (cycle + 1) * rc.length_ms + q.epoch
-        if next_start - now <= self.preroll_ms and cycle + 1 not in q.cycles():
+        if next_start - now <= self.preroll * 1000 and cycle + 1 not in q.cycles():
             with q._write_lock:
                 nxt = q._acquire_store(cycle + 1, create=True)
             q._release_store(nxt)

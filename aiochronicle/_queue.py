@@ -11,7 +11,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._appender import Appender, _ClockedAppender, _SyncedAppender
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
@@ -44,10 +44,11 @@ from ._settings import (
     LEGACY_LISTING_FILE,
     METADATA_FILE,
     SUFFIX,
+    QueueOptions,
     SyncMode,
     UnlockMode,
-    check_settings,
     metadata_header,
+    options_from,
 )
 from ._store import CycleStore, create_or_open_store, open_store
 from ._tablestore import TableStore
@@ -110,44 +111,42 @@ class Queue(_Resource):
     it closes every appender and tailer made from it.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *,
-                 roll_cycle: RollCycle | str | None = None,
-                 epoch: int | None = None, time_provider: TimeProvider | None = None,
-                 read_only: bool = False, block_size: int = 64 << 20,
-                 index_count: int | None = None, index_spacing: int | None = None,
-                 timeout: float = 10.0, week_rule: str = "US", source_id: int = 0,
-                 lock_timeout: float | None = None,
-                 unlock_mode: UnlockMode = UnlockMode.LOCKING_PROCESS_DEAD,
-                 sync: SyncMode = SyncMode.NONE, sync_every: int = 1,
-                 sync_interval_ms: float | None = None) -> None:
-        roll_cycle = check_settings(roll_cycle, epoch, time_provider, index_count,
-                                     index_spacing, timeout, source_id, lock_timeout,
-                                     sync_interval_ms, week_rule)
+    def __init__(self, path: str | os.PathLike[str], options: QueueOptions | None = None,
+                 **settings: Any) -> None:
+        """Open the queue at ``path`` with ``options`` (or the keywords of
+        :func:`open_queue`, which is the documented way in)."""
+        if options is None:
+            options = options_from(settings)
+        elif settings:
+            raise TypeError("give QueueOptions or keywords, not both")
+        o = self.options = options
+        """The settings this queue was opened with (as given; the roll cycle in
+        use may be the one the queue stores: see :attr:`roll_cycle`)."""
+        roll_cycle, epoch, read_only = o.roll_cycle, o.epoch, o.read_only
+        index_count, index_spacing, timeout = o.index_count, o.index_spacing, o.timeout
+        source_id = o.source_id
         self._path = os.fspath(path)
         if not self._path:
             raise ValueError("the queue path is empty")
         if os.path.exists(self._path) and not os.path.isdir(self._path):
             raise NotAQueueError(f"{self._path} is a file, not a queue directory")
-        self.unlock_mode = UnlockMode(unlock_mode)
+        self.unlock_mode = o.unlock_mode
         """What an appender does when a live process holds the write lock past ``lock_timeout``."""
-        self.sync_mode = SyncMode(sync)
+        self.sync_mode = o.sync
         """When appended excerpts are flushed to disk (``msync``)."""
-        if sync_every < 1:
-            raise ValueError("sync_every must be at least 1")
-        self.sync_every = sync_every
+        self.sync_every = o.sync_every
         """With ``SyncMode.SYNC``/``ASYNC``: flush every this many excerpts."""
-        self.sync_interval_ms = sync_interval_ms
-        """With ``SyncMode.SYNC``/``ASYNC``: flush at least this often (None: only by count)."""
-        self._time_provider: TimeProvider = time_provider or SystemTimeProvider.INSTANCE
+        self.sync_interval = o.sync_interval
+        """With ``SyncMode.SYNC``/``ASYNC``: flush at least every this many
+        seconds (None: only by count)."""
+        self._time_provider: TimeProvider = o.time_provider or SystemTimeProvider.INSTANCE
         self.timeout = timeout
         """Seconds to wait for another process creating a cycle file before taking it over."""
-        self.lock_timeout = timeout * 1.5 if lock_timeout is None else lock_timeout
+        self.lock_timeout = timeout * 1.5 if o.lock_timeout is None else o.lock_timeout
         """Seconds an appender waits for a write lock held by a live process (1.5 x ``timeout``)."""
-        if block_size < 64 << 10 or block_size & 4095:
-            raise ValueError("block_size must be a multiple of 4096 and at least 64 KiB")
-        self._block_size = block_size
-        self._overlap = block_size // 4
-        self._week_rule = week_rule
+        self._block_size = o.block_size
+        self._overlap = o.block_size // 4
+        self._week_rule = o.week_rule
         self._source_id = source_id
         self._closed = False
         self._lock = threading.RLock()
@@ -223,7 +222,7 @@ class Queue(_Resource):
             rc, ep = self._guess_from_files(rc, ep, requested)
         self._roll_cycle = rc
         self._epoch = ep
-        self._namer = CycleNamer(rc, ep, week_rule)
+        self._namer = CycleNamer(rc, ep, o.week_rule)
         self._check_names(meta_path, [n[:-len(SUFFIX)] for n in names if n.endswith(SUFFIX)])
         if self._meta is not None and not read_only:
             recover_dead_locks(self._meta)
@@ -602,12 +601,22 @@ class Queue(_Resource):
             self._meta.set("listing.lowestCycle", cs[0])
             self._meta.add("listing.modCount", 1)
 
-    def pretoucher(self, headroom: int = 4 << 20, preroll_ms: int = 2000) -> Pretoucher:
-        """A pretoucher for this queue (see :class:`Pretoucher`)."""
+    def pretoucher(self, headroom: int = 4 << 20, preroll: float = 2.0, *,
+                   preroll_ms: int | None = None) -> Pretoucher:
+        """A pretoucher for this queue (see :class:`Pretoucher`): it keeps
+        ``headroom`` bytes ahead of the writers faulted in, and creates the next
+        cycle's file ``preroll`` seconds before the roll (``preroll_ms``: the
+        same in milliseconds, deprecated)."""
         self._check_open()
         if self.read_only:
             raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
-        return Pretoucher(self, headroom, preroll_ms)
+        if preroll_ms is not None:
+            warnings.warn("preroll_ms is deprecated: give preroll in seconds",
+                          DeprecationWarning, stacklevel=2)
+            preroll = preroll_ms / 1000
+        if not preroll >= 0 or headroom < 0:
+            raise ValueError(f"headroom and preroll must be 0 or more, got {headroom}, {preroll}")
+        return Pretoucher(self, headroom, preroll)
 
     # -- queue-wide queries -----------------------------------------------
     def _cycle_count(self, cycle: int) -> int:
@@ -701,6 +710,7 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
                lock_timeout: float | None = None,
                unlock_mode: UnlockMode = UnlockMode.LOCKING_PROCESS_DEAD,
                sync: SyncMode = SyncMode.NONE, sync_every: int = 1,
+               sync_interval: float | None = None,
                sync_interval_ms: float | None = None) -> Queue:
     """Open (creating if needed) the Chronicle Queue directory at ``path``.
 
@@ -723,7 +733,12 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
         unlock_mode: what to do with a lock still held after ``lock_timeout``.
         sync: msync mode of appenders: NONE (the OS decides), SYNC or ASYNC.
         sync_every: with a sync mode, msync every this many excerpts ...
-        sync_interval_ms: ... or when this many milliseconds have passed.
+        sync_interval: ... or when this many seconds have passed.
+        sync_interval_ms: ``sync_interval`` in milliseconds (deprecated).
+
+    Durations are seconds; ``epoch`` and the clock are milliseconds, as in
+    Chronicle (and so are the Chronicle-named ``Pauser`` factories such as
+    ``Pauser.sleepy(max_millis)``).
 
     Raises:
         ValueError: a setting out of range (a negative timeout, an index count
@@ -732,11 +747,18 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
         TypeError: a ``roll_cycle`` or ``time_provider`` of the wrong type.
         CorruptQueueError: the directory holds files that are not a queue's.
     """
-    return Queue(path, roll_cycle=roll_cycle, epoch=epoch, time_provider=time_provider,
-                 read_only=read_only, block_size=block_size, index_count=index_count,
-                 index_spacing=index_spacing, timeout=timeout, week_rule=week_rule,
-                 source_id=source_id, lock_timeout=lock_timeout, unlock_mode=unlock_mode,
-                 sync=sync, sync_every=sync_every, sync_interval_ms=sync_interval_ms)
+    settings: dict[str, Any] = dict(
+        roll_cycle=roll_cycle, epoch=epoch, time_provider=time_provider, read_only=read_only,
+        block_size=block_size, index_count=index_count, index_spacing=index_spacing,
+        timeout=timeout, week_rule=week_rule, source_id=source_id, lock_timeout=lock_timeout,
+        unlock_mode=unlock_mode, sync=sync, sync_every=sync_every)
+    if sync_interval_ms is not None:
+        settings["sync_interval_ms"] = sync_interval_ms
+        if sync_interval is not None:
+            raise TypeError("give sync_interval or sync_interval_ms, not both")
+    else:
+        settings["sync_interval"] = sync_interval
+    return Queue(path, options_from(settings))
 
 
 def is_queue_dir(path: str) -> bool:

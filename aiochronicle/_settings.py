@@ -4,14 +4,17 @@ the file names, and the header and first keys of a new ``metadata.cq4t``."""
 from __future__ import annotations
 
 import enum
+import warnings
+from dataclasses import dataclass
+from typing import Any
 
 from ._clock import TimeProvider
 from ._native import UNLOCKED
 from ._rollcycles import RollCycle, RollCycles
 from ._wire import WireWriter
 
-__all__ = ["ACK_KEY", "INITIAL_KEYS", "METADATA_FILE", "SUFFIX", "SyncMode", "UnlockMode",
-           "check_settings", "metadata_header"]
+__all__ = ["ACK_KEY", "INITIAL_KEYS", "METADATA_FILE", "SUFFIX", "QueueOptions", "SyncMode",
+           "UnlockMode", "metadata_header", "options_from"]
 
 METADATA_FILE = "metadata.cq4t"
 LEGACY_LISTING_FILE = "directory-listing.cq4t"
@@ -43,36 +46,78 @@ class SyncMode(enum.Enum):
     ASYNC = "async"
 
 
-def check_settings(roll_cycle: RollCycle | str | None, epoch: int | None,
-                    time_provider: TimeProvider | None, index_count: int | None,
-                    index_spacing: int | None, timeout: float, source_id: int,
-                    lock_timeout: float | None, sync_interval_ms: float | None,
-                    week_rule: str) -> RollCycle | None:
-    """Reject settings that would fail later, or silently misbehave, with a clear
-    error now; returns the roll cycle (a name looked up)."""
-    if isinstance(roll_cycle, str):
-        roll_cycle = RollCycles.by_name(roll_cycle.upper())
-    elif roll_cycle is not None and not isinstance(roll_cycle, RollCycle):
-        raise TypeError(f"roll_cycle must be a RollCycle (ac.RollCycles.X) or its name, "
-                        f"not {type(roll_cycle).__name__}")
-    if time_provider is not None and not callable(
-            getattr(time_provider, "current_time_millis", None)):
-        raise TypeError(f"time_provider needs a current_time_millis() method "
-                        f"({type(time_provider).__name__} has none)")
-    for name, value in (("index_count", index_count), ("index_spacing", index_spacing)):
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if epoch is not None and epoch < 0:
-        raise ValueError(f"epoch must be 0 or more milliseconds, got {epoch}")
-    if week_rule not in ("US", "ISO"):
-        raise ValueError(f"week_rule must be one of ['ISO', 'US'], got {week_rule!r}")
-    if not 0 <= source_id < 1 << 31:
-        raise ValueError(f"source_id must be in 0..2**31-1 (a Java int), got {source_id}")
-    for name, limit in (("timeout", timeout), ("lock_timeout", lock_timeout),
-                        ("sync_interval_ms", sync_interval_ms)):
-        if limit is not None and not limit >= 0:  # NaN fails too
-            raise ValueError(f"{name} must be 0 or more, got {limit}")
-    return roll_cycle
+@dataclass(frozen=True, slots=True)
+class QueueOptions:
+    """Everything :func:`open_queue` takes besides the path, checked once.
+
+    Invalid values raise at once (``ValueError``, ``TypeError``,
+    ``UnknownRollCycleError``) rather than misbehaving later.  Durations are
+    seconds; ``epoch`` is milliseconds, as Chronicle counts it.
+    """
+
+    roll_cycle: RollCycle | None = None
+    epoch: int | None = None
+    time_provider: TimeProvider | None = None
+    read_only: bool = False
+    block_size: int = 64 << 20
+    index_count: int | None = None
+    index_spacing: int | None = None
+    timeout: float = 10.0
+    week_rule: str = "US"
+    source_id: int = 0
+    lock_timeout: float | None = None
+    unlock_mode: UnlockMode = UnlockMode.LOCKING_PROCESS_DEAD
+    sync: SyncMode = SyncMode.NONE
+    sync_every: int = 1
+    sync_interval: float | None = None
+
+    def __post_init__(self) -> None:
+        rc = self.roll_cycle
+        if isinstance(rc, str):
+            object.__setattr__(self, "roll_cycle", RollCycles.by_name(rc.upper()))
+        elif rc is not None and not isinstance(rc, RollCycle):
+            raise TypeError(f"roll_cycle must be a RollCycle (ac.RollCycles.X) or its name, "
+                            f"not {type(rc).__name__}")
+        tp = self.time_provider
+        if tp is not None and not callable(getattr(tp, "current_time_millis", None)):
+            raise TypeError(f"time_provider needs a current_time_millis() method "
+                            f"({type(tp).__name__} has none)")
+        for name in ("index_count", "index_spacing"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.epoch is not None and self.epoch < 0:
+            raise ValueError(f"epoch must be 0 or more milliseconds, got {self.epoch}")
+        if self.week_rule not in ("US", "ISO"):
+            raise ValueError(f"week_rule must be one of ['ISO', 'US'], got {self.week_rule!r}")
+        if not 0 <= self.source_id < 1 << 31:
+            raise ValueError(f"source_id must be in 0..2**31-1 (a Java int), "
+                             f"got {self.source_id}")
+        for name in ("timeout", "lock_timeout", "sync_interval"):
+            limit = getattr(self, name)
+            if limit is not None and not limit >= 0:  # NaN fails too
+                raise ValueError(f"{name} must be 0 or more, got {limit}")
+        if self.block_size < 64 << 10 or self.block_size & 4095:
+            raise ValueError("block_size must be a multiple of 4096 and at least 64 KiB")
+        if self.sync_every < 1:
+            raise ValueError("sync_every must be at least 1")
+        object.__setattr__(self, "unlock_mode", UnlockMode(self.unlock_mode))
+        object.__setattr__(self, "sync", SyncMode(self.sync))
+
+
+def options_from(settings: dict[str, Any]) -> QueueOptions:
+    """QueueOptions from ``open_queue``'s keywords, with the renamed millisecond
+    ``sync_interval_ms`` still taken (DeprecationWarning)."""
+    if "sync_interval_ms" in settings:
+        ms = settings.pop("sync_interval_ms")
+        warnings.warn("sync_interval_ms is deprecated: give sync_interval in seconds",
+                      DeprecationWarning, stacklevel=3)
+        if "sync_interval" in settings:
+            raise TypeError("give sync_interval or sync_interval_ms, not both")
+        if ms is not None and not ms >= 0:
+            raise ValueError(f"sync_interval_ms must be 0 or more, got {ms}")
+        settings["sync_interval"] = None if ms is None else ms / 1000
+    return QueueOptions(**settings)
 
 
 INITIAL_KEYS = (

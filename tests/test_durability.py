@@ -184,7 +184,7 @@ def test_sync_modes_record_last_index_msynced(tmp_path):
 def test_sync_interval(tmp_path):
     path = str(tmp_path / "q")
     with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0), sync=ac.SyncMode.ASYNC,
-                       sync_every=1_000_000, sync_interval_ms=0) as q:
+                       sync_every=1_000_000, sync_interval=0) as q:
         app = q.appender()
         i = app.append(b"a")
         assert q.table_store_get("chronicle.lastIndexMSynced") == i
@@ -264,7 +264,7 @@ def test_pretoucher_creates_the_next_cycle_early_without_confusing_appenders(tmp
                        block_size=256 << 10) as q:
         app = q.appender()
         app.append(b"hour0")
-        pre = q.pretoucher(headroom=1 << 20, preroll_ms=60_000)
+        pre = q.pretoucher(headroom=1 << 20, preroll=60.0)
         pre.execute()
         assert len(q.cycles()) == 1
         clock.advance_millis(3_600_000 - 30_000 - (T0 % 3_600_000))  # 30 s before the roll

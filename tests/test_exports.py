@@ -50,6 +50,7 @@ EXPECTED = [
     "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
+    "QueueOptions",
     "QueueStats",
     "ReadOnlyQueueError",
     "ReplicationAuthError",

@@ -941,7 +941,7 @@ def test_reprs_say_what_and_where(tmp_path: Path) -> None:
     ({"timeout": -1}, ValueError, "timeout must be 0 or more"),
     ({"timeout": float("nan")}, ValueError, "timeout must be 0 or more"),
     ({"lock_timeout": -0.5}, ValueError, "lock_timeout must be 0 or more"),
-    ({"sync_interval_ms": -1}, ValueError, "sync_interval_ms must be 0 or more"),
+    ({"sync_interval": -1}, ValueError, "sync_interval must be 0 or more"),
     ({"source_id": -5}, ValueError, "source_id must be in 0..2**31-1"),
     ({"source_id": 1 << 31}, ValueError, "source_id must be in 0..2**31-1"),
     ({"index_count": 0}, ValueError, "index_count must be a positive integer"),
@@ -1055,3 +1055,21 @@ def test_named_tailer_keeps_the_excerpt_in_hand_when_a_block_fails(tmp_path: Pat
         assert t2.read_nowait() == ac.Excerpt(idx[1], b"e1")
         t2.close()
         assert q.table_store_get("index.job") == idx[2]
+
+
+def test_new_durations_are_seconds_and_the_old_millisecond_names_still_work(
+        tmp_path: Path) -> None:
+    with ac.open_queue(tmp_path / "a", sync=ac.SyncMode.ASYNC, sync_interval=0.25) as q:
+        assert q.sync_interval == 0.25 and q.options.sync_interval == 0.25
+        assert q.pretoucher(preroll=1.5).preroll == 1.5
+        with pytest.warns(DeprecationWarning, match="preroll in seconds"):
+            assert q.pretoucher(preroll_ms=1500).preroll == 1.5
+    with pytest.warns(DeprecationWarning, match="sync_interval in seconds"), \
+            ac.open_queue(tmp_path / "b", sync=ac.SyncMode.ASYNC, sync_interval_ms=250) as q:
+        assert q.sync_interval == 0.25
+    with pytest.raises(TypeError, match="not both"):
+        ac.open_queue(tmp_path / "c", sync_interval=1.0, sync_interval_ms=1000)
+    opts = ac.QueueOptions(roll_cycle="HOURLY", source_id=7)
+    assert opts.roll_cycle is ac.RollCycles.HOURLY
+    with ac.Queue(tmp_path / "d", opts) as q:
+        assert q.roll_cycle is ac.RollCycles.HOURLY and q.source_id == 7
