@@ -5,7 +5,7 @@ the first reader that parks with ``Pauser.notify()`` (so the metadata of a
 queue nobody waits on stays byte for byte what Java writes; Java ignores the
 key).  Its low 32 bits are a counter and futex word shared by every process
 that maps the file; its high 32 bits say until when (``CLOCK_MONOTONIC``, ms)
-some process may be parked.  See ``native/pause.h`` for the protocol.
+some process may be parked.  See ``native/notify.h`` for the protocol.
 
 Appenders: after each commit one load of the value when nobody is parked (or,
 before the value exists, one load of the table store's end word, so that an

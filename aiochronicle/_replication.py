@@ -68,16 +68,15 @@ from ._errors import (
     AppendLockedError,
     ChronicleError,
     IllegalIndexError,
-    QueueClosedError,
     ReplicationError,
     ReplicationTimeoutError,
 )
 from ._excerpt import Batch
-from ._native import UNLOCKED, ffi, lib
-from ._notify import _watch_setup, _watch_view
+from ._native import UNLOCKED
 from ._pauser import Pauser
 from ._queue import Queue, open_queue
 from ._rollcycles import RollCycle, make_roll_cycle
+from ._tablestore import Cell
 from ._tailer import Tailer
 from ._writelock import lock_holder, pid_alive
 
@@ -139,8 +138,6 @@ MAX_HANDSHAKE_FRAME = 16 << 10
 #: the largest frame a sink accepts (an excerpt holds at most 1 GiB - 1)
 MAX_FRAME = (1 << 30) + (1 << 20)
 _LITTLE = sys.byteorder == "little"
-_NATIVE_NOTIFY = "notify" in dict(ffi.typeof("cq_appender").fields)
-_cq_append_at = lib.cq_append_at
 
 
 # -- errors ------------------------------------------------------------------------------
@@ -548,6 +545,7 @@ class _SourceConnection:
         transport = writer.transport
         read = tailer.read_nowait
         sent = src._sent_cell
+        assert sent is not None
         info = self.info
         max_n, max_b = src.max_batch_count, src.max_batch_bytes
         low_n, low_b = min(64, max_n), min(16 << 10, max_b)
@@ -583,7 +581,7 @@ class _SourceConnection:
                 elif busy >= 16:  # a backlog: let acks and heartbeats in
                     busy = 0
                     await asyncio.sleep(0)
-            lib.cq_max64(sent, last)
+            sent.max64(last)
             info.sent_index = last
 
     @staticmethod
@@ -608,6 +606,7 @@ class _SourceConnection:
     async def _receive_loop(self) -> None:
         read = self.frames.read
         acked = self.source._ack_cell
+        assert acked is not None
         info = self.info
         while True:
             kind, body = await read(MAX_HANDSHAKE_FRAME)
@@ -616,7 +615,7 @@ class _SourceConnection:
                 (index,) = _I64.unpack_from(body)
                 if index > info.acked_index:
                     info.acked_index = index
-                    lib.cq_max64(acked, index)
+                    acked.max64(index)
             elif kind == HEARTBEAT:
                 pass
             elif kind == ERROR:
@@ -683,8 +682,8 @@ class ReplicationSource:
         self._server: asyncio.Server | None = None
         self._conns: set[_SourceConnection] = set()
         self._handlers: set[asyncio.Task[None]] = set()
-        self._sent_cell: Any = None
-        self._ack_cell: Any = None
+        self._sent_cell: Cell | None = None
+        self._ack_cell: Cell | None = None
         self._closed = False
 
     @staticmethod
@@ -730,8 +729,8 @@ class ReplicationSource:
         if meta is None or q.read_only:
             raise ReplicationError(f"a replication source needs a writable queue: {q.path}")
         # byte pointers for cq_max64 (valid while the queue is open)
-        self._sent_cell = meta.file.ptr(meta.acquire(LAST_SENT_KEY, -1))
-        self._ack_cell = meta.file.ptr(meta.acquire(LAST_ACK_KEY, -1))
+        self._sent_cell = meta.cell(LAST_SENT_KEY, -1)
+        self._ack_cell = meta.cell(LAST_ACK_KEY, -1)
         self._server = await asyncio.start_server(self._handle, self.host, self._port,
                                                   ssl=self.ssl, limit=4 << 20)
         log.info("replication source: serving %s on %s:%d", q.path, self.host, self.port)
@@ -812,14 +811,7 @@ class _SinkWriter:
     def __init__(self, queue: Queue) -> None:
         self.queue = queue
         self.app: Appender = queue.appender()
-        self._c: Any = self.app._c
-        self._shift = queue.roll_cycle.cycle_shift
-        self._mask = queue.roll_cycle.sequence_mask
-        self._done: Any = ffi.new("uint64_t *")
         self._check: Tailer | None = None
-        w = None if _NATIVE_NOTIFY else getattr(self.app, "_notify_watch", None)
-        self._watch: Any = w
-        self._view: memoryview | None = _watch_view(w) if w is not None else None
 
     def close(self) -> None:
         self.app.close()
@@ -827,81 +819,25 @@ class _SinkWriter:
             self._check.close()
 
     def write_one(self, index: int, payload: memoryview) -> None:
-        """Write one excerpt: straight to the native positioned write when the
-        appender is in the index's cycle already; else as a run of one."""
-        st = self.app._store
-        n = len(payload)
-        if st is not None and index >> self._shift == st.cycle and n <= 65536:
-            data = bytes(payload)
-            if _cq_append_at(self._c, data, n, index & self._mask) >= 0:
-                v = self._view
-                if v is not None and v[0]:
-                    self._notify()
-                return
-        self.write_run(index, 1, array("q", (0, n)), payload)
+        """Write one excerpt at ``index`` (a replayed one must be the same bytes)."""
+        self.write_run(index, 1, array("q", (0, len(payload))), payload)
 
     def write_run(self, first: int, n: int, offsets: array[int], data: memoryview) -> None:
         """Write excerpts ``first .. first + n - 1`` (payload i is
         ``data[offsets[i]:offsets[i + 1]]``)."""
         try:
-            if self.app.write_at(first, data[offsets[0]:offsets[1]]):
-                if n > 1:
-                    self._write_rest(first, n, offsets, data, 1)
-            else:
+            if not self.app.write_packed_at(first, data, offsets):
                 self._replay(first, n, offsets, data)
         except IllegalIndexError as exc:
             raise DivergenceError(f"cannot write the source's excerpt here: {exc}",
                                   first) from None
-        v = self._view
-        if v is not None and v[0]:
-            self._notify()
-
-    def _write_rest(self, first: int, n: int, offsets: array[int], data: memoryview,
-                    start: int) -> None:
-        """Excerpts ``start..n-1`` of a run whose excerpt ``start - 1`` was just
-        written: one native batch append, the cycle check off (the source's
-        cycle, not the clock's, decides)."""
-        app = self.app
-        c = app._c
-        buf = ffi.from_buffer(data)
-        offs = ffi.from_buffer("int64_t[]", offsets)
-        done = self._done
-        saved = c.check_cycle
-        c.check_cycle = 0
-        try:
-            i = start
-            guard = 0
-            while i < n:
-                rc = lib.cq_append_batch(c, buf, offs + i, n - i, done)
-                i += int(done[0])
-                if rc == 0:
-                    continue
-                if app._closed:
-                    raise QueueClosedError("the sink's appender was closed")
-                if rc in (lib.CQ_EOF, lib.CQ_ROLL, lib.CQ_BAD_STATE, lib.CQ_APPEND_LOCKED):
-                    raise DivergenceError(f"the sink queue's cycle changed under the sink "
-                                          f"(code {rc}) at {first + i:#x}", first + i)
-                guard += 1
-                if guard > 10_000:
-                    raise ReplicationError(f"positioned batch did not settle (code {rc})")
-                app._handle(int(rc), int(offsets[i + 1] - offsets[i]) if i < n else 0)
-        finally:
-            c.check_cycle = saved
-            ffi.release(buf)
-            ffi.release(offs)
-        last = int(c.last_index)
-        if last != first + n - 1:
-            raise DivergenceError(f"another writer appended to the sink queue: wrote "
-                                  f"{last:#x}, expected {first + n - 1:#x}", last)
 
     def _replay(self, first: int, n: int, offsets: array[int], data: memoryview) -> None:
         """Some excerpts of the run exist already: they must be the same bytes."""
         for i in range(n):
-            payload = data[offsets[i]:offsets[i + 1]]
-            if self.app.write_at(first + i, payload):
-                if i + 1 < n:
-                    self._write_rest(first, n, offsets, data, i + 1)
+            if i and self.app.write_packed_at(first + i, data, offsets[i:]):
                 return
+            payload = data[offsets[i]:offsets[i + 1]]
             t = self._check
             if t is None:
                 t = self._check = self.queue.tailer()
@@ -909,13 +845,6 @@ class _SinkWriter:
             if ex is None or ex.payload != payload:
                 raise DivergenceError(f"the sink's excerpt {first + i:#x} differs from the "
                                       "source's: the queues diverged", first + i)
-
-    def _notify(self) -> None:
-        w = self._watch
-        if lib.cq_notify_commit(w) == lib.CQ_NOTIFY_MOVED:
-            if w.cell == ffi.NULL and w.meta == ffi.NULL:
-                _watch_setup(self.app, w)
-            self._view = _watch_view(w)
 
     def sync(self) -> None:
         self.app.sync()

@@ -274,6 +274,10 @@ class TableStore:
             self._scan()
         return off
 
+    def cell(self, key: str, default: int) -> Cell:
+        """The value of ``key`` (created if absent) as a :class:`Cell`."""
+        return Cell(self.file, self.acquire(key, default))
+
     def ptr(self, key: str, default: int) -> Any:
         """A native ``int64_t *`` to the value of ``key`` (created if absent)."""
         return ffi.cast("int64_t *", self.file.ptr(self.acquire(key, default)))
@@ -415,3 +419,23 @@ def salvage_table_store(path: str) -> Salvage:
             out.damaged.append(pos)
         pos += 4
     return out
+
+
+class Cell:
+    """One 64-bit value of a mapped table store, read and raised atomically
+    (valid while the store is mapped: a closed store stays mapped until it is
+    garbage, and the cell keeps it)."""
+
+    __slots__ = ("_file", "_off")
+
+    def __init__(self, file: MappedFile, off: int) -> None:
+        self._file = file
+        self._off = off
+
+    def load(self) -> int:
+        """The value now."""
+        return self._file.load64(self._off)
+
+    def max64(self, value: int) -> int:
+        """Raise the value to ``value`` (never lowers it); returns the value now."""
+        return self._file.max64(self._off, value)

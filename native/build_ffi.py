@@ -31,8 +31,8 @@ def _version() -> str:
     return match.group(1)
 
 
-HEADERS = ["cq.h", "pause.h"]
-SOURCES = ["cq.c", "pause.c"]
+HEADERS = ["codes.h", "notify.h", "cq.h", "pause.h"]
+SOURCES = ["notify.c", "cq.c", "pause.c"]
 
 
 def _cdef() -> str:

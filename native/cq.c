@@ -4,7 +4,8 @@
  */
 #define _GNU_SOURCE
 #include "cq.h"
-#include "pause.h"
+#include "atomic.h"
+#include "notify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,20 +29,6 @@ const char *cq_version(void) { return AIOCHRONICLE_VERSION; }
 
 /* ------------------------------------------------------------------ */
 /* small helpers                                                       */
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-static inline uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* The mapping of a store grows while other threads read it: Python publishes
  * the new base, then the new length (cq_store_remap), and keeps every older
@@ -94,13 +81,7 @@ static inline int fits(const cq_store *s, uint64_t off, uint64_t n) {
 }
 
 static inline uint32_t hdr_load(const cq_store *s, uint64_t pos) {
-    const uint8_t *p = map_base(s) + pos;
-    if ((pos & 3) == 0)
-        return __atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE);
-    uint32_t v;
-    memcpy(&v, p, 4);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return v;
+    return cq_header_word(map_base(s), pos);
 }
 
 static inline int hdr_cas(cq_store *s, uint64_t pos, uint32_t expected, uint32_t value) {
@@ -262,14 +243,14 @@ int cq_lock(int64_t *lock, int64_t pid, uint64_t spin_ns) {
         return CQ_OK;
     uint64_t deadline = 0;
     for (unsigned i = 1;; i++) {
-        cpu_relax();
+        cq_relax();
         expected = LOCK_UNLOCKED;
         if (__atomic_load_n(lock, __ATOMIC_RELAXED) == LOCK_UNLOCKED &&
             __atomic_compare_exchange_n(lock, &expected, pid, 0, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED))
             return CQ_OK;
         if ((i & 63) == 0) {
-            uint64_t now = mono_ns();
+            uint64_t now = cq_now_ns();
             if (deadline == 0) deadline = now + spin_ns;
             else if (now >= deadline) return CQ_LOCKED;
         }

@@ -18,31 +18,10 @@
 #include <stdint.h>
 #include <stddef.h>
 
-/* CDEF-BEGIN */
-#define CQ_OK 0
-#define CQ_NONE -1
-#define CQ_EOF -2
-#define CQ_NEED_MAP -3
-#define CQ_LOCKED -4
-#define CQ_ROLL -5
-#define CQ_CORRUPT -6
-#define CQ_NOT_FOUND -7
-#define CQ_NOT_REACHED -8
-#define CQ_TOO_LARGE -9
-#define CQ_INDEX_FULL -10
-#define CQ_APPEND_LOCKED -11
-#define CQ_ERRNO -12
-#define CQ_NO_SPACE -13
-#define CQ_BAD_STATE -14
-#define CQ_DUPLICATE -15
-#define CQ_GAP -16
-#define CQ_LOCK_LOST -17
-#define CQ_UNALIGNED -18  /* a dataFormat 0 (packed) file: readable, never appended to */
+#include "codes.h"
+#include "notify.h"
 
-#define CQ_HDR_LENGTH_MASK 0x3FFFFFFF
-#define CQ_HDR_META 0x40000000
-#define CQ_HDR_NOT_COMPLETE 0x80000000
-#define CQ_HDR_EOF 0xC0000000
+/* CDEF-BEGIN */
 
 /* One mapped cycle file, shared by every appender and tailer of a process
  * that uses the cycle.  Python owns the struct and the mappings. */
@@ -84,7 +63,7 @@ typedef struct cq_appender {
     uint64_t populate_step;   /* 0 disables pre-faulting */
     uint64_t dropped;         /* pages before this offset have been released */
     uint64_t allocated;       /* disk blocks are reserved below this offset */
-    void *notify;             /* cq_notify_watch * (pause.h) or NULL: wake waiters */
+    void *notify;             /* cq_notify_watch * (notify.h) or NULL: wake waiters */
     /* outputs */
     int64_t last_index;       /* index of the last data excerpt appended */
     int64_t want_cycle;       /* on CQ_ROLL: the cycle the clock asks for */

@@ -219,7 +219,8 @@ def _sanitized_hot(tmp_path: Path) -> tuple[Path, str]:
          "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-std=c11",
          f"-I{sysconfig.get_paths()['include']}", f"-I{native}",
          f'-DAIOCHRONICLE_VERSION="{__version__}"', str(native / "hot.c"),
-         str(native / "cq.c"), str(native / "pause.c"), "-o", str(so)],
+         str(native / "notify.c"), str(native / "cq.c"), str(native / "pause.c"),
+         "-o", str(so)],
         capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
     return so, libasan

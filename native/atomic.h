@@ -1,0 +1,40 @@
+/*
+ * Small inline helpers the native files share (not part of the cffi API).
+ */
+#ifndef AIOCHRONICLE_ATOMIC_H
+#define AIOCHRONICLE_ATOMIC_H
+
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+/* The CPU's spin-wait hint. */
+static inline void cq_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    __asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+static inline uint64_t cq_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The header word at base + pos, with acquire ordering; pos may be unaligned
+ * in a packed (dataFormat 0) file, where it is copied and fenced instead. */
+static inline uint32_t cq_header_word(const uint8_t *base, uint64_t pos) {
+    const uint8_t *p = base + pos;
+    if ((pos & 3) == 0) return __atomic_load_n((const uint32_t *)p, __ATOMIC_ACQUIRE);
+    uint32_t v;
+    memcpy(&v, p, 4);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return v;
+}
+
+#endif
