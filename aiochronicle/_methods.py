@@ -38,6 +38,8 @@ from ._codecs import (
     register_alias,
     resolve_codec,
     typed_reader,
+    wire_call_decoder,
+    wire_call_encoder,
     writer_for,
 )
 from ._errors import QueueClosedError
@@ -259,7 +261,7 @@ def _wire_encoder(spec: MethodSpec) -> Callable[[tuple[Any, ...]], bytes]:
             w.end_length32(token)
         return bytes(buf)
 
-    return encode
+    return wire_call_encoder(key, list(spec.types), encode)
 
 
 def _param_source(spec: MethodSpec) -> tuple[str, str, tuple[Any, ...] | None,
@@ -503,7 +505,8 @@ class _Entry:
     """Everything the reader needs to dispatch one method name."""
 
     __slots__ = ("fast", "filtered", "filters", "has_async", "id", "jdecs", "json_dec",
-                 "mp_dec", "mp_decs", "n", "name", "spec", "targets", "wire_readers")
+                 "mp_dec", "mp_decs", "n", "name", "spec", "targets", "wire_decode",
+                 "wire_fast", "wire_readers")
 
     def __init__(self, name: str, spec: MethodSpec) -> None:
         self.name = name
@@ -514,6 +517,8 @@ class _Entry:
         self.has_async = False
         self.filtered = False
         self.fast: Callable[[Any], Any] | None = None  # the one sync target of a 1-arg call
+        # the sync targets of an unfiltered call, when its arguments decode in C
+        self.wire_fast: tuple[Callable[..., Any], ...] | None = None
         self.n = n = spec.arity
         mp, js = Codecs.MSGPACK, Codecs.JSON
         whole: Any = Any
@@ -526,6 +531,7 @@ class _Entry:
         self.mp_decs = [mp.decoder(t) for t in spec.types]
         self.jdecs = [js.decoder(t) for t in spec.types]
         self.wire_readers = [typed_reader(t) for t in spec.types]
+        self.wire_decode = wire_call_decoder(list(spec.types))
 
     def add(self, target: _Target, flt: _Filter | None) -> None:
         self.targets.append(target)
@@ -536,8 +542,10 @@ class _Entry:
 
     def refresh(self) -> None:
         t = self.targets
-        self.fast = (t[0].fn if len(t) == 1 and self.n == 1 and not self.filtered
-                     and not self.has_async else None)
+        plain = not self.filtered and not self.has_async
+        self.fast = t[0].fn if len(t) == 1 and self.n == 1 and plain else None
+        self.wire_fast = (tuple(x.fn for x in t) if plain and self.wire_decode is not None
+                          else None)
 
     def fill(self, got: list[Any]) -> tuple[Any, ...]:
         """Complete positional arguments from defaults (an older writer sent
@@ -608,6 +616,8 @@ class MethodReader:
         self._by_id: dict[int, _Entry] = {}
         self._mp: dict[Any, _Entry] = {}  # msgpack-encoded key (name or id) -> entry
         self._names: dict[Any, _Entry] = {}  # name as bytes -> entry (the fast path)
+        self._wire_names: dict[Any, _Entry] = {}  # name as Java's 8-bit bytes -> entry
+        self._wire_ids: dict[int, _Entry] = {}  # method ids under 128 -> entry
         self._chain_cache: dict[int, MethodReader] = {}
         for h in handlers:
             self._add_handler(h)
@@ -653,6 +663,8 @@ class MethodReader:
                 entry = self._by_name[name] = _Entry(name, spec)
                 self._mp[_MP_ENC.encode(name)] = entry
                 self._names[name.encode()] = entry
+                if name != "history" and len(name) < 0x80 and name.isascii():
+                    self._wire_names[name.encode()] = entry
             elif entry.n != spec.arity:
                 raise TypeError(f"handlers disagree on the arguments of {name}")
             if spec.id is not None:
@@ -661,6 +673,8 @@ class MethodReader:
                     raise TypeError(f"methods {other.name} and {name} share id {spec.id}")
                 self._by_id[spec.id] = entry
                 self._mp[_MP_ENC.encode(spec.id)] = entry
+                if spec.id < 0x80:
+                    self._wire_ids[spec.id] = entry
                 if entry.id is None:
                     entry.id = spec.id
             entry.add(_Target(getattr(h, name), h), flt_fn if callable(flt_fn) else None)
@@ -762,35 +776,21 @@ class MethodReader:
         end = self._pend_n if limit < 0 else min(self._pend_n, i + limit)
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         process = self._process
-        mp_get = self._names.get
-        inline = not self._track and not self._recording
+        quick = self._fast if not self._track and not self._recording else None
         fast = 0
         try:
             while i < end:
                 p = data[o[i]:o[i + 1]]
                 i += 1  # first: an excerpt whose handler raises has been consumed
-                if inline and p[0] == 0x92:
-                    # the hot path of _process, inlined: [name, arg] in msgpack
-                    k = p[1]
-                    if 0xA0 <= k <= 0xBF:
-                        e = mp_get(p[2:k - 0x9E])
-                        if e is not None and e.fast is not None:
-                            try:
-                                arg = e.mp_dec.decode(p[k - 0x9E:])
-                            except _DECODE_ERRORS as exc:
-                                self._read += 1
-                                self._error(exc, p, idx[i - 1])
-                                continue
-                            fast += 1
-                            e.fast(arg)
-                            continue
+                if quick is not None and quick(p, idx[i - 1]):
+                    fast += 1
+                    continue
                 r = process(p, idx[i - 1])
                 if r is not None:
                     return i - start, r
         finally:
             self._pend_i = i
             self._read += fast
-            self._dispatched += fast
         return i - start, None
 
     # -- the async API -----------------------------------------------------
@@ -929,23 +929,8 @@ class MethodReader:
         """Decode one excerpt (its payload and index) and call sync handlers;
         returns an awaitable when async handlers remain to be awaited."""
         self._read += 1
-        if p and p[0] == 0x92 and not self._track:
-            # the common case first: [name, arg] in msgpack, one sync handler
-            k = p[1]
-            if 0xA0 <= k <= 0xBF:
-                end = k - 0x9E
-                entry = self._names.get(p[2:end])
-                if entry is not None and entry.fast is not None:
-                    try:
-                        arg = entry.mp_dec.decode(p[end:])
-                    except _DECODE_ERRORS as exc:
-                        self._error(exc, p, idx)
-                        return None
-                    self._dispatched += 1
-                    if self._recording:
-                        self._last = (entry.name, (arg,), None)
-                    entry.fast(arg)
-                    return None
+        if not self._track and self._fast(p, idx):
+            return None
         if not p:
             self._error(CodecError("empty excerpt"), p, idx)
             return None
@@ -955,6 +940,55 @@ class MethodReader:
         if b0 == 0x5B:
             return self._process_json(p, idx)
         return self._process_wire(p, idx)
+
+    def _fast(self, p: bytes | memoryview, idx: int) -> bool:
+        """The common calls, straight to their handler: ``[name, arg]`` in
+        msgpack to a method with one sync handler, and a BinaryWire excerpt
+        holding one event and no history (arguments decoded in C) to a
+        method with sync handlers and no filter.  True when it dispatched the
+        excerpt (or gave it to the error handler); False for the general path.
+        The reader does not track history (the caller checks)."""
+        if len(p) < 2:
+            return False
+        b0 = p[0]
+        if b0 == 0x92:
+            k = p[1]
+            if not 0xA0 <= k <= 0xBF:
+                return False
+            end = k - 0x9E
+            e = self._names.get(p[2:end])
+            if e is None or e.fast is None:
+                return False
+            try:
+                arg = e.mp_dec.decode(p[end:])
+            except _DECODE_ERRORS as exc:
+                self._error(exc, p, idx)
+                return True
+            self._dispatched += 1
+            if self._recording:
+                self._last = (e.name, (arg,), None)
+            e.fast(arg)
+            return True
+        if b0 == 0xB9:  # an event name (of fewer than 128 chars)
+            n = p[1]
+            got = self._wire_names.get(p[2:n + 2]) if n < 0x80 else None
+            pos = n + 2
+        elif b0 == 0xBA:  # a method id under 128
+            got = self._wire_ids.get(p[1])
+            pos = 2
+        else:
+            return False
+        if got is None or got.wire_fast is None:
+            return False
+        args = got.wire_decode(p, pos)  # type: ignore[misc]
+        if args is None:
+            return False
+        self._dispatched += 1
+        if self._recording:
+            self._last = (got.name, args, None)
+        for fn in got.wire_fast:
+            fn(*args)
+        return True
 
     def _error(self, exc: Exception, p: bytes | memoryview, idx: int) -> None:
         self._errors += 1
