@@ -645,6 +645,7 @@ class MethodReader:
         self._pend_idx: Any = ()
         self._pend_i = self._pend_n = 0
         self._named = tailer.name is not None
+        self._common_at = 0  # see _dispatch_common
 
     def _done(self) -> None:
         """A named tailer's saved position moves past what has been handled
@@ -775,22 +776,24 @@ class MethodReader:
         i = start = self._pend_i
         end = self._pend_n if limit < 0 else min(self._pend_n, i + limit)
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
-        process = self._process
-        quick = self._fast if not self._track and not self._recording else None
-        fast = 0
+        general = self._process_general
+        common = self._dispatch_common if not self._track and not self._recording else None
+        self._common_at = i
         try:
             while i < end:
+                if common is not None:
+                    i = common(data, o, idx, i, end)
+                    if i >= end:
+                        break
                 p = data[o[i]:o[i + 1]]
                 i += 1  # first: an excerpt whose handler raises has been consumed
-                if quick is not None and quick(p, idx[i - 1]):
-                    fast += 1
-                    continue
-                r = process(p, idx[i - 1])
+                self._read += 1
+                r = general(p, idx[i - 1])
                 if r is not None:
                     return i - start, r
         finally:
-            self._pend_i = i
-            self._read += fast
+            # a handler raising in _dispatch_common: it had consumed its excerpt
+            self._pend_i = i = max(i, self._common_at)
         return i - start, None
 
     # -- the async API -----------------------------------------------------
@@ -928,9 +931,14 @@ class MethodReader:
     def _process(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
         """Decode one excerpt (its payload and index) and call sync handlers;
         returns an awaitable when async handlers remain to be awaited."""
-        self._read += 1
-        if not self._track and self._fast(p, idx):
+        if (not self._track and not self._recording
+                and self._dispatch_common(p, (0, len(p)), (idx,), 0, 1)):
             return None
+        self._read += 1
+        return self._process_general(p, idx)
+
+    def _process_general(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
+        """:meth:`_process` for any excerpt (``_read`` counted by the caller)."""
         if not p:
             self._error(CodecError("empty excerpt"), p, idx)
             return None
@@ -941,54 +949,67 @@ class MethodReader:
             return self._process_json(p, idx)
         return self._process_wire(p, idx)
 
-    def _fast(self, p: bytes | memoryview, idx: int) -> bool:
-        """The common calls, straight to their handler: ``[name, arg]`` in
-        msgpack to a method with one sync handler, and a BinaryWire excerpt
-        holding one event and no history (arguments decoded in C) to a
-        method with sync handlers and no filter.  True when it dispatched the
-        excerpt (or gave it to the error handler); False for the general path.
-        The reader does not track history (the caller checks)."""
-        if len(p) < 2:
-            return False
-        b0 = p[0]
-        if b0 == 0x92:
-            k = p[1]
-            if not 0xA0 <= k <= 0xBF:
-                return False
-            end = k - 0x9E
-            e = self._names.get(p[2:end])
-            if e is None or e.fast is None:
-                return False
-            try:
-                arg = e.mp_dec.decode(p[end:])
-            except _DECODE_ERRORS as exc:
-                self._error(exc, p, idx)
-                return True
-            self._dispatched += 1
-            if self._recording:
-                self._last = (e.name, (arg,), None)
-            e.fast(arg)
-            return True
-        if b0 == 0xB9:  # an event name (of fewer than 128 chars)
-            n = p[1]
-            got = self._wire_names.get(p[2:n + 2]) if n < 0x80 else None
-            pos = n + 2
-        elif b0 == 0xBA:  # a method id under 128
-            got = self._wire_ids.get(p[1])
-            pos = 2
-        else:
-            return False
-        if got is None or got.wire_fast is None:
-            return False
-        args = got.wire_decode(p, pos)  # type: ignore[misc]
-        if args is None:
-            return False
-        self._dispatched += 1
-        if self._recording:
-            self._last = (got.name, args, None)
-        for fn in got.wire_fast:
-            fn(*args)
-        return True
+    def _dispatch_common(self, data: bytes | memoryview, off: Any, idx: Any, i: int,
+                         end: int) -> int:
+        """Dispatch excerpts ``i``, ``i + 1``, ... (excerpt k is
+        ``data[off[k]:off[k + 1]]`` at index ``idx[k]``) while they are the
+        common calls, straight to their handler: ``[name, arg]`` in msgpack to
+        a method with one sync handler, and a BinaryWire excerpt of one event
+        and no history (its arguments decoded in C) to a method with sync
+        handlers and no filter.  Returns where it stopped (``end`` when it
+        took them all); the excerpts before that were dispatched or given to
+        the error handler, and are counted.  If a handler raises,
+        ``_common_at`` is just past its excerpt.  The caller checks that the
+        reader neither tracks history nor records calls."""
+        names, wire_names, wire_ids = self._names, self._wire_names, self._wire_ids
+        first, ok = i, 0
+        try:
+            while i < end:
+                p = data[off[i]:off[i + 1]]
+                try:
+                    b0 = p[0]
+                    k = p[1]
+                except IndexError:  # shorter than any call
+                    break
+                if b0 == 0x92:
+                    if not 0xA0 <= k <= 0xBF:
+                        break
+                    e = names.get(p[2:k - 0x9E])
+                    if e is None or e.fast is None:
+                        break
+                    i += 1
+                    try:
+                        arg = e.mp_dec.decode(p[k - 0x9E:])
+                    except _DECODE_ERRORS as exc:
+                        self._error(exc, p, idx[i - 1])
+                        continue
+                    ok += 1
+                    e.fast(arg)
+                    continue
+                if b0 == 0xB9:  # an event name (under 128 chars)
+                    e = wire_names.get(p[2:k + 2]) if k < 0x80 else None
+                    pos = k + 2
+                elif b0 == 0xBA:  # a method id under 128
+                    e = wire_ids.get(k)
+                    pos = 2
+                else:
+                    break
+                if e is None or e.wire_fast is None:
+                    break
+                args = e.wire_decode(p, pos)  # type: ignore[misc]
+                if args is None:
+                    break
+                i += 1
+                ok += 1
+                for fn in e.wire_fast:
+                    fn(*args)
+        except BaseException:
+            self._common_at = i
+            raise
+        finally:
+            self._read += i - first
+            self._dispatched += ok
+        return i
 
     def _error(self, exc: Exception, p: bytes | memoryview, idx: int) -> None:
         self._errors += 1
