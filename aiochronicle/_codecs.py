@@ -911,7 +911,7 @@ def wire_call_encoder(key: bytes, types: list[Any],
     if plan is None:
         return fallback
     try:
-        return WireEncoder(key, plan, fallback)  # type: ignore[no-any-return]
+        return WireEncoder(key, plan, fallback)
     except TypeError:  # a Struct whose fields are not plain slots
         return fallback
 
@@ -923,7 +923,7 @@ def wire_call_decoder(types: list[Any]) -> Callable[[Any, int], tuple[Any, ...] 
     plan = _plan(types, _reader_node)
     if plan is None:
         return None
-    return WireDecoder(plan).decode  # type: ignore[no-any-return]
+    return WireDecoder(plan).decode
 
 
 class BinaryWireCodec(Codec):
