@@ -777,7 +777,7 @@ class MethodReader:
         end = self._pend_n if limit < 0 else min(self._pend_n, i + limit)
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         general = self._process_general
-        common = self._dispatch_common if not self._track and not self._recording else None
+        common = self._dispatch_common if not self._track else None
         self._common_at = i
         try:
             while i < end:
@@ -931,8 +931,7 @@ class MethodReader:
     def _process(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
         """Decode one excerpt (its payload and index) and call sync handlers;
         returns an awaitable when async handlers remain to be awaited."""
-        if (not self._track and not self._recording
-                and self._dispatch_common(p, (0, len(p)), (idx,), 0, 1)):
+        if not self._track and self._dispatch_common(p, (0, len(p)), (idx,), 0, 1):
             return None
         self._read += 1
         return self._process_general(p, idx)
@@ -960,8 +959,9 @@ class MethodReader:
         took them all); the excerpts before that were dispatched or given to
         the error handler, and are counted.  If a handler raises,
         ``_common_at`` is just past its excerpt.  The caller checks that the
-        reader neither tracks history nor records calls."""
+        reader does not track history."""
         names, wire_names, wire_ids = self._names, self._wire_names, self._wire_ids
+        recording = self._recording
         first, ok = i, 0
         try:
             while i < end:
@@ -984,6 +984,8 @@ class MethodReader:
                         self._error(exc, p, idx[i - 1])
                         continue
                     ok += 1
+                    if recording:
+                        self._last = (e.name, (arg,), None)
                     e.fast(arg)
                     continue
                 if b0 == 0xB9:  # an event name (under 128 chars)
@@ -1001,6 +1003,8 @@ class MethodReader:
                     break
                 i += 1
                 ok += 1
+                if recording:
+                    self._last = (e.name, args, None)
                 for fn in e.wire_fast:
                     fn(*args)
         except BaseException:

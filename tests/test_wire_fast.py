@@ -7,6 +7,7 @@ under AddressSanitizer."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 import struct
@@ -464,3 +465,28 @@ def test_c_codec_under_address_sanitizer(tmp_path: Path) -> None:
     assert r.returncode == 0, out[-5000:]
     assert "ERROR: AddressSanitizer" not in out and "runtime error:" not in out, out[-5000:]
     assert r.stdout.split()[0] == "ok" and int(r.stdout.split()[1]) > 10_000
+
+
+@pytest.mark.parametrize("codec", ["binary_wire", "msgpack"])
+def test_async_for_yields_the_calls_the_fast_path_dispatched(tmp_path: Path, codec: str) -> None:
+    sent = [("quote", (Quote("A", 1.5, 2.5, 3, 4),)), ("one_int", (7,)), ("nothing", ()),
+            ("numbered", (9, "nine")), ("one_text", ("done",))]
+    with ac.open_queue(tmp_path / "q") as q:
+        w = q.appender().method_writer(Calls, codec=codec)
+        for name, args in sent:
+            getattr(w, name)(*args)
+        rec = Recorder()
+        reader = q.tailer().method_reader(rec, interfaces=[Calls])
+
+        async def main() -> list[ac.MethodCall]:
+            got = []
+            async for call in reader:
+                got.append(call)
+                if call.method == "one_text":
+                    reader.stop()
+            return got
+
+        got = asyncio.run(main())
+        assert [(c.method, c.args, c.history) for c in got] == [(n, a, None) for n, a in sent]
+        assert [c.index for c in got] == list(range(q.first_index, q.first_index + len(sent)))
+        assert len(rec.calls) == len(sent)
