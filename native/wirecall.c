@@ -433,8 +433,9 @@ typedef struct {
     wire_node nodes[MAX_NODES];
 } WireDecoder;
 
-/* Java-written UTF-8 as _wire._decode_utf8 reads it; NULL without an
- * exception when this is the Python path's (surrogate pairs, bad bytes). */
+/* Java-written UTF-8 as _wire._decode_utf8 reads it (characters above
+ * U+FFFF come as two 3-byte surrogates, paired again here); NULL without an
+ * exception when the bytes are not (the Python path names the error). */
 static PyObject *make_text(const uint8_t *s, size_t n) {
     int ascii = 1;
     for (size_t i = 0; i < n; i++) {
@@ -448,11 +449,32 @@ static PyObject *make_text(const uint8_t *s, size_t n) {
         if (u) memcpy(PyUnicode_1BYTE_DATA(u), s, n);
         return u;
     }
-    for (size_t i = 0; i + 1 < n; i++)
-        if (s[i] == 0xED && s[i + 1] >= 0xA0) return NULL; /* a UTF-16 surrogate */
-    PyObject *u = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, NULL);
-    if (!u) PyErr_Clear();
+    PyObject *u = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, "surrogatepass");
+    if (!u) {
+        PyErr_Clear();
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(u);
+    const void *d = PyUnicode_DATA(u);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(u);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        if (c >= 0xD800 && c <= 0xDFFF) {
+            /* through UTF-16 and back, pairs become one character */
+            PyObject *units = PyUnicode_AsEncodedString(u, "utf-16-le", "surrogatepass");
+            Py_DECREF(u);
+            if (!units) goto fail;
+            u = PyUnicode_Decode(PyBytes_AS_STRING(units), PyBytes_GET_SIZE(units),
+                                 "utf-16-le", "surrogatepass");
+            Py_DECREF(units);
+            if (!u) goto fail;
+            break;
+        }
+    }
     return u;
+fail:
+    PyErr_Clear();
+    return NULL;
 }
 
 /* The Python object of node idx; NULL (no exception) when it is not ours. */
