@@ -106,7 +106,7 @@ static int plan_load(plan_t *p, PyObject *plan, int encoder) {
     for (uint32_t i = 0; i < n; i++) {
         pnode *nd = &p->nodes[i];
         if (nd->kind != WK_STRUCT) continue;
-        if (!encoder) {
+        if (!encoder && nd->nfields) { /* (an empty Struct is called with no keywords) */
             nd->kwnames = PyTuple_New(nd->nfields);
             if (!nd->kwnames) return -1;
         }

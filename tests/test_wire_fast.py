@@ -50,6 +50,10 @@ class Order(msgspec.Struct):
     raw: bytes | None = None
 
 
+class Empty(msgspec.Struct):
+    pass
+
+
 class Quote(msgspec.Struct):
     symbol: str
     bid: float
@@ -72,6 +76,8 @@ class Calls(Protocol):
     def one_text(self, s: str) -> None: ...
 
     def nothing(self) -> None: ...
+
+    def empty(self, e: Empty, n: int) -> None: ...
 
     @ac.method_id(9)
     def numbered(self, n: int, s: str) -> None: ...
@@ -103,6 +109,9 @@ class Recorder:
 
     def nothing(self) -> None:
         self.calls.append("nothing")
+
+    def empty(self, e: Empty, n: int) -> None:
+        self.calls.append(repr(("empty", e, n)))
 
     def numbered(self, n: int, s: str) -> None:
         self.calls.append(repr(("numbered", n, s)))
@@ -181,6 +190,7 @@ def random_calls(rng: random.Random, n: int) -> Iterator[tuple[str, tuple[Any, .
             yield "one_text", (random_text(rng),)
         elif kind == 6:
             yield "nothing", ()
+    yield "empty", (Empty(), 1)
         else:
             yield "numbered", (random_int(rng), random_text(rng))
 
