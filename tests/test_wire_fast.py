@@ -190,7 +190,6 @@ def random_calls(rng: random.Random, n: int) -> Iterator[tuple[str, tuple[Any, .
             yield "one_text", (random_text(rng),)
         elif kind == 6:
             yield "nothing", ()
-    yield "empty", (Empty(), 1)
         else:
             yield "numbered", (random_int(rng), random_text(rng))
 
@@ -208,6 +207,7 @@ def edge_calls() -> Iterator[tuple[str, tuple[Any, ...]]]:
     for b in BLOBS:
         yield "many", (0, 0.0, "", False, b, None)
     yield "nothing", ()
+    yield "empty", (Empty(), 1)
 
 
 def odd_calls() -> Iterator[tuple[str, tuple[Any, ...]]]:
