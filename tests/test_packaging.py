@@ -220,7 +220,8 @@ def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
     for needed in ("setup.py", "pyproject.toml", "LICENSE", "CHANGELOG.md", "README.md",
                    "native/build_ffi.py", "native/cq.c",
-                   "native/cq.h", "native/pause.c", "native/pause.h"):
+                   "native/cq.h", "native/pause.c", "native/pause.h", "native/hot.c",
+                   "native/wirecall.c", "native/wire.c", "native/wire.h"):
         assert needed in names, needed
     out = tmp_path / "wheel"
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(sdist), "-w", str(out),
