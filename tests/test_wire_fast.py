@@ -31,10 +31,10 @@ from aiochronicle._wire import WireWriter
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class Leg(msgspec.Struct):
+class Leg(msgspec.Struct, rename="camel"):
     venue: str
     px: float
-    live: bool
+    is_live: bool  # isLive on the wire
 
 
 class Order(msgspec.Struct):
