@@ -26,7 +26,7 @@ _args, _link = _ffi.compile_flags()
 # same core as the cffi module (native/build_ffi.py)
 hot = Extension(
     "aiochronicle._hot",
-    sources=["native/hot.c", "native/notify.c", "native/cq.c", "native/pause.c"],
+    sources=[f"native/{name}" for name in _ffi.HOT_SOURCES],
     include_dirs=["native"],
     define_macros=[("AIOCHRONICLE_VERSION", '"%s"' % _ffi._version())],
     extra_compile_args=_args,

@@ -52,6 +52,7 @@ import msgspec.inspect as mi
 from ._errors import ChronicleError, ReadOnlyQueueError
 from ._history import MessageHistory
 from ._hooks import HOOKS
+from ._native import WireDecoder, WireEncoder
 from ._render import (
     DecodedPayload,
     decode_auto,
@@ -814,6 +815,123 @@ def _struct_hints(cls: type) -> dict[str, Any]:
 
 
 _U32_UNPACK_FROM = struct.Struct("<I").unpack_from
+
+
+# -- method-call arguments in C (aiochronicle._hot.WireEncoder / WireDecoder) ----
+#
+# A plan describes the declared types of a call's arguments to the C codec
+# (native/wirecall.c): a tuple of nodes (kind, nullable, first, nfields, key,
+# cls, attr); node 0 is the argument list, and a list's or a Struct's fields
+# are the nodes first .. first + nfields.  A type the C side does not cover
+# gives no plan, and the call is encoded and decoded by the Python code above
+# (which the C encoder also defers to for any value it does not take).
+
+_K_ARGS, _K_INT, _K_FLOAT, _K_STR, _K_BOOL, _K_BYTES, _K_STRUCT = range(7)
+_SCALAR_KINDS: Final = ((mi.IntType, _K_INT), (mi.FloatType, _K_FLOAT), (mi.StrType, _K_STR),
+                        (mi.BoolType, _K_BOOL), (mi.BytesType, _K_BYTES))
+_PlanNode = tuple[int, int, int, int, bytes | None, type | None, str | None]
+_MAX_PLAN_NODES: Final = 256
+
+
+class _Unplannable(Exception):
+    """A type the C codec does not cover."""
+
+
+_Node = tuple[int, int, type | None, list[tuple[bytes, str, Any]]]
+
+
+def _plan(types: list[Any], node: Callable[[Any, set[type]], _Node]
+          ) -> tuple[_PlanNode, ...] | None:
+    """Lay out the plan of an argument list breadth first; ``node(t, ...)``
+    gives a type's (kind, nullable, Struct class, fields as (key, attr, type))."""
+    nodes: list[list[Any]] = [[_K_ARGS, 0, 1, len(types), None, None, None]]
+    todo: list[tuple[int, list[Any], set[type]]] = [(0, [(None, None, t) for t in types], set())]
+    try:
+        while todo:
+            parent, fields, seen = todo.pop(0)
+            nodes[parent][2] = len(nodes)
+            if len(fields) > 64:
+                return None
+            for key, attr, t in fields:
+                kind, nullable, cls, sub = node(t, seen)
+                nodes.append([kind, nullable, 0, len(sub), key, cls, attr])
+                if kind == _K_STRUCT:
+                    assert cls is not None
+                    todo.append((len(nodes) - 1, sub, seen | {cls}))
+            if len(nodes) > _MAX_PLAN_NODES:
+                return None
+    except _Unplannable:
+        return None
+    return tuple((k, n, f, c, key, cls, attr) for k, n, f, c, key, cls, attr in nodes)
+
+
+def _writer_node(t: Any, seen: set[type]) -> _Node:
+    """writer_for's cases the C encoder takes."""
+    info = t if isinstance(t, mi.Type) else mi.type_info(t)
+    nullable = 0
+    if isinstance(info, mi.UnionType):
+        others = [x for x in info.types if not isinstance(x, mi.NoneType)]
+        if len(others) != 1 or len(info.types) != 2:
+            raise _Unplannable
+        info, nullable = others[0], 1
+    for cls_, kind in _SCALAR_KINDS:
+        if isinstance(info, cls_):
+            return kind, nullable, None, []
+    if isinstance(info, mi.StructType) and info.cls not in seen:
+        return _K_STRUCT, nullable, info.cls, [(_key_bytes(f.encode_name), f.name, f.type)
+                                               for f in info.fields]
+    raise _Unplannable
+
+
+def _reader_node(t: Any, seen: set[type]) -> _Node:
+    """typed_reader's cases the C decoder takes (Optional ones: those whose
+    msgspec conversion it repeats)."""
+    if t is Any:
+        raise _Unplannable
+    info = _info(t)
+    nullable = 0
+    if isinstance(info, mi.UnionType):
+        others = [x for x in info.types if not isinstance(x, mi.NoneType)]
+        if len(others) != 1 or len(info.types) != 2:
+            raise _Unplannable
+        info, nullable = others[0], 1
+        if isinstance(info, mi.StructType):  # None, or the Python path
+            return _K_STRUCT, 1, info.cls, []
+    for cls_, kind in _SCALAR_KINDS:
+        if isinstance(info, cls_) and _unconstrained(info):
+            return kind, nullable, None, []
+    if (isinstance(info, mi.StructType) and not info.forbid_unknown_fields
+            and not info.array_like and info.cls not in seen):
+        hints = _struct_hints(info.cls)
+        return _K_STRUCT, 0, info.cls, [
+            (f.encode_name.encode("latin-1", "replace"), f.name, hints.get(f.name, Any))
+            for f in info.fields]
+    raise _Unplannable
+
+
+def wire_call_encoder(key: bytes, types: list[Any],
+                      fallback: Callable[..., bytes]) -> Callable[..., bytes]:
+    """The encoder of a call's arguments (``enc(args, history=b"")``): the C
+    one when it covers ``types``, deferring to ``fallback`` (the Python
+    encoder, which it must equal) for values it does not take; else
+    ``fallback`` itself."""
+    plan = _plan(types, _writer_node)
+    if plan is None:
+        return fallback
+    try:
+        return WireEncoder(key, plan, fallback)
+    except TypeError:  # a Struct whose fields are not plain slots
+        return fallback
+
+
+def wire_call_decoder(types: list[Any]) -> Callable[[Any, int], tuple[Any, ...] | None] | None:
+    """``decode(payload, pos)``: the arguments of the call in ``payload`` whose
+    arguments start at ``pos`` (the last event), or None when the Python reader
+    must read it; None when the C decoder does not cover ``types``."""
+    plan = _plan(types, _reader_node)
+    if plan is None:
+        return None
+    return WireDecoder(plan).decode
 
 
 class BinaryWireCodec(Codec):

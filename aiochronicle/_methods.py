@@ -38,6 +38,8 @@ from ._codecs import (
     register_alias,
     resolve_codec,
     typed_reader,
+    wire_call_decoder,
+    wire_call_encoder,
     writer_for,
 )
 from ._errors import QueueClosedError
@@ -262,7 +264,7 @@ def _wire_encoder(spec: MethodSpec) -> Callable[[tuple[Any, ...]], bytes]:
             w.end_length32(token)
         return bytes(buf)
 
-    return encode
+    return wire_call_encoder(key, list(spec.types), encode)
 
 
 def _param_source(spec: MethodSpec) -> tuple[str, str, tuple[Any, ...] | None,
@@ -506,7 +508,8 @@ class _Entry:
     """Everything the reader needs to dispatch one method name."""
 
     __slots__ = ("fast", "filtered", "filters", "has_async", "id", "jdecs", "json_dec",
-                 "mp_dec", "mp_decs", "n", "name", "spec", "targets", "wire_readers")
+                 "mp_dec", "mp_decs", "n", "name", "spec", "targets", "wire_decode",
+                 "wire_fast", "wire_readers")
 
     def __init__(self, name: str, spec: MethodSpec) -> None:
         self.name = name
@@ -517,6 +520,8 @@ class _Entry:
         self.has_async = False
         self.filtered = False
         self.fast: Callable[[Any], Any] | None = None  # the one sync target of a 1-arg call
+        # the sync targets of an unfiltered call, when its arguments decode in C
+        self.wire_fast: tuple[Callable[..., Any], ...] | None = None
         self.n = n = spec.arity
         mp, js = Codecs.MSGPACK, Codecs.JSON
         whole: Any = Any
@@ -529,6 +534,7 @@ class _Entry:
         self.mp_decs = [mp.decoder(t) for t in spec.types]
         self.jdecs = [js.decoder(t) for t in spec.types]
         self.wire_readers = [typed_reader(t) for t in spec.types]
+        self.wire_decode = wire_call_decoder(list(spec.types))
 
     def add(self, target: _Target, flt: _Filter | None) -> None:
         self.targets.append(target)
@@ -539,8 +545,10 @@ class _Entry:
 
     def refresh(self) -> None:
         t = self.targets
-        self.fast = (t[0].fn if len(t) == 1 and self.n == 1 and not self.filtered
-                     and not self.has_async else None)
+        plain = not self.filtered and not self.has_async
+        self.fast = t[0].fn if len(t) == 1 and self.n == 1 and plain else None
+        self.wire_fast = (tuple(x.fn for x in t) if plain and self.wire_decode is not None
+                          else None)
 
     def fill(self, got: list[Any]) -> tuple[Any, ...]:
         """Complete positional arguments from defaults (an older writer sent
@@ -611,6 +619,8 @@ class MethodReader:
         self._by_id: dict[int, _Entry] = {}
         self._mp: dict[Any, _Entry] = {}  # msgpack-encoded key (name or id) -> entry
         self._names: dict[Any, _Entry] = {}  # name as bytes -> entry (the fast path)
+        self._wire_names: dict[Any, _Entry] = {}  # name as Java's 8-bit bytes -> entry
+        self._wire_ids: dict[int, _Entry] = {}  # method ids under 128 -> entry
         self._chain_cache: dict[int, MethodReader] = {}
         for h in handlers:
             self._add_handler(h)
@@ -636,6 +646,7 @@ class MethodReader:
         self._pend_idx: Any = ()
         self._pend_i = self._pend_n = 0
         self._named = tailer.name is not None
+        self._common_at = 0  # see _dispatch_common
 
     def _done(self) -> None:
         """A named tailer's saved position moves past what has been handled
@@ -654,6 +665,8 @@ class MethodReader:
                 entry = self._by_name[name] = _Entry(name, spec)
                 self._mp[_MP_ENC.encode(name)] = entry
                 self._names[name.encode()] = entry
+                if name != "history" and len(name) < 0x80 and name.isascii():
+                    self._wire_names[name.encode()] = entry
             elif entry.n != spec.arity:
                 raise TypeError(f"handlers disagree on the arguments of {name}")
             if spec.id is not None:
@@ -662,6 +675,8 @@ class MethodReader:
                     raise TypeError(f"methods {other.name} and {name} share id {spec.id}")
                 self._by_id[spec.id] = entry
                 self._mp[_MP_ENC.encode(spec.id)] = entry
+                if spec.id < 0x80:
+                    self._wire_ids[spec.id] = entry
                 if entry.id is None:
                     entry.id = spec.id
             entry.add(_Target(getattr(h, name), h), flt_fn if callable(flt_fn) else None)
@@ -762,36 +777,24 @@ class MethodReader:
         i = start = self._pend_i
         end = self._pend_n if limit < 0 else min(self._pend_n, i + limit)
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
-        process = self._process
-        mp_get = self._names.get
-        inline = not self._track and not self._recording
-        fast = 0
+        general = self._process_general
+        common = self._dispatch_common if not self._track else None
+        self._common_at = i
         try:
             while i < end:
+                if common is not None:
+                    i = common(data, o, idx, i, end)
+                    if i >= end:
+                        break
                 p = data[o[i]:o[i + 1]]
                 i += 1  # first: an excerpt whose handler raises has been consumed
-                if inline and p[0] == 0x92:
-                    # the hot path of _process, inlined: [name, arg] in msgpack
-                    k = p[1]
-                    if 0xA0 <= k <= 0xBF:
-                        e = mp_get(p[2:k - 0x9E])
-                        if e is not None and e.fast is not None:
-                            try:
-                                arg = e.mp_dec.decode(p[k - 0x9E:])
-                            except _DECODE_ERRORS as exc:
-                                self._read += 1
-                                self._error(exc, p, idx[i - 1])
-                                continue
-                            fast += 1
-                            e.fast(arg)
-                            continue
-                r = process(p, idx[i - 1])
+                self._read += 1
+                r = general(p, idx[i - 1])
                 if r is not None:
                     return i - start, r
         finally:
-            self._pend_i = i
-            self._read += fast
-            self._dispatched += fast
+            # a handler raising in _dispatch_common: it had consumed its excerpt
+            self._pend_i = i = max(i, self._common_at)
         return i - start, None
 
     # -- the async API -----------------------------------------------------
@@ -929,24 +932,13 @@ class MethodReader:
     def _process(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
         """Decode one excerpt (its payload and index) and call sync handlers;
         returns an awaitable when async handlers remain to be awaited."""
+        if not self._track and self._dispatch_common(p, (0, len(p)), (idx,), 0, 1):
+            return None
         self._read += 1
-        if p and p[0] == 0x92 and not self._track:
-            # the common case first: [name, arg] in msgpack, one sync handler
-            k = p[1]
-            if 0xA0 <= k <= 0xBF:
-                end = k - 0x9E
-                entry = self._names.get(p[2:end])
-                if entry is not None and entry.fast is not None:
-                    try:
-                        arg = entry.mp_dec.decode(p[end:])
-                    except _DECODE_ERRORS as exc:
-                        self._error(exc, p, idx)
-                        return None
-                    self._dispatched += 1
-                    if self._recording:
-                        self._last = (entry.name, (arg,), None)
-                    entry.fast(arg)
-                    return None
+        return self._process_general(p, idx)
+
+    def _process_general(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
+        """:meth:`_process` for any excerpt (``_read`` counted by the caller)."""
         if not p:
             self._error(CodecError("empty excerpt"), p, idx)
             return None
@@ -956,6 +948,73 @@ class MethodReader:
         if b0 == 0x5B:
             return self._process_json(p, idx)
         return self._process_wire(p, idx)
+
+    def _dispatch_common(self, data: bytes | memoryview, off: Any, idx: Any, i: int,
+                         end: int) -> int:
+        """Dispatch excerpts ``i``, ``i + 1``, ... (excerpt k is
+        ``data[off[k]:off[k + 1]]`` at index ``idx[k]``) while they are the
+        common calls, straight to their handler: ``[name, arg]`` in msgpack to
+        a method with one sync handler, and a BinaryWire excerpt of one event
+        and no history (its arguments decoded in C) to a method with sync
+        handlers and no filter.  Returns where it stopped (``end`` when it
+        took them all); the excerpts before that were dispatched or given to
+        the error handler, and are counted.  If a handler raises,
+        ``_common_at`` is just past its excerpt.  The caller checks that the
+        reader does not track history."""
+        names, wire_names, wire_ids = self._names, self._wire_names, self._wire_ids
+        recording = self._recording
+        first, ok = i, 0
+        try:
+            while i < end:
+                p = data[off[i]:off[i + 1]]
+                try:
+                    b0 = p[0]
+                    k = p[1]
+                except IndexError:  # shorter than any call
+                    break
+                if b0 == 0x92:
+                    if not 0xA0 <= k <= 0xBF:
+                        break
+                    e = names.get(p[2:k - 0x9E])
+                    if e is None or e.fast is None:
+                        break
+                    i += 1
+                    try:
+                        arg = e.mp_dec.decode(p[k - 0x9E:])
+                    except _DECODE_ERRORS as exc:
+                        self._error(exc, p, idx[i - 1])
+                        continue
+                    ok += 1
+                    if recording:
+                        self._last = (e.name, (arg,), None)
+                    e.fast(arg)
+                    continue
+                if b0 == 0xB9:  # an event name (under 128 chars)
+                    e = wire_names.get(p[2:k + 2]) if k < 0x80 else None
+                    pos = k + 2
+                elif b0 == 0xBA:  # a method id under 128
+                    e = wire_ids.get(k)
+                    pos = 2
+                else:
+                    break
+                if e is None or e.wire_fast is None:
+                    break
+                args = e.wire_decode(p, pos)  # type: ignore[misc]
+                if args is None:
+                    break
+                i += 1
+                ok += 1
+                if recording:
+                    self._last = (e.name, args, None)
+                for fn in e.wire_fast:
+                    fn(*args)
+        except BaseException:
+            self._common_at = i
+            raise
+        finally:
+            self._read += i - first
+            self._dispatched += ok
+        return i
 
     def _error(self, exc: Exception, p: bytes | memoryview, idx: int) -> None:
         self._errors += 1

@@ -16,7 +16,9 @@ measures, in one process and one run:
   uvloop;
 * ``raw read_nowait`` / ``raw read_many``: reading the same excerpts without
   decoding, one by one and in batches;
-* ``encode only`` / ``decode only``: the codec alone, no queue.
+* ``encode only`` / ``decode only``: the codec alone, no queue (BinaryWire: the
+  arguments of one call, as the method writer and reader encode and decode them,
+  in C).
 
 Ratios are against the raw figures of the same run (this machine is noisy:
 compare ratios, not absolute rates, across runs).  ``--write-docs`` puts the
@@ -40,8 +42,8 @@ import _report  # bench/_report.py (this directory is on sys.path)
 import msgspec
 
 import aiochronicle as ac
-from aiochronicle._codecs import typed_reader, writer_for
-from aiochronicle._wire import PlainReader, WireWriter
+from aiochronicle._codecs import wire_call_decoder
+from aiochronicle._methods import _wire_encoder, interface_methods
 
 
 class Quote(msgspec.Struct):
@@ -179,19 +181,19 @@ def _codec_only(codec: str, count: int, keep: Keep) -> None:
     encode_once: Callable[[], object]
     decode_once: Callable[[], object]
     if c is ac.Codecs.BINARY_WIRE:
-        put = writer_for(Quote)
+        put = _wire_encoder(interface_methods(QuoteListener)["on_quote"])
+        call = (QUOTE,)
 
         def encode_wire() -> bytes:
-            w = WireWriter(small_raw=False)
-            put(w, QUOTE)
-            return bytes(w.buf)
+            return put(call)
 
         body = encode_wire()
-
-        read = typed_reader(Quote)
+        read = wire_call_decoder([Quote])
+        assert read is not None
+        start = 2 + body[1]  # after the event name
 
         def decode_wire() -> object:
-            return read(PlainReader(body), 0, len(body))[0]
+            return read(body, start)
 
         encode_once, decode_once = encode_wire, decode_wire
     else:
@@ -262,6 +264,17 @@ def docs_lines(results: Results) -> list[str]:
     return _report.table(header, rows, "ll" + "rr" * len(results))
 
 
+def codec_ratios(results: Results) -> str:
+    """BinaryWire's method writer and readers against msgpack's, when both ran."""
+    by = {codec: rates for codec, _n, rates in results}
+    wire, mp = by.get("binary_wire"), by.get("msgpack")
+    if wire is None or mp is None:
+        return ""
+    parts = [f"{what} {_report.ratio(wire[what], mp[what])}"
+             for what in ("method writer", "method reader", "async reader")]
+    return "BinaryWire calls against msgpack's in the same run: " + ", ".join(parts)
+
+
 def plot(results: Results, name: str) -> bool:
     plt = _report.pyplot()
     if plt is None:
@@ -289,7 +302,7 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where to put the queues (default: a temp dir)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--count", type=int, default=200_000,
-                        help="calls per measurement for msgpack (BinaryWire: a quarter)")
+                        help="calls per measurement")
     parser.add_argument("--codecs", default="msgpack,binary_wire")
     parser.add_argument("--write-docs", action="store_true",
                         help="write the table into docs/performance.md and docs/methods.png")
@@ -303,10 +316,9 @@ def main() -> None:
     results: Results = []
     try:
         for codec in args.codecs.split(","):
-            n = count if codec != "binary_wire" else max(1000, count // 4)
-            rates = run_codec(root, codec, n, args.repeats)
-            results.append((codec, n, rates))
-            print(f"\n{codec}: {n:,} calls, {rates['payload bytes']:.0f}-byte excerpts")
+            rates = run_codec(root, codec, count, args.repeats)
+            results.append((codec, count, rates))
+            print(f"\n{codec}: {count:,} calls, {rates['payload bytes']:.0f}-byte excerpts")
             print(f"  {'what':<18}{'per second':>14}   ratio")
             for what, ref in ROWS:
                 ratio = f"{rates[what] / rates[ref]:.2f} x {ref}" if ref else ""
@@ -314,6 +326,9 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
+    across = codec_ratios(results)
+    if across:
+        print(f"\n{across}")
     load1 = _report.load()
     print(f"\ntotal {time.monotonic() - t_start:.0f} s; load average {load1:.2f}")
     if args.write_docs:
@@ -325,6 +340,8 @@ def main() -> None:
                 "Calls (writers) or excerpts (readers) per second; each ratio is against the "
                 "raw queue operation named beside it, measured in the same run.", "",
                 *docs_lines(results)]
+        if across:
+            body += ["", across + "."]
         if plot(results, png):
             body += ["", f"![method writers and readers beside raw append and read]({png})"]
         else:

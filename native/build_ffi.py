@@ -33,6 +33,8 @@ def _version() -> str:
 
 HEADERS = ["codes.h", "notify.h", "cq.h", "pause.h"]
 SOURCES = ["notify.c", "cq.c", "pause.c"]
+HOT_SOURCES = ["hot.c", "wirecall.c", "wire.c", *SOURCES]
+"""The sources of ``aiochronicle._hot`` (setup.py's C API extension), in native/."""
 
 
 def _cdef() -> str:

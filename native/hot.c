@@ -23,6 +23,8 @@
 #define AIOCHRONICLE_VERSION "0+unknown"
 #endif
 
+int aiochronicle_wirecall_init(PyObject *m); /* native/wirecall.c */
+
 static PyObject *str_append_slow;   /* "_append_native_failed" */
 static PyObject *str_read_slow;     /* "_read_slow" */
 static PyObject *str_read_other;    /* "_read_other" */
@@ -231,7 +233,8 @@ PyMODINIT_FUNC PyInit__hot(void) {
     PyObject *m = PyModule_Create(&hot_module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "HotAppender", (PyObject *)&HotAppenderType) < 0 ||
-        PyModule_AddObjectRef(m, "HotTailer", (PyObject *)&HotTailerType) < 0) {
+        PyModule_AddObjectRef(m, "HotTailer", (PyObject *)&HotTailerType) < 0 ||
+        aiochronicle_wirecall_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

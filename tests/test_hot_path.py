@@ -6,6 +6,7 @@ cffi path did; the module is also run under AddressSanitizer."""
 from __future__ import annotations
 
 import array
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -141,6 +142,52 @@ SANITIZED_RUN = textwrap.dedent(
 )
 
 
+def hot_sources() -> list[str]:
+    """The C sources of aiochronicle._hot, as setup.py takes them from
+    native/build_ffi.py."""
+    spec = importlib.util.spec_from_file_location("_aiochronicle_build_ffi",
+                                                  ROOT / "native" / "build_ffi.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return list(mod.HOT_SOURCES)
+
+
+def sanitized_hot(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """aiochronicle._hot built with AddressSanitizer and UBSan into ``tmp_path``,
+    and the environment to run Python with it (libasan preloaded)."""
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    assert cc is not None, "a C compiler is needed"
+    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
+                             text=True).stdout.strip()
+    assert os.path.isabs(libasan) and os.path.exists(libasan), "libasan is missing"
+    from aiochronicle._version import __version__
+
+    so = tmp_path / ("_hot" + sysconfig.get_config_var("EXT_SUFFIX"))
+    native = ROOT / "native"
+    r = subprocess.run(
+        [cc, "-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer",
+         "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-std=c11",
+         f"-I{sysconfig.get_paths()['include']}", f"-I{native}",
+         f'-DAIOCHRONICLE_VERSION="{__version__}"',
+         *(str(native / name) for name in hot_sources()), "-o", str(so)],
+        capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    env = dict(os.environ, LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0:halt_on_error=1",
+               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+    return so, env
+
+
+def test_hot_module_under_address_sanitizer(tmp_path: Path) -> None:
+    so, env = sanitized_hot(tmp_path)
+    r = subprocess.run([sys.executable, "-c", SANITIZED_RUN, str(so)], capture_output=True,
+                       text=True, timeout=300, env=env, cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-5000:]
+    assert "ERROR: AddressSanitizer" not in out and "runtime error:" not in out, out[-5000:]
+    assert r.stdout.split() == ["ok", "3000"]
+
+
 GROWTH_RACE = textwrap.dedent(
     """
     import importlib.util, sys, tempfile, threading
@@ -203,44 +250,11 @@ def test_mapping_grows_under_concurrent_threads(tmp_path: Path) -> None:
     assert r.stdout.split() == ["ok", "12000", "1"]
 
 
-def _sanitized_hot(tmp_path: Path) -> tuple[Path, str]:
-    """The C API module built with ASan and UBSan, and the libasan to preload."""
-    cc = shutil.which(os.environ.get("CC", "cc"))
-    assert cc is not None, "a C compiler is needed"
-    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
-                             text=True).stdout.strip()
-    assert os.path.isabs(libasan) and os.path.exists(libasan), "libasan is missing"
-    from aiochronicle._version import __version__
-
-    so = tmp_path / ("_hot" + sysconfig.get_config_var("EXT_SUFFIX"))
-    native = ROOT / "native"
-    r = subprocess.run(
-        [cc, "-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer",
-         "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-std=c11",
-         f"-I{sysconfig.get_paths()['include']}", f"-I{native}",
-         f'-DAIOCHRONICLE_VERSION="{__version__}"', str(native / "hot.c"),
-         str(native / "notify.c"), str(native / "cq.c"), str(native / "pause.c"),
-         "-o", str(so)],
-        capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return so, libasan
-
-
-def _run_sanitized(tmp_path: Path, script: str) -> str:
-    so, libasan = _sanitized_hot(tmp_path)
-    env = dict(os.environ, LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0:halt_on_error=1",
-               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    r = subprocess.run([sys.executable, "-c", script, str(so)], capture_output=True,
+def test_mapping_growth_under_address_sanitizer(tmp_path: Path) -> None:
+    so, env = sanitized_hot(tmp_path)
+    r = subprocess.run([sys.executable, "-c", GROWTH_RACE, str(so)], capture_output=True,
                        text=True, timeout=600, env=env, cwd=tmp_path)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-5000:]
     assert "ERROR: AddressSanitizer" not in out and "runtime error:" not in out, out[-5000:]
-    return r.stdout
-
-
-def test_hot_module_under_address_sanitizer(tmp_path: Path) -> None:
-    assert _run_sanitized(tmp_path, SANITIZED_RUN).split() == ["ok", "3000"]
-
-
-def test_mapping_growth_under_address_sanitizer(tmp_path: Path) -> None:
-    assert _run_sanitized(tmp_path, GROWTH_RACE).split() == ["ok", "12000", "1"]
+    assert r.stdout.split() == ["ok", "12000", "1"]

@@ -2,8 +2,9 @@
 
 Runs ``make -C native test`` (C unit tests of cq.c, native/tests/test_native.c)
 and ``make -C native fuzz-smoke`` (the fuzz harness native/tests/fuzz_read.c fed
-seeded random and mutated cycle files), plus a short libFuzzer run when clang is
-installed.  Build products go to a temporary directory.
+seeded random and mutated cycle files), the same for the BinaryWire method-call
+reader (``wire-fuzz-smoke``, native/tests/fuzz_wire.c), plus short libFuzzer runs
+when clang is installed.  Build products go to a temporary directory.
 
 The unit tests include regressions of core bugs the fuzzer found (bounds
 checks that wrapped for positions near 2^64, unbounded index lookups, an append
@@ -82,6 +83,24 @@ def test_fuzz_smoke(build_dir: Path) -> None:
 @pytest.mark.skipif(shutil.which("clang") is None, reason="clang (libFuzzer) is not installed")
 def test_libfuzzer_short_run(build_dir: Path) -> None:
     out = assert_clean(make(build_dir, "fuzz", "FUZZ_SECONDS=6"))
+    assert "Done" in out
+
+
+def test_wire_reader_fuzz_smoke(build_dir: Path) -> None:
+    """The BinaryWire method-call reader (wire.c, under aiochronicle._hot.WireDecoder):
+    corrupt bytes are declined (the Python reader then names the error), what it reads
+    lies inside the input and reads back the same once written again."""
+    out = assert_clean(make(build_dir, "wire-fuzz-smoke", "FUZZ_ITERS=100000", "FUZZ_SEED=7"))
+    assert "no crash, hang or sanitizer report" in out
+    m = re.search(r"(\d+) read, (\d+) declined", out)
+    assert m is not None, out[-2000:]
+    read, declined = int(m.group(1)), int(m.group(2))
+    assert read > 10_000 and declined > 10_000
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="clang (libFuzzer) is not installed")
+def test_wire_reader_libfuzzer_short_run(build_dir: Path) -> None:
+    out = assert_clean(make(build_dir, "wire-fuzz", "FUZZ_SECONDS=5"))
     assert "Done" in out
 
 

@@ -221,7 +221,8 @@ def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
     for needed in ("setup.py", "pyproject.toml", "LICENSE", "CHANGELOG.md", "README.md",
                    "native/build_ffi.py", "native/cq.c",
                    "native/cq.h", "native/pause.c", "native/pause.h", "native/codes.h",
-                   "native/atomic.h", "native/notify.c", "native/notify.h"):
+                   "native/atomic.h", "native/notify.c", "native/notify.h", "native/hot.c",
+                   "native/wirecall.c", "native/wire.c", "native/wire.h"):
         assert needed in names, needed
     out = tmp_path / "wheel"
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(sdist), "-w", str(out),
