@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["AsyncTailerMixin"]
 
 _NONE = lib.CQ_NONE
-_spin_read = lib.cq_spin_read
 _cq_spin = lib.cq_spin
 _mono_ns = lib.cq_mono_ns
 _unpack = ffi.unpack
@@ -62,6 +61,7 @@ class AsyncTailerMixin:
         _out: memoryview
 
         def read_nowait(self) -> Excerpt | None: ...
+        def _spin_read(self, budget_ns: int, stop_address: int, stop_seen: int, /) -> Any: ...
         def _read_slow(self, n: int) -> Excerpt | None: ...
         def _save(self, index: int | None = None) -> None: ...
         def _handed(self, ex: Excerpt | None) -> None: ...
@@ -151,8 +151,8 @@ class AsyncTailerMixin:
     async def _wait(self) -> Excerpt:
         pauser = self.pauser
         pauser.reset()
-        c = self._c
         stop = pauser._stop
+        stop_addr = pauser._stop_addr
         slice_ns = pauser.spin_slice_ns
         forward = self._spin_reads  # native reads while waiting (Tailer._bind)
         notifier = self._notifier(pauser)
@@ -170,9 +170,13 @@ class AsyncTailerMixin:
                             self._check()
                         seen = stop[0]
                         if forward:
-                            n = _spin_read(c, min(ns, slice_ns), stop, seen)
-                            if n >= 0:
-                                ex = self._taken(n)
+                            # spins in C with the GIL released; an excerpt comes
+                            # back built (no cffi call, no copy through Python)
+                            r = self._spin_read(min(ns, slice_ns), stop_addr, seen)
+                            if type(r) is int:
+                                n = r
+                            else:
+                                ex, n = r, 0
                         else:
                             n = _NONE
                             _cq_spin(min(ns, slice_ns), stop, seen)
@@ -262,6 +266,7 @@ class AsyncTailerMixin:
         pauser.reset()
         c = self._c
         stop = pauser._stop
+        stop_addr = pauser._stop_addr
         forward = self._spin_reads  # native reads while waiting (Tailer._bind)
         notifier = self._notifier(pauser)
         guard = self._guard()
@@ -285,7 +290,11 @@ class AsyncTailerMixin:
                     if kind == SPIN:
                         budget = min(ns, SYNC_SPIN_SLICE, left)
                         if forward:
-                            n = _spin_read(c, budget, stop, seen)
+                            r = self._spin_read(budget, stop_addr, seen)
+                            if type(r) is int:
+                                n = r
+                            else:
+                                ex, n = r, 0
                         else:
                             _cq_spin(budget, stop, seen)
                     elif kind == YIELD:
@@ -295,7 +304,7 @@ class AsyncTailerMixin:
                                               notifier, seen)
                         if n == lib.CQ_BAD_STATE and not forward:
                             n = _NONE
-                    if n >= 0:
+                    if n >= 0 and ex is None:
                         ex = self._taken(n)
                 ex = self._after(n, ex) if n != _NONE else self.read_nowait()
                 if ex is not None:

@@ -124,6 +124,8 @@ class Pauser:
         self._time = 0
         self._timed_start = 0
         self._stop: Any = ffi.new("uint32_t *")
+        #: its address, for the C API spin (aiochronicle._hot)
+        self._stop_addr = int(ffi.cast("uintptr_t", self._stop))
         self._parks: set[asyncio.Future[None]] = set()
         self._sync_word: Any = None
         self._lock = threading.Lock()

@@ -18,6 +18,7 @@
 #include <Python.h>
 
 #include "cq.h"
+#include "pause.h"
 
 #ifndef AIOCHRONICLE_VERSION
 #define AIOCHRONICLE_VERSION "0+unknown"
@@ -176,7 +177,40 @@ static PyObject *hot_tailer_read_nowait(HotTailer *self, PyObject *unused) {
     return r;
 }
 
+/* _spin_read(budget_ns, stop_address, stop_seen) -> Excerpt | int: the
+ * waiting step of read_blocking() and await read() with a spinning pauser.
+ * Spins for the next excerpt with the GIL released (cq_spin_read: bounded
+ * by budget_ns, ended early when *stop moves); an excerpt comes back built
+ * here, anything else as its result code for the Python side. */
+static PyObject *hot_tailer_spin_read(HotTailer *self, PyObject *const *args,
+                                      Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_spin_read(budget_ns, stop_address, stop_seen)");
+        return NULL;
+    }
+    unsigned long long budget = PyLong_AsUnsignedLongLong(args[0]);
+    if (budget == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    void *stop = PyLong_AsVoidPtr(args[1]);
+    if (stop == NULL && PyErr_Occurred()) return NULL;
+    unsigned long seen = PyLong_AsUnsignedLong(args[2]);
+    if (seen == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+    cq_tailer *t = self->t;
+    if (t == NULL || excerpt_type == NULL) return PyLong_FromLong(CQ_BAD_STATE);
+    if (budget > 1000000000ull) budget = 1000000000ull; /* a slice, never a long wait */
+    int64_t n;
+    Py_BEGIN_ALLOW_THREADS
+    n = cq_spin_read(t, (uint64_t)budget, (const uint32_t *)stop, (uint32_t)seen);
+    Py_END_ALLOW_THREADS
+    if (n >= 0) {
+        const char *src = ((uint64_t)n <= t->scratch_cap && t->scratch) ? t->scratch : t->data;
+        return make_excerpt(t->index, src, (uint64_t)n);
+    }
+    return PyLong_FromLongLong(n);
+}
+
 static PyMethodDef hot_tailer_methods[] = {
+    {"_spin_read", (PyCFunction)(void (*)(void))hot_tailer_spin_read, METH_FASTCALL,
+     "Spin (GIL released, bounded) for the next excerpt: it, or a result code."},
     {"_bind_native", (PyCFunction)(void (*)(void))hot_tailer_bind, METH_FASTCALL,
      "Point this object at its native cq_tailer (an address) and say whether it "
      "reads forward."},
