@@ -363,9 +363,9 @@ def cmd_tail(args: argparse.Namespace) -> int:
             if limit is not None and shown >= limit:
                 break
         out.flush()
-        # a named tailer: what was printed is handled, so a restart goes on after it
-        t._save()
     finally:
+        # closing saves a named tailer's position: what was printed is handled,
+        # so a restart goes on after it
         q.close()
     return 0
 

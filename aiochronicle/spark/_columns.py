@@ -16,6 +16,7 @@ import enum
 import importlib
 import inspect
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -601,10 +602,15 @@ def _recorder_class(iface: type) -> type:
     return cls
 
 
+#: the method reader decoding each tailer's calls, kept while the tailer lives
+_CALL_READERS: weakref.WeakKeyDictionary[Tailer, tuple[type, Any, _Recorder]] = (
+    weakref.WeakKeyDictionary())
+
+
 def _call_reader(iface: type, tailer: Tailer | None) -> tuple[Any, _Recorder]:
     if tailer is None:
         raise ValueError("decoding method calls needs the tailer the batch came from")
-    cached = getattr(tailer, "_spark_call_reader", None)
+    cached = _CALL_READERS.get(tailer)
     if cached is not None and cached[0] is iface:
         return cached[1], cached[2]
     rec = _recorder_class(iface)()
@@ -614,7 +620,7 @@ def _call_reader(iface: type, tailer: Tailer | None) -> tuple[Any, _Recorder]:
 
     reader = tailer.method_reader(rec, interfaces=[iface], on_error=on_error,
                                   history=False, batch=False)
-    tailer._spark_call_reader = (iface, reader, rec)  # type: ignore[attr-defined]
+    _CALL_READERS[tailer] = (iface, reader, rec)
     return reader, rec
 
 
