@@ -18,10 +18,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class ChronicleScan implements ScanBuilder, SupportsPushDownRequiredColumns, Scan, Batch {
     private final CaseInsensitiveStringMap options;
     private final Reading reading;
-    private final MsgpackStruct decoder;
+    private final Decoder decoder;
     private StructType schema;
 
-    ChronicleScan(StructType schema, MsgpackStruct decoder, CaseInsensitiveStringMap options) {
+    ChronicleScan(StructType schema, Decoder decoder, CaseInsensitiveStringMap options) {
         this.schema = schema;
         this.decoder = decoder;
         this.options = options;

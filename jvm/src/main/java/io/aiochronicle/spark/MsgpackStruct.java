@@ -1,7 +1,6 @@
 package io.aiochronicle.spark;
 
 import java.io.IOException;
-import java.io.Serializable;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
@@ -11,7 +10,7 @@ import java.util.List;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
@@ -21,10 +20,18 @@ import org.apache.spark.sql.types.StructType;
  * field, trailing bytes) gives nulls in every decoded column, or an error when asked.
  * The fields and their rules come from the schema the Python side built (the
  * {@code aiochronicle.msgpack} metadata of each column).
+ *
+ * <p>The same decoder reads the argument of a method call ({@link MsgpackCalls}): a
+ * Struct, the arguments of a method of several parameters (an array: missing ones
+ * take their defaults, extra ones are dropped), or one plain argument.
  */
-final class MsgpackStruct implements Serializable {
+final class MsgpackStruct implements Decoder {
     private static final long serialVersionUID = 1L;
-    static final String META = "aiochronicle.msgpack";
+    /** Shapes of a payload: a Struct as a map or an array, a call's arguments, one value. */
+    static final int MAP = 0;
+    static final int ARRAY = 1;
+    static final int PARAMS = 2;
+    static final int SINGLE = 3;
     private static final int LONG = 0;
     private static final int DOUBLE = 1;
     private static final int STRING = 2;
@@ -37,8 +44,8 @@ final class MsgpackStruct implements Serializable {
     private final boolean[] nullable;
     private final boolean[] hasDefault;
     private final Object[] defaults;
-    private final boolean arrayLike;
-    final boolean failOnError;
+    private final int shape;
+    private final boolean failOnError;
 
     // one decoded payload
     private transient long[] longs;
@@ -50,8 +57,13 @@ final class MsgpackStruct implements Serializable {
     private transient byte[] b;
     private transient int p;
     private transient int end;
+    private transient boolean overflow; // an integer above a long was met
 
-    private MsgpackStruct(List<String> columns, List<JsonNode> specs, boolean failOnError) {
+    /**
+     * A decoder of the fields {@code specs} (as {@code _columns._jvm_msgpack_fields} gives
+     * them) into {@code columns}; {@code shape} -1 takes it from the specs (map or array).
+     */
+    MsgpackStruct(List<String> columns, List<JsonNode> specs, int shape, boolean failOnError) {
         int n = columns.size();
         this.columns = columns.toArray(new String[0]);
         this.keys = new byte[n][];
@@ -79,7 +91,7 @@ final class MsgpackStruct implements Serializable {
             }
             array = s.get("arrayLike").asBoolean();
         }
-        this.arrayLike = array;
+        this.shape = shape >= 0 ? shape : array ? ARRAY : MAP;
         this.failOnError = failOnError;
     }
 
@@ -105,11 +117,22 @@ final class MsgpackStruct implements Serializable {
             }
             cols.add(f.name());
         }
-        return cols.isEmpty() ? null : new MsgpackStruct(cols, specs, failOnError);
+        return cols.isEmpty() ? null : new MsgpackStruct(cols, specs, -1, failOnError);
     }
 
-    int column(String name) {
+    @Override
+    public int column(String name) {
         return java.util.Arrays.asList(columns).indexOf(name);
+    }
+
+    @Override
+    public boolean failOnError() {
+        return failOnError;
+    }
+
+    @Override
+    public String expected() {
+        return "msgpack " + String.join(", ", columns) + " record";
     }
 
     private void buffers() {
@@ -125,19 +148,24 @@ final class MsgpackStruct implements Serializable {
     }
 
     /** Decodes one payload; false if it is not the Struct. */
-    boolean decode(byte[] buf, int off, int len) {
+    @Override
+    public boolean decode(byte[] buf, int off, int len) {
         buffers();
         b = buf;
         p = off;
         end = off + len;
+        overflow = false;
         java.util.Arrays.fill(seen, false);
         try {
+            if (shape == SINGLE) {
+                return field(0) && p == end;
+            }
             int c = u8();
             long n;
-            if (arrayLike) {
+            if (shape != MAP) {
                 n = c >= 0x90 && c <= 0x9f ? c & 0x0f : c == 0xdc ? be(2) : c == 0xdd ? be(4) : -1;
-                if (n < 0) {
-                    return false;
+                if (n < 0 || (n == 0 && shape == PARAMS)) {
+                    return false; // a call's arguments: at least the first
                 }
                 for (int i = 0; i < n; i++) {
                     if (i >= columns.length) {
@@ -190,8 +218,25 @@ final class MsgpackStruct implements Serializable {
         }
     }
 
+    /**
+     * The fields of the last payload decoded as one struct value of {@code v} (null when
+     * it did not decode, or an integer did not fit a long: Arrow takes no such record).
+     */
+    void putStruct(WritableColumnVector v, int row, boolean ok) {
+        boolean some = ok && !overflow;
+        if (some) {
+            v.putNotNull(row);
+        } else {
+            v.putNull(row);
+        }
+        for (int i = 0; i < columns.length; i++) {
+            put(v.getChild(i), row, i, some);
+        }
+    }
+
     /** Writes field {@code i} of the last decoded payload (null if the decode failed). */
-    void put(OnHeapColumnVector v, int row, int i, boolean ok) {
+    @Override
+    public void put(WritableColumnVector v, int row, int i, boolean ok) {
         if (!ok || isNull[i]) {
             v.putNull(row);
             return;
@@ -300,6 +345,7 @@ final class MsgpackStruct implements Serializable {
                 if (c == 0xcf && p < end && b[p] < 0) {
                     be(8);
                     isNull[i] = true; // above a long: that value is null (as the Python side does)
+                    overflow = true;
                     return true;
                 }
                 if (!isInteger(c)) {

@@ -24,12 +24,12 @@ final class SpanReaders implements PartitionReaderFactory {
     // for each output column: its place in Reading.COLUMNS, or DECODED + its decoder field
     private final int[] columns;
     private static final int DECODED = 100;
-    private final MsgpackStruct decoder;
+    private final Decoder decoder;
     private final StructType schema;
     private final boolean includeMetadata;
     private final int batchRows;
 
-    SpanReaders(StructType schema, MsgpackStruct decoder, Reading r) {
+    SpanReaders(StructType schema, Decoder decoder, Reading r) {
         this.conf = new SerializableConfiguration(Reading.hadoopConf());
         this.schema = schema;
         this.columns = new int[schema.fields().length];
@@ -146,13 +146,14 @@ final class SpanReaders implements PartitionReaderFactory {
                 byte[] b = null;
                 int off = 0;
                 boolean decoded = false;
-                if (decoder != null && !meta) {
+                if (decoder != null) {
+                    // metadata too, as the Python source decodes every row it gives
                     b = file.bytes(at, len);
                     off = file.offset(at);
                     decoded = decoder.decode(b, off, len);
-                    if (!decoded && decoder.failOnError) {
+                    if (!decoded && decoder.failOnError()) {
                         throw new IOException("excerpt " + (base + seq) + " of " + span.file
-                                + " is not a msgpack " + String.join(", ", decoder.columns) + " record");
+                                + " is not a " + decoder.expected());
                     }
                 }
                 for (int c = 0; c < columns.length; c++) {
