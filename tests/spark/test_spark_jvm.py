@@ -294,6 +294,11 @@ def test_msgpack_struct_columns_decoded_in_the_jvm(spark: Any, tmp_path: Path) -
         enc({"venueId": 1, "price": 1.5, "symbol": "x"}) + b"\x00",  # trailing byte
         b"\xc1 not msgpack",
         b"\x82",  # truncated
+        # every field in order (the JVM's fast path) until a late one of the wrong type
+        enc({"venueId": 1, "price": 1.5, "symbol": "s", "live": True, "note": "n",
+             "raw": b"r", "size": "late"}),
+        enc({"venueId": -70000, "price": 1.5, "symbol": "s" * 40, "live": False, "note": None,
+             "raw": b"r" * 300, "size": 2**40}),
     ]
     with ac.open_queue(tmp_path / "q") as q:
         ac.set_queue_codec(q, "msgpack")
@@ -309,7 +314,7 @@ def test_msgpack_struct_columns_decoded_in_the_jvm(spark: Any, tmp_path: Path) -
     assert "(Python)" not in plan(df)
     assert "payload" not in plan(df.select("symbol", "price"))
     decoded = [r for r in jvm if r[6] is not None]  # symbol
-    assert len(decoded) == len(quotes) + 4
+    assert len(decoded) == len(quotes) + 5
     with pytest.raises(Exception, match=r"(?i)msgpack"):
         (spark.read.format("chronicle").option("struct", "spark_messages:Quote")
          .option("decodeErrors", "fail").load(str(tmp_path / "q")).collect())

@@ -24,6 +24,24 @@ interface Decoder extends Serializable {
     /** Writes decoded column {@code column} of the last payload decoded into row {@code row} of {@code v}. */
     void put(WritableColumnVector v, int row, int column, boolean ok);
 
+    /** How many decoded columns there are ({@link #column} gives their places). */
+    int width();
+
+    /**
+     * Decodes one payload into row {@code row} of the decoded columns' vectors
+     * ({@code out[i]} for column {@code i}; null for a column the read does not need);
+     * false if it does not decode (the row is then null in each).
+     */
+    default boolean read(byte[] buf, int off, int len, int row, WritableColumnVector[] out) {
+        boolean ok = decode(buf, off, len);
+        for (int i = 0; i < out.length; i++) {
+            if (out[i] != null) {
+                put(out[i], row, i, ok);
+            }
+        }
+        return ok;
+    }
+
     /** Whether a payload that does not decode fails the read (option decodeErrors=fail). */
     boolean failOnError();
 

@@ -128,6 +128,11 @@ final class MsgpackCalls implements Decoder {
     }
 
     @Override
+    public int width() {
+        return columns.length;
+    }
+
+    @Override
     public boolean failOnError() {
         return failOnError;
     }

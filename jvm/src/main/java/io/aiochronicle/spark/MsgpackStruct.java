@@ -40,6 +40,9 @@ final class MsgpackStruct implements Decoder {
 
     final String[] columns;
     private final byte[][] keys;
+    // what msgspec writes before field i's value (the map's or array's head before the
+    // first field, then the field's key in a map): the fast path of read() expects it
+    private final byte[][] expect;
     private final int[] types;
     private final boolean[] nullable;
     private final boolean[] hasDefault;
@@ -92,7 +95,38 @@ final class MsgpackStruct implements Decoder {
             array = s.get("arrayLike").asBoolean();
         }
         this.shape = shape >= 0 ? shape : array ? ARRAY : MAP;
+        this.expect = new byte[n][];
+        for (int i = 0; i < n; i++) {
+            java.io.ByteArrayOutputStream e = new java.io.ByteArrayOutputStream();
+            if (i == 0 && this.shape != SINGLE) {
+                head(e, this.shape == MAP ? 0x80 : 0x90, this.shape == MAP ? 0xde : 0xdc, n);
+            }
+            if (this.shape == MAP) {
+                int k = keys[i].length;
+                if (k < 32) {
+                    e.write(0xa0 | k);
+                } else {
+                    head(e, 0xd9, 0xda, k);
+                }
+                e.write(keys[i], 0, k);
+            }
+            expect[i] = e.toByteArray();
+        }
         this.failOnError = failOnError;
+    }
+
+    /** The head of a msgpack map, array or str of {@code n}: fix form, else 8 or 16-bit (str8/map16). */
+    private static void head(java.io.ByteArrayOutputStream e, int fix, int wide, int n) {
+        if (n < (fix == 0xd9 ? 0 : 16)) {
+            e.write(fix | n);
+        } else if (fix == 0xd9 && n < 256) {
+            e.write(0xd9);
+            e.write(n);
+        } else {
+            e.write(wide);
+            e.write(n >>> 8);
+            e.write(n & 0xff);
+        }
     }
 
     /**
@@ -126,6 +160,11 @@ final class MsgpackStruct implements Decoder {
     }
 
     @Override
+    public int width() {
+        return columns.length;
+    }
+
+    @Override
     public boolean failOnError() {
         return failOnError;
     }
@@ -145,6 +184,113 @@ final class MsgpackStruct implements Decoder {
             isNull = new boolean[n];
             seen = new boolean[n];
         }
+    }
+
+    /**
+     * The fast path: a payload laid out as msgspec writes the Struct (every field, in
+     * order, each of its type or null) is decoded straight into the vectors; anything
+     * else goes the general way ({@link #decode}, then {@link #put}), which also
+     * rewrites the row.
+     */
+    @Override
+    public boolean read(byte[] buf, int off, int len, int row, WritableColumnVector[] out) {
+        int q = off;
+        int stop = off + len;
+        int n = columns.length;
+        for (int i = 0; i < n; i++) {
+            byte[] e = expect[i];
+            int k = e.length;
+            if (q + k >= stop || !java.util.Arrays.equals(buf, q, q + k, e, 0, k)) {
+                return Decoder.super.read(buf, off, len, row, out);
+            }
+            q += k;
+            WritableColumnVector v = out[i];
+            int c = buf[q] & 0xff;
+            if (c == 0xc0) {
+                if (!nullable[i]) {
+                    return Decoder.super.read(buf, off, len, row, out);
+                }
+                if (v != null) {
+                    v.putNull(row);
+                }
+                q++;
+                continue;
+            }
+            int t = types[i];
+            if (t == LONG) {
+                long x;
+                if (c <= 0x7f || c >= 0xe0) {
+                    x = c <= 0x7f ? c : (byte) c;
+                    q += 1;
+                } else if (c == 0xcd && q + 3 <= stop) {
+                    x = (short) BE_SHORT.get(buf, q + 1) & 0xffff;
+                    q += 3;
+                } else if (c == 0xce && q + 5 <= stop) {
+                    x = (int) BE_INT.get(buf, q + 1) & 0xffffffffL;
+                    q += 5;
+                } else if (c == 0xcc && q + 2 <= stop) {
+                    x = buf[q + 1] & 0xff;
+                    q += 2;
+                } else if (c == 0xd0 && q + 2 <= stop) {
+                    x = buf[q + 1];
+                    q += 2;
+                } else if (c == 0xd1 && q + 3 <= stop) {
+                    x = (short) BE_SHORT.get(buf, q + 1);
+                    q += 3;
+                } else if (c == 0xd2 && q + 5 <= stop) {
+                    x = (int) BE_INT.get(buf, q + 1);
+                    q += 5;
+                } else if ((c == 0xd3 || c == 0xcf) && q + 9 <= stop && (c == 0xd3 || buf[q + 1] >= 0)) {
+                    x = (long) BE_LONG.get(buf, q + 1);
+                    q += 9;
+                } else {
+                    return Decoder.super.read(buf, off, len, row, out);
+                }
+                if (v != null) {
+                    v.putLong(row, x);
+                }
+            } else if (t == DOUBLE) {
+                if (c == 0xcb && q + 9 <= stop) {
+                    if (v != null) {
+                        v.putDouble(row, Double.longBitsToDouble((long) BE_LONG.get(buf, q + 1)));
+                    }
+                    q += 9;
+                } else {
+                    return Decoder.super.read(buf, off, len, row, out);
+                }
+            } else if (t == STRING || t == BINARY) {
+                int m;
+                int h;
+                if (t == STRING && c >= 0xa0 && c <= 0xbf) {
+                    m = c & 0x1f;
+                    h = 1;
+                } else if (c == (t == STRING ? 0xd9 : 0xc4) && q + 2 <= stop) {
+                    m = buf[q + 1] & 0xff;
+                    h = 2;
+                } else {
+                    return Decoder.super.read(buf, off, len, row, out);
+                }
+                if (q + h + m > stop) {
+                    return Decoder.super.read(buf, off, len, row, out);
+                }
+                if (v != null) {
+                    v.putByteArray(row, buf, q + h, m);
+                }
+                q += h + m;
+            } else {
+                if (c != 0xc2 && c != 0xc3) {
+                    return Decoder.super.read(buf, off, len, row, out);
+                }
+                if (v != null) {
+                    v.putBoolean(row, c == 0xc3);
+                }
+                q++;
+            }
+        }
+        if (q != stop) {
+            return Decoder.super.read(buf, off, len, row, out);
+        }
+        return true;
     }
 
     /** Decodes one payload; false if it is not the Struct. */
