@@ -200,8 +200,13 @@ final class MsgpackStruct implements Decoder {
         for (int i = 0; i < n; i++) {
             byte[] e = expect[i];
             int k = e.length;
-            if (q + k >= stop || !java.util.Arrays.equals(buf, q, q + k, e, 0, k)) {
+            if (q + k >= stop) {
                 return Decoder.super.read(buf, off, len, row, out);
+            }
+            for (int j = 0; j < k; j++) { // keys are short: a plain loop beats Arrays.equals
+                if (buf[q + j] != e[j]) {
+                    return Decoder.super.read(buf, off, len, row, out);
+                }
             }
             q += k;
             WritableColumnVector v = out[i];
@@ -223,10 +228,10 @@ final class MsgpackStruct implements Decoder {
                     x = c <= 0x7f ? c : (byte) c;
                     q += 1;
                 } else if (c == 0xcd && q + 3 <= stop) {
-                    x = (short) BE_SHORT.get(buf, q + 1) & 0xffff;
+                    x = be16(buf, q + 1);
                     q += 3;
                 } else if (c == 0xce && q + 5 <= stop) {
-                    x = (int) BE_INT.get(buf, q + 1) & 0xffffffffL;
+                    x = be32(buf, q + 1) & 0xffffffffL;
                     q += 5;
                 } else if (c == 0xcc && q + 2 <= stop) {
                     x = buf[q + 1] & 0xff;
@@ -235,13 +240,13 @@ final class MsgpackStruct implements Decoder {
                     x = buf[q + 1];
                     q += 2;
                 } else if (c == 0xd1 && q + 3 <= stop) {
-                    x = (short) BE_SHORT.get(buf, q + 1);
+                    x = (short) be16(buf, q + 1);
                     q += 3;
                 } else if (c == 0xd2 && q + 5 <= stop) {
-                    x = (int) BE_INT.get(buf, q + 1);
+                    x = be32(buf, q + 1);
                     q += 5;
                 } else if ((c == 0xd3 || c == 0xcf) && q + 9 <= stop && (c == 0xd3 || buf[q + 1] >= 0)) {
-                    x = (long) BE_LONG.get(buf, q + 1);
+                    x = be64(buf, q + 1);
                     q += 9;
                 } else {
                     return Decoder.super.read(buf, off, len, row, out);
@@ -252,7 +257,7 @@ final class MsgpackStruct implements Decoder {
             } else if (t == DOUBLE) {
                 if (c == 0xcb && q + 9 <= stop) {
                     if (v != null) {
-                        v.putDouble(row, Double.longBitsToDouble((long) BE_LONG.get(buf, q + 1)));
+                        v.putDouble(row, Double.longBitsToDouble(be64(buf, q + 1)));
                     }
                     q += 9;
                 } else {
@@ -291,6 +296,19 @@ final class MsgpackStruct implements Decoder {
             return Decoder.super.read(buf, off, len, row, out);
         }
         return true;
+    }
+
+    // plain shifts: the JIT inlines them where a VarHandle measured not inlined in read()
+    private static int be16(byte[] b, int i) {
+        return (b[i] & 0xff) << 8 | (b[i + 1] & 0xff);
+    }
+
+    private static int be32(byte[] b, int i) {
+        return (b[i] & 0xff) << 24 | (b[i + 1] & 0xff) << 16 | (b[i + 2] & 0xff) << 8 | (b[i + 3] & 0xff);
+    }
+
+    private static long be64(byte[] b, int i) {
+        return (long) be32(b, i) << 32 | be32(b, i + 4) & 0xffffffffL;
     }
 
     /** Decodes one payload; false if it is not the Struct. */
