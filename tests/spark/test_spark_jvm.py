@@ -468,6 +468,15 @@ def test_method_calls_decoded_in_the_jvm(spark: Any, tmp_path: Path,
     assert counts[-2:] == [(5,), (2,)]  # by method id; after a history
     pruned = df.select("method", "fill")
     assert "payload" not in plan(pruned) and pruned.count() == len(idx)
+    # nested fields: Spark prunes inside the struct column, the JVM reads it whole
+    py = (spark.read.format("chronicle").option("engine", "python")
+          .option("interface", "spark_messages:Trading").load(str(path)))
+
+    def nested(frame: Any) -> list[Any]:
+        return rows(frame.where("method <> 'count'").selectExpr("fill.symbol", "fill.qty",
+                                                                "on_point.y"))
+
+    assert nested(df) == nested(py) and "(Python)" not in plan(df.selectExpr("fill.qty"))
     with pytest.raises(Exception, match=r"(?i)msgpack method call"):
         (spark.read.format("chronicle").option("interface", "spark_messages:Trading")
          .option("decodeErrors", "fail").load(str(path)).collect())

@@ -32,6 +32,7 @@ final class MsgpackCalls implements Decoder {
 
     private final String[] columns;      // METHOD, then the methods' columns
     private final int[] methodOfColumn;  // per column: its method (-1 for METHOD)
+    private final int[] columnOf;        // per method: its column (0: none)
     private final byte[][] names;        // per method: its name (UTF-8)
     private final int[] arity;
     private final MsgpackStruct[] args;  // per method: its argument's decoder (null: none)
@@ -94,6 +95,10 @@ final class MsgpackCalls implements Decoder {
         }
         this.columns = cols.toArray(new String[0]);
         this.methodOfColumn = colMethods.stream().mapToInt(Integer::intValue).toArray();
+        this.columnOf = new int[n];
+        for (int c = 1; c < columns.length; c++) {
+            columnOf[methodOfColumn[c]] = c;
+        }
         this.keys = ks.toArray(new byte[0][]);
         this.keyMethod = km.stream().mapToInt(Integer::intValue).toArray();
         this.failOnError = failOnError;
@@ -144,10 +149,58 @@ final class MsgpackCalls implements Decoder {
 
     @Override
     public boolean decode(byte[] b, int off, int len) {
+        int at = call(b, off, len);
+        if (at < 0) {
+            return false;
+        }
+        int m = method;
+        if (m >= 0 && arity[m] > 0 && !args[m].decode(b, at, off + len - at)) {
+            method = -1;
+            return false;
+        }
+        return true;
+    }
+
+    /**
+     * Decodes each call straight into its method's struct column ({@link MsgpackStruct#readStruct});
+     * the other method columns are null.
+     */
+    @Override
+    public boolean read(byte[] b, int off, int len, int row, WritableColumnVector[] out) {
+        int at = call(b, off, len);
+        int m = method;
+        boolean ok = at >= 0;
+        if (ok && m >= 0 && arity[m] > 0) {
+            int col = columnOf[m];
+            ok = out[col] != null ? args[m].readStruct(b, at, off + len - at, row, out[col])
+                    : args[m].decode(b, at, off + len - at);
+        }
+        for (int i = 0; i < out.length; i++) {
+            WritableColumnVector v = out[i];
+            if (v == null || (ok && methodOfColumn[i] == m && m >= 0)) {
+                continue; // not read, or written above
+            }
+            if (i == 0 && ok && m >= 0) {
+                v.putByteArray(row, names[m]);
+            } else if (i == 0) {
+                v.putNull(row);
+            } else {
+                args[methodOfColumn[i]].putStruct(v, row, false);
+            }
+        }
+        return ok;
+    }
+
+    /**
+     * Reads the head of a call (its history, its method): where the argument starts, or
+     * -1 when the payload is not a msgpack call; {@link #method} is its method (-1: one
+     * the interface lacks).
+     */
+    private int call(byte[] b, int off, int len) {
         method = -1;
         int end = off + len;
         if (len < 2) {
-            return false;
+            return -1;
         }
         int p = off + 1;
         int c = b[off] & 0xff;
@@ -156,35 +209,35 @@ final class MsgpackCalls implements Decoder {
             int x = b[p] & 0xff;
             int head = x == 0xc7 ? 3 : x == 0xc8 ? 4 : x == 0xc9 ? 6 : -1;
             if (head < 0 || p + head > end) {
-                return false;
+                return -1;
             }
             long n = 0;
             for (int i = 1; i < head - 1; i++) {
                 n = (n << 8) | (b[p + i] & 0xff);
             }
             if ((b[p + head - 1] & 0xff) != HISTORY_EXT) {
-                return false;
+                return -1;
             }
             int h = p + head;
             long avail = Math.min(n, end - h);
             if (avail < 1) {
-                return false;
+                return -1;
             }
             int sources = b[h] & 0xff;
             long at = 1 + 12L * sources;
             if (at >= avail) {
-                return false;
+                return -1;
             }
             int timings = b[h + (int) at] & 0xff;
             if (avail < 2 + 12L * sources + 8L * timings) {
-                return false;
+                return -1;
             }
             if (h + n >= end) {
-                return false;
+                return -1;
             }
             p = (int) (h + n);
         } else if (c != 0x92) {
-            return false;
+            return -1;
         }
         int k = b[p] & 0xff;
         int keyEnd;
@@ -200,22 +253,15 @@ final class MsgpackCalls implements Decoder {
                 case 0xcd: case 0xd1: size = 3; break;
                 case 0xce: case 0xd2: size = 5; break;
                 case 0xcf: case 0xd3: size = 9; break;
-                default: return false;
+                default: return -1;
             }
             keyEnd = p + size;
         }
         if (keyEnd > end) {
-            return false;
+            return -1;
         }
-        int m = find(b, p, keyEnd - p);
-        if (m < 0) {
-            return true; // a method the interface lacks: a row of nulls, not an error
-        }
-        if (arity[m] > 0 && !args[m].decode(b, keyEnd, end - keyEnd)) {
-            return false;
-        }
-        method = m;
-        return true;
+        method = find(b, p, keyEnd - p); // -1: a method the interface lacks, a row of nulls
+        return keyEnd;
     }
 
     /** The method whose msgpack key is the {@code n} bytes at {@code p}, or -1. */

@@ -61,6 +61,8 @@ final class MsgpackStruct implements Decoder {
     private transient int p;
     private transient int end;
     private transient boolean overflow; // an integer above a long was met
+    private transient WritableColumnVector parent; // the struct vector readStruct last wrote
+    private transient WritableColumnVector[] children;
 
     /**
      * A decoder of the fields {@code specs} (as {@code _columns._jvm_msgpack_fields} gives
@@ -192,8 +194,31 @@ final class MsgpackStruct implements Decoder {
      * else goes the general way ({@link #decode}, then {@link #put}), which also
      * rewrites the row.
      */
+    /**
+     * Decodes one payload into row {@code row} of the struct vector {@code v} (its fields
+     * are this decoder's columns): null when it does not decode or an integer does not
+     * fit a long, as {@link #putStruct} writes it.
+     */
+    boolean readStruct(byte[] buf, int off, int len, int row, WritableColumnVector v) {
+        if (v != parent) {
+            children = new WritableColumnVector[columns.length];
+            for (int i = 0; i < children.length; i++) {
+                children[i] = v.getChild(i);
+            }
+            parent = v;
+        }
+        boolean ok = read(buf, off, len, row, children);
+        if (ok && !overflow) {
+            v.putNotNull(row);
+        } else {
+            v.putNull(row);
+        }
+        return ok;
+    }
+
     @Override
     public boolean read(byte[] buf, int off, int len, int row, WritableColumnVector[] out) {
+        overflow = false;
         int q = off;
         int stop = off + len;
         int n = columns.length;
