@@ -11,28 +11,50 @@ import org.apache.spark.sql.types.StructType;
  * of the row is written from it.  The Python side says what to decode: each such
  * column of the schema it gave carries {@code aiochronicle.msgpack} metadata.
  */
-interface Decoder extends Serializable {
+abstract class Decoder implements Serializable {
+    private static final long serialVersionUID = 1L;
     /** The metadata key of the decoded columns. */
-    String META = "aiochronicle.msgpack";
+    static final String META = "aiochronicle.msgpack";
+
+    /** The decoded columns, in the order {@link #column} numbers them. */
+    final String[] columns;
+    private final boolean failOnError;
+
+    Decoder(String[] columns, boolean failOnError) {
+        this.columns = columns;
+        this.failOnError = failOnError;
+    }
 
     /** The place of decoded column {@code name}, or -1. */
-    int column(String name);
+    final int column(String name) {
+        return java.util.Arrays.asList(columns).indexOf(name);
+    }
+
+    /** How many decoded columns there are. */
+    final int width() {
+        return columns.length;
+    }
+
+    /** Whether a payload that does not decode fails the read (option decodeErrors=fail). */
+    final boolean failOnError() {
+        return failOnError;
+    }
 
     /** Decodes one payload; false if it does not decode (every decoded column is then null). */
-    boolean decode(byte[] buf, int off, int len);
+    abstract boolean decode(byte[] buf, int off, int len);
 
     /** Writes decoded column {@code column} of the last payload decoded into row {@code row} of {@code v}. */
-    void put(WritableColumnVector v, int row, int column, boolean ok);
+    abstract void put(WritableColumnVector v, int row, int column, boolean ok);
 
-    /** How many decoded columns there are ({@link #column} gives their places). */
-    int width();
+    /** What a payload should be, for the error a payload that does not decode raises. */
+    abstract String expected();
 
     /**
      * Decodes one payload into row {@code row} of the decoded columns' vectors
      * ({@code out[i]} for column {@code i}; null for a column the read does not need);
      * false if it does not decode (the row is then null in each).
      */
-    default boolean read(byte[] buf, int off, int len, int row, WritableColumnVector[] out) {
+    boolean read(byte[] buf, int off, int len, int row, WritableColumnVector[] out) {
         boolean ok = decode(buf, off, len);
         for (int i = 0; i < out.length; i++) {
             if (out[i] != null) {
@@ -41,12 +63,6 @@ interface Decoder extends Serializable {
         }
         return ok;
     }
-
-    /** Whether a payload that does not decode fails the read (option decodeErrors=fail). */
-    boolean failOnError();
-
-    /** What a payload should be, for the error a payload that does not decode raises. */
-    String expected();
 
     /**
      * The decoder for the decoded columns of {@code schema}: method calls when its

@@ -25,12 +25,11 @@ import org.apache.spark.sql.types.StructType;
  * column: each method's name, its keys as msgpack bytes, its parameter count and
  * column) and how each argument decodes (the metadata of that column).
  */
-final class MsgpackCalls implements Decoder {
+final class MsgpackCalls extends Decoder {
     private static final long serialVersionUID = 1L;
     static final String METHOD = "method";
     private static final int HISTORY_EXT = 72;
 
-    private final String[] columns;      // METHOD, then the methods' columns
     private final int[] methodOfColumn;  // per column: its method (-1 for METHOD)
     private final int[] columnOf;        // per method: its column (0: none)
     private final byte[][] names;        // per method: its name (UTF-8)
@@ -38,22 +37,21 @@ final class MsgpackCalls implements Decoder {
     private final MsgpackStruct[] args;  // per method: its argument's decoder (null: none)
     private final byte[][] keys;         // msgpack-encoded keys (name, method id)
     private final int[] keyMethod;       // the method of each key
-    private final boolean failOnError;
     private final String iface;
 
     private transient int method; // of the last call decoded, -1 for an unknown method
 
     private MsgpackCalls(JsonNode methods, Map<String, StructField> fields, String iface,
                          boolean failOnError) throws IOException {
+        super(columnsOf(methods), failOnError); // METHOD, then the methods' columns
         ObjectMapper json = new ObjectMapper();
         int n = methods.size();
         this.names = new byte[n][];
         this.arity = new int[n];
         this.args = new MsgpackStruct[n];
-        List<String> cols = new ArrayList<>();
-        List<Integer> colMethods = new ArrayList<>();
-        cols.add(METHOD);
-        colMethods.add(-1);
+        this.methodOfColumn = new int[columns.length];
+        this.columnOf = new int[n];
+        methodOfColumn[0] = -1;
         List<byte[]> ks = new ArrayList<>();
         List<Integer> km = new ArrayList<>();
         for (int m = 0; m < n; m++) {
@@ -90,19 +88,25 @@ final class MsgpackCalls implements Decoder {
                 throw new IOException("column " + col.asText() + " does not match its fields");
             }
             args[m] = new MsgpackStruct(children, specs, shape, failOnError);
-            cols.add(col.asText());
-            colMethods.add(m);
-        }
-        this.columns = cols.toArray(new String[0]);
-        this.methodOfColumn = colMethods.stream().mapToInt(Integer::intValue).toArray();
-        this.columnOf = new int[n];
-        for (int c = 1; c < columns.length; c++) {
-            columnOf[methodOfColumn[c]] = c;
+            columnOf[m] = column(col.asText());
+            methodOfColumn[columnOf[m]] = m;
         }
         this.keys = ks.toArray(new byte[0][]);
         this.keyMethod = km.stream().mapToInt(Integer::intValue).toArray();
-        this.failOnError = failOnError;
         this.iface = iface;
+    }
+
+    /** The decoded columns: {@code method}, then each method's that has one. */
+    private static String[] columnsOf(JsonNode methods) {
+        List<String> out = new ArrayList<>();
+        out.add(METHOD);
+        for (JsonNode spec : methods) {
+            JsonNode col = spec.get("column");
+            if (col != null && !col.isNull()) {
+                out.add(col.asText());
+            }
+        }
+        return out.toArray(new String[0]);
     }
 
     private static byte[] hex(String s) {
@@ -128,27 +132,12 @@ final class MsgpackCalls implements Decoder {
     }
 
     @Override
-    public int column(String name) {
-        return java.util.Arrays.asList(columns).indexOf(name);
-    }
-
-    @Override
-    public int width() {
-        return columns.length;
-    }
-
-    @Override
-    public boolean failOnError() {
-        return failOnError;
-    }
-
-    @Override
-    public String expected() {
+    String expected() {
         return "msgpack method call of " + iface;
     }
 
     @Override
-    public boolean decode(byte[] b, int off, int len) {
+    boolean decode(byte[] b, int off, int len) {
         int at = call(b, off, len);
         if (at < 0) {
             return false;
@@ -166,7 +155,7 @@ final class MsgpackCalls implements Decoder {
      * the other method columns are null.
      */
     @Override
-    public boolean read(byte[] b, int off, int len, int row, WritableColumnVector[] out) {
+    boolean read(byte[] b, int off, int len, int row, WritableColumnVector[] out) {
         int at = call(b, off, len);
         int m = method;
         boolean ok = at >= 0;
@@ -283,7 +272,7 @@ final class MsgpackCalls implements Decoder {
     }
 
     @Override
-    public void put(WritableColumnVector v, int row, int column, boolean ok) {
+    void put(WritableColumnVector v, int row, int column, boolean ok) {
         int m = methodOfColumn[column];
         if (m < 0) {
             if (ok && method >= 0) {

@@ -25,7 +25,7 @@ import org.apache.spark.sql.types.StructType;
  * Struct, the arguments of a method of several parameters (an array: missing ones
  * take their defaults, extra ones are dropped), or one plain argument.
  */
-final class MsgpackStruct implements Decoder {
+final class MsgpackStruct extends Decoder {
     private static final long serialVersionUID = 1L;
     /** Shapes of a payload: a Struct as a map or an array, a call's arguments, one value. */
     static final int MAP = 0;
@@ -38,7 +38,6 @@ final class MsgpackStruct implements Decoder {
     private static final int BOOLEAN = 3;
     private static final int BINARY = 4;
 
-    final String[] columns;
     private final byte[][] keys;
     // what msgspec writes before field i's value (the map's or array's head before the
     // first field, then the field's key in a map): the fast path of read() expects it
@@ -48,7 +47,6 @@ final class MsgpackStruct implements Decoder {
     private final boolean[] hasDefault;
     private final Object[] defaults;
     private final int shape;
-    private final boolean failOnError;
 
     // one decoded payload
     private transient long[] longs;
@@ -69,8 +67,8 @@ final class MsgpackStruct implements Decoder {
      * them) into {@code columns}; {@code shape} -1 takes it from the specs (map or array).
      */
     MsgpackStruct(List<String> columns, List<JsonNode> specs, int shape, boolean failOnError) {
+        super(columns.toArray(new String[0]), failOnError);
         int n = columns.size();
-        this.columns = columns.toArray(new String[0]);
         this.keys = new byte[n][];
         this.types = new int[n];
         this.nullable = new boolean[n];
@@ -114,7 +112,6 @@ final class MsgpackStruct implements Decoder {
             }
             expect[i] = e.toByteArray();
         }
-        this.failOnError = failOnError;
     }
 
     /** The head of a msgpack map, array or str of {@code n}: fix form, else 8 or 16-bit (str8/map16). */
@@ -157,22 +154,7 @@ final class MsgpackStruct implements Decoder {
     }
 
     @Override
-    public int column(String name) {
-        return java.util.Arrays.asList(columns).indexOf(name);
-    }
-
-    @Override
-    public int width() {
-        return columns.length;
-    }
-
-    @Override
-    public boolean failOnError() {
-        return failOnError;
-    }
-
-    @Override
-    public String expected() {
+    String expected() {
         return "msgpack " + String.join(", ", columns) + " record";
     }
 
@@ -217,7 +199,7 @@ final class MsgpackStruct implements Decoder {
     }
 
     @Override
-    public boolean read(byte[] buf, int off, int len, int row, WritableColumnVector[] out) {
+    boolean read(byte[] buf, int off, int len, int row, WritableColumnVector[] out) {
         overflow = false;
         int q = off;
         int stop = off + len;
@@ -226,11 +208,11 @@ final class MsgpackStruct implements Decoder {
             byte[] e = expect[i];
             int k = e.length;
             if (q + k >= stop) {
-                return Decoder.super.read(buf, off, len, row, out);
+                return super.read(buf, off, len, row, out);
             }
             for (int j = 0; j < k; j++) { // keys are short: a plain loop beats Arrays.equals
                 if (buf[q + j] != e[j]) {
-                    return Decoder.super.read(buf, off, len, row, out);
+                    return super.read(buf, off, len, row, out);
                 }
             }
             q += k;
@@ -238,7 +220,7 @@ final class MsgpackStruct implements Decoder {
             int c = buf[q] & 0xff;
             if (c == 0xc0) {
                 if (!nullable[i]) {
-                    return Decoder.super.read(buf, off, len, row, out);
+                    return super.read(buf, off, len, row, out);
                 }
                 if (v != null) {
                     v.putNull(row);
@@ -274,7 +256,7 @@ final class MsgpackStruct implements Decoder {
                     x = be64(buf, q + 1);
                     q += 9;
                 } else {
-                    return Decoder.super.read(buf, off, len, row, out);
+                    return super.read(buf, off, len, row, out);
                 }
                 if (v != null) {
                     v.putLong(row, x);
@@ -286,7 +268,7 @@ final class MsgpackStruct implements Decoder {
                     }
                     q += 9;
                 } else {
-                    return Decoder.super.read(buf, off, len, row, out);
+                    return super.read(buf, off, len, row, out);
                 }
             } else if (t == STRING || t == BINARY) {
                 int m;
@@ -298,10 +280,10 @@ final class MsgpackStruct implements Decoder {
                     m = buf[q + 1] & 0xff;
                     h = 2;
                 } else {
-                    return Decoder.super.read(buf, off, len, row, out);
+                    return super.read(buf, off, len, row, out);
                 }
                 if (q + h + m > stop) {
-                    return Decoder.super.read(buf, off, len, row, out);
+                    return super.read(buf, off, len, row, out);
                 }
                 if (v != null) {
                     v.putByteArray(row, buf, q + h, m);
@@ -309,7 +291,7 @@ final class MsgpackStruct implements Decoder {
                 q += h + m;
             } else {
                 if (c != 0xc2 && c != 0xc3) {
-                    return Decoder.super.read(buf, off, len, row, out);
+                    return super.read(buf, off, len, row, out);
                 }
                 if (v != null) {
                     v.putBoolean(row, c == 0xc3);
@@ -318,7 +300,7 @@ final class MsgpackStruct implements Decoder {
             }
         }
         if (q != stop) {
-            return Decoder.super.read(buf, off, len, row, out);
+            return super.read(buf, off, len, row, out);
         }
         return true;
     }
@@ -338,7 +320,7 @@ final class MsgpackStruct implements Decoder {
 
     /** Decodes one payload; false if it is not the Struct. */
     @Override
-    public boolean decode(byte[] buf, int off, int len) {
+    boolean decode(byte[] buf, int off, int len) {
         buffers();
         b = buf;
         p = off;
@@ -425,7 +407,7 @@ final class MsgpackStruct implements Decoder {
 
     /** Writes field {@code i} of the last decoded payload (null if the decode failed). */
     @Override
-    public void put(WritableColumnVector v, int row, int i, boolean ok) {
+    void put(WritableColumnVector v, int row, int i, boolean ok) {
         if (!ok || isNull[i]) {
             v.putNull(row);
             return;
