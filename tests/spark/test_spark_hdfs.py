@@ -2,7 +2,7 @@
 in a separate JVM whose classpath Maven resolves from ``tests/spark/hdfs/pom.xml``
 (Maven Central only; cached in ``~/.m2``).  A queue copied there through Hadoop's
 FileSystem API reads the same rows over ``hdfs://`` as from the local directory:
-raw columns, decoded method calls, and a stream."""
+raw columns, decoded method calls, and a stream of them."""
 
 from __future__ import annotations
 
@@ -107,12 +107,16 @@ def test_a_queue_on_hdfs_reads_as_the_local_one(spark: Any, hdfs: str, tmp_path:
             return rows(r.load(path))
 
         assert read(url) == read(str(local))
-    # a stream over HDFS: every excerpt once
+    # a stream over HDFS, its calls decoded in the JVM: every excerpt once
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     query = (spark.readStream.format("chronicle").option("maxRecordsPerTrigger", "400")
-             .load(url).writeStream.format("parquet").option("path", str(out))
+             .option("interface", "spark_messages:Trading").load(url)
+             .writeStream.format("parquet").option("path", str(out))
              .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
     assert query.awaitTermination(120)
-    streamed = [(r["index"], bytes(r["payload"])) for r in
-                spark.read.parquet(str(out)).orderBy("index").collect()]
-    assert streamed == tailed(local)
+    streamed = spark.read.parquet(str(out)).orderBy("index")
+    assert [(r["index"], bytes(r["payload"])) for r in streamed.collect()] == tailed(local)
+    batch = (spark.read.format("chronicle").option("interface", "spark_messages:Trading")
+             .load(str(local)))
+    cols = ["index", "method", "on_quote", "fill"]
+    assert rows(streamed.select(*cols)) == rows(batch.select(*cols))
