@@ -37,10 +37,11 @@ def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     java = shutil.which("java")
     assert java is not None
     cp = _classpath(tmp / "classpath.txt")
+    log = (tmp / "minidfs.log").open("w")
     proc = subprocess.Popen([java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                              "-cp", cp, str(HERE / "MiniHdfs.java"), str(tmp / "dfs")],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+                            stderr=log, text=True)
     stdin, stdout = proc.stdin, proc.stdout
     assert stdin is not None and stdout is not None
     got: list[str] = []
@@ -48,7 +49,9 @@ def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     reader.start()
     reader.join(120)
     try:
-        assert got and got[0].startswith("hdfs://"), f"MiniDFSCluster did not start: {got}"
+        if not (got and got[0].startswith("hdfs://")):
+            tail = (tmp / "minidfs.log").read_text()[-3000:]
+            pytest.fail(f"MiniDFSCluster did not start ({got}): {tail}")
         yield got[0].strip()
     finally:
         stdin.close()  # it shuts the cluster down when its input closes
@@ -57,6 +60,7 @@ def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()
 
 
 def _queue(path: Path) -> None:
