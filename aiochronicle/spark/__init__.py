@@ -17,8 +17,9 @@ micro-batches to a callback as Arrow tables or DataFrames.
 
 Reads run in the JVM when Spark can load ``aiochronicle-spark.jar`` (shipped in
 the wheel, see :func:`jar_path`): the raw columns are read there, from cycle files
-reached through Hadoop's FileSystem API; decoded columns, other schemas and
-writing are served by the Python data source, chosen automatically.
+reached through Hadoop's FileSystem API, and so are msgpack structs and method
+calls of scalar fields; other decoded columns, other schemas and writing are
+served by the Python data source, chosen automatically.
 
 Nothing here is imported by ``import aiochronicle``; PySpark and PyArrow are
 imported when this package's members are first used.

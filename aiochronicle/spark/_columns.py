@@ -43,7 +43,7 @@ from pyspark.sql.types import (
 )
 
 from .._codecs import Codec, Codecs
-from .._methods import interface_methods
+from .._methods import MethodSpec, interface_methods
 from .._wire import WireWriter
 
 if TYPE_CHECKING:
@@ -272,6 +272,22 @@ def _jvm_msgpack_fields(info: mi.Type) -> list[dict[str, Any]] | None:
     return out
 
 
+def _jvm_param_fields(spec: MethodSpec) -> list[dict[str, Any]] | None:
+    """For a method's parameters the JVM reader can decode from msgpack itself (as
+    :func:`_jvm_msgpack_fields` gives a Struct's fields), or None."""
+    out = []
+    for pos, (p, t) in enumerate(zip(spec.params, spec.types, strict=True)):
+        scalar = _jvm_scalar(mi.type_info(t))
+        has_default = p.default is not p.empty
+        if scalar is None or (has_default and p.default is not None
+                              and not isinstance(p.default, _PLAIN)):
+            return None
+        out.append({"key": p.name, "pos": pos, "arrayLike": True, "type": scalar[0],
+                    "nullable": scalar[1], "hasDefault": has_default,
+                    "default": p.default if has_default else None})
+    return out
+
+
 def _column_name(name: str) -> str:
     return f"value_{name}" if name in _RESERVED else name
 
@@ -381,26 +397,51 @@ class Layout:
         return out
 
     def _iface_fields(self, iface: Any) -> list[StructField]:
-        out = [StructField("method", StringType(), True)]
+        fields: list[tuple[str, DataType, dict[str, Any] | None]] = []
         cols = []
+        # what the JVM reader needs to decode msgpack calls itself (None: it cannot)
+        jvm: list[dict[str, Any]] | None = []
         for name, spec in interface_methods(iface).items():
+            keys = [msgspec.msgpack.encode(k).hex() for k in (name, spec.id) if k is not None]
             if spec.arity == 0:
                 cols.append(_MethodCol(name, "", [], None))
+                if jvm is not None:
+                    jvm.append({"name": name, "keys": keys, "arity": 0, "column": None})
                 continue
             types = [mi.type_info(t) for t in spec.types]
             rec = _record_fields(types[0]) if spec.arity == 1 else None
+            arg: dict[str, Any] | None = None
             if rec is not None:
                 st, conv = record_type(rec, _getter(types[0]))
                 col = _MethodCol(name, _column_name(name), [], conv)
+                got = _jvm_msgpack_fields(types[0])
+                if got is not None:
+                    shape = "array" if got and got[0]["arrayLike"] else "map"
+                    arg = {"shape": shape, "fields": got}
             else:
                 params = [p.name for p in spec.params]
                 st, _ = record_type(list(zip(params, types, strict=True)), lambda v, k: None)
                 col = _MethodCol(name, _column_name(name), params, None,
                                  [spark_type(t)[1] for t in types])
-            out.append(StructField(col.column, st, True))
+                got = _jvm_param_fields(spec)
+                if got is not None:
+                    arg = {"shape": "single" if spec.arity == 1 else "params", "fields": got}
+            if jvm is not None and arg is not None and arg["fields"]:
+                jvm.append({"name": name, "keys": keys, "arity": spec.arity,
+                            "column": col.column})
+            else:
+                jvm = None
+            fields.append((col.column, st, arg))
             cols.append(col)
         self.mode = _IfaceMode(iface, cols)
-        return out
+
+        def meta(value: dict[str, Any] | None) -> dict[str, Any] | None:
+            return {JVM_MSGPACK: value} if jvm is not None else None
+
+        name = f"{iface.__module__}:{iface.__qualname__}"
+        return [StructField("method", StringType(), True,
+                            meta({"interface": name, "methods": jvm})),
+                *(StructField(c, st, True, meta(arg)) for c, st, arg in fields)]
 
     @property
     def arrow_schema(self) -> pa.Schema:

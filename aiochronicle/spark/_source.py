@@ -423,7 +423,8 @@ class ChronicleDataSource(DataSource):
 class PythonChronicleDataSource(ChronicleDataSource):
     """The Python data source under the name ``chronicle_python``: how
     :func:`~aiochronicle.spark.register` registers it when the JVM reader is
-    ``chronicle`` (the JVM hands it decoded columns, other schemas and writing)."""
+    ``chronicle`` (the JVM hands it the decoded columns it does not decode itself,
+    other schemas and writing)."""
 
     @classmethod
     def name(cls) -> str:

@@ -7,6 +7,8 @@ from typing import Protocol
 
 import msgspec
 
+from aiochronicle import method_id
+
 
 class Tick(msgspec.Struct):
     symbol: str
@@ -52,3 +54,25 @@ class Point(msgspec.Struct, array_like=True):
     x: int
     y: float
     label: str = "p"
+
+
+class Trading(Protocol):
+    """Decoded in the JVM: Struct arguments (map and array), several scalar
+    parameters with defaults, no argument, one scalar argument with a method id."""
+
+    def on_quote(self, quote: Quote) -> None: ...
+
+    def on_point(self, point: Point) -> None: ...
+
+    def fill(self, symbol: str, qty: int, price: float = 0.0, note: str | None = None) -> None: ...
+
+    def heartbeat(self) -> None: ...
+
+    @method_id(7)
+    def count(self, n: int) -> None: ...
+
+
+class TradingV2(Trading, Protocol):
+    """A newer writer's interface: its ``cancel`` calls are unknown to :class:`Trading`."""
+
+    def cancel(self, order_id: int) -> None: ...

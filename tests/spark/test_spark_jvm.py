@@ -294,6 +294,11 @@ def test_msgpack_struct_columns_decoded_in_the_jvm(spark: Any, tmp_path: Path) -
         enc({"venueId": 1, "price": 1.5, "symbol": "x"}) + b"\x00",  # trailing byte
         b"\xc1 not msgpack",
         b"\x82",  # truncated
+        # every field in order (the JVM's fast path) until a late one of the wrong type
+        enc({"venueId": 1, "price": 1.5, "symbol": "s", "live": True, "note": "n",
+             "raw": b"r", "size": "late"}),
+        enc({"venueId": -70000, "price": 1.5, "symbol": "s" * 40, "live": False, "note": None,
+             "raw": b"r" * 300, "size": 2**40}),
     ]
     with ac.open_queue(tmp_path / "q") as q:
         ac.set_queue_codec(q, "msgpack")
@@ -309,7 +314,7 @@ def test_msgpack_struct_columns_decoded_in_the_jvm(spark: Any, tmp_path: Path) -
     assert "(Python)" not in plan(df)
     assert "payload" not in plan(df.select("symbol", "price"))
     decoded = [r for r in jvm if r[6] is not None]  # symbol
-    assert len(decoded) == len(quotes) + 4
+    assert len(decoded) == len(quotes) + 5
     with pytest.raises(Exception, match=r"(?i)msgpack"):
         (spark.read.format("chronicle").option("struct", "spark_messages:Quote")
          .option("decodeErrors", "fail").load(str(tmp_path / "q")).collect())
@@ -366,3 +371,114 @@ def test_a_length_past_the_end_of_the_file_ends_the_read(spark: Any, tmp_path: P
         f.write((0x3FFFFFF0).to_bytes(4, "little"))  # a complete data header, far too long
     got = rows(spark.read.format("chronicle").option("engine", "jvm").load(str(path)))
     assert [(r[0], r[3]) for r in got] == written
+
+
+def _method_calls(path: Path) -> None:
+    """Calls of :class:`spark_messages.TradingV2` by a method writer recording history
+    (source id 3), a roll, metadata (one of them a call), and hand-framed calls."""
+    import msgspec
+    from spark_messages import Point, Quote, TradingV2
+
+    enc = msgspec.msgpack.encode
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(path, time_provider=clock, source_id=3) as q:
+        ac.set_queue_codec(q, "msgpack")
+        a = q.appender()
+        w = a.method_writer(TradingV2)
+        for i in range(60):
+            w.on_quote(Quote(i, i / 4, f"S{i}", i % 2 == 0, None if i % 3 else f"n{i}",
+                             bytes([i]) * (i % 4) if i % 5 else None, i * 10))
+            w.on_point(Point(i, i / 2, f"p{i}"))
+            if i % 2:
+                w.fill(f"F{i}", i, i * 1.5, None if i % 3 else "odd")
+            else:
+                w.fill(f"F{i}", -i)
+            if i % 7 == 0:
+                w.heartbeat()
+                w.cancel(i)  # a method Trading lacks
+            w.count(i)
+            if i % 11 == 0:
+                a.append_metadata(enc(["heartbeat", None]))
+                a.append_metadata(b"a note")
+            if i == 30:
+                clock.advance_millis(DAY)
+        odd = [
+            enc(["fill", ["x", 1, 2.5, "note", "extra"]]),  # an extra argument is dropped
+            enc(["fill", ["x", 1]]),  # the defaults of the others
+            enc(["fill", ["x"]]),  # a missing argument without a default
+            enc(["fill", []]),
+            enc(["fill", ["x", 2**63]]),  # above a long: a null struct, the method named
+            enc(["fill", {"symbol": "x"}]),
+            enc(["fill", ["x", 1.5]]),  # a float for an int
+            enc(["on_quote", {"venueId": 1, "price": 2, "symbol": "int price"}]),
+            enc(["on_quote", {"venueId": 2**63, "price": 2, "symbol": "too big"}]),
+            enc(["on_quote", [1, 2.0, "s"]]),  # an array for a map Struct
+            enc(["on_point", [1, 2.5]]),  # the default label
+            enc(["on_point", [1, 2.5, "l", "extra"]]),
+            enc(["count", "seven"]),
+            enc([7, 5]),  # by method id
+            enc(["heartbeat", {"any": [1, 2]}]),  # no parameter: the argument is not read
+            enc(["count", 1]) + b"\x00",  # a trailing byte
+            enc(["count", 3])[:-1],  # no argument
+            enc(["nosuch", 1]),
+            enc([99, 1]),
+            enc(["heartbeat"]),
+            b"\x93" + enc(msgspec.msgpack.Ext(5, b"abc")) + enc("count") + enc(1),
+            b"\x93" + enc(msgspec.msgpack.Ext(72, b"\x02\x00\x00")) + enc("count") + enc(1),
+            b"\x93" + enc(msgspec.msgpack.Ext(72, b"\x00\x00\x00")) + enc("count") + enc(2),
+            b"\x93" + enc(msgspec.msgpack.Ext(72, b"\x00\x00\x00")),
+            b"\xc1 not a call",
+            b"",
+        ]
+        for p in odd:
+            a.append(p)
+
+
+@pytest.mark.parametrize("options", [
+    {},
+    {"includeMetadata": "true", "partitionSize": "50"},
+    {"includePayload": "false", "startIndex": "SEQ40"},
+])
+def test_method_calls_decoded_in_the_jvm(spark: Any, tmp_path: Path,
+                                         options: dict[str, str]) -> None:
+    path = tmp_path / "q"
+    _method_calls(path)
+    idx = [i for i, _ in tailed(path)]
+    opts = {k: str(idx[int(v[3:])]) if v.startswith("SEQ") else v for k, v in options.items()}
+    jvm, py = both(spark, path, interface="spark_messages:Trading", **opts)
+    assert jvm == py
+    df = spark.read.format("chronicle").option("interface", "spark_messages:Trading").load(
+        str(path))
+    assert "(Python)" not in plan(df)
+    if opts:
+        return
+    assert len(jvm) == len(idx)
+    got = df.collect()
+    methods = [r["method"] for r in got]
+    # 9 cancel calls (unknown) and 16 hand-framed payloads that do not decode
+    assert methods.count(None) == 9 + 16 and methods.count("heartbeat") == 10
+    assert methods.count("on_quote") == 62 and methods.count("count") == 62
+    first = got[0]["on_quote"]
+    assert (first.venue_id, first.symbol, first.note, first.size) == (0, "S0", "n0", 0)
+    assert [r["on_quote"] for r in got if r["method"] == "on_quote"][-1] is None  # too big
+    fills = [r["fill"] for r in got if r["method"] == "fill"]
+    assert fills[1] == ("F1", 1, 1.5, None) and fills[2] == ("F2", -2, 0.0, None)
+    assert fills[-3:] == [("x", 1, 2.5, "note"), ("x", 1, 0.0, None), None]
+    counts = [r["count"] for r in got if r["method"] == "count"]
+    assert counts[-2:] == [(5,), (2,)]  # by method id; after a history
+    pruned = df.select("method", "fill")
+    assert "payload" not in plan(pruned) and pruned.count() == len(idx)
+    # nested fields: Spark prunes inside the struct column, the JVM reads it whole
+    py = (spark.read.format("chronicle").option("engine", "python")
+          .option("interface", "spark_messages:Trading").load(str(path)))
+
+    def nested(frame: Any) -> list[Any]:
+        return rows(frame.where("method <> 'count'").selectExpr("fill.symbol", "fill.qty",
+                                                                "on_point.y"))
+
+    assert nested(df) == nested(py) and "(Python)" not in plan(df.selectExpr("fill.qty"))
+    with pytest.raises(Exception, match=r"(?i)msgpack method call"):
+        (spark.read.format("chronicle").option("interface", "spark_messages:Trading")
+         .option("decodeErrors", "fail").load(str(path)).collect())
+    other = spark.read.format("chronicle").option("interface", "spark_messages:MarketData")
+    assert "(Python)" in plan(other.load(str(path)))  # a list field: the Python source

@@ -11,6 +11,7 @@ import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
@@ -18,19 +19,31 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 final class ChronicleScan implements ScanBuilder, SupportsPushDownRequiredColumns, Scan, Batch {
     private final CaseInsensitiveStringMap options;
     private final Reading reading;
-    private final MsgpackStruct decoder;
+    private final Decoder decoder;
+    private final StructType table;
     private StructType schema;
 
-    ChronicleScan(StructType schema, MsgpackStruct decoder, CaseInsensitiveStringMap options) {
+    ChronicleScan(StructType schema, Decoder decoder, CaseInsensitiveStringMap options) {
+        this.table = schema;
         this.schema = schema;
         this.decoder = decoder;
         this.options = options;
         this.reading = new Reading(options);
     }
 
+    /**
+     * Keeps the columns asked for; a struct column (a method's arguments) is read whole,
+     * as its decoder writes every field, when Spark's nested pruning asks for fewer.
+     */
     @Override
     public void pruneColumns(StructType required) {
-        this.schema = required;
+        StructField[] f = required.fields().clone();
+        for (int i = 0; i < f.length; i++) {
+            if (f[i].dataType() instanceof StructType) {
+                f[i] = table.apply(f[i].name());
+            }
+        }
+        this.schema = new StructType(f);
     }
 
     @Override

@@ -16,8 +16,11 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * {@code format("chronicle")} in the JVM: batch and streaming reads of the raw columns
- * ({@code index, cycle, sequence, payload, metadata}).  Everything else (decoded
- * columns, other schemas, writing) is handed to aiochronicle's Python data source, and {@code option("engine", "python")} asks for it.
+ * ({@code index, cycle, sequence, payload, metadata}), and of msgpack queues' decoded
+ * columns ({@code struct=} a Struct of scalars, {@code interface=} method calls whose
+ * arguments are such Structs or scalars) whose schema the Python side gives.  Everything
+ * else (other decoded columns and codecs, other schemas, writing) is handed to
+ * aiochronicle's Python data source, and {@code option("engine", "python")} asks for it.
  */
 public final class ChronicleSource implements TableProvider, DataSourceRegister {
     static final String NAME = "chronicle";
@@ -57,8 +60,7 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
 
     /**
      * Whether the options ask for what only the Python data source does: decoded
-     * columns other than a msgpack {@code struct} (method calls, other codecs) or
-     * {@code engine=python}.
+     * columns of a codec other than msgpack, or {@code engine=python}.
      */
     static boolean wantsPython(Map<String, String> options) {
         CaseInsensitiveStringMap o = map(options);
@@ -66,28 +68,32 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
         if (engine.equals("python")) {
             return true;
         }
-        for (String k : Reading.PYTHON_OPTIONS) {
-            String v = o.get(k);
-            if (v != null && !v.isEmpty() && !k.equals("struct") && !k.equals("decodeErrors")
-                    && !(k.equals("codec") && v.trim().equalsIgnoreCase("msgpack"))) {
-                if (engine.equals("jvm")) {
-                    throw new IllegalArgumentException("option " + k + " needs engine python or auto");
-                }
-                return true;
-            }
-        }
-        if (hasStruct(o) && !o.containsKey("codec") && !recordsMsgpack(o)) {
+        String codec = o.get("codec");
+        if (codec != null && !codec.isEmpty() && !codec.trim().equalsIgnoreCase("msgpack")) {
             if (engine.equals("jvm")) {
-                throw new IllegalArgumentException("the JVM decodes struct columns of msgpack queues only");
+                throw new IllegalArgumentException("option codec needs engine python or auto");
+            }
+            return true;
+        }
+        if (decodes(o) && !o.containsKey("codec") && !recordsMsgpack(o)) {
+            if (engine.equals("jvm")) {
+                throw new IllegalArgumentException("the JVM decodes struct and interface columns of msgpack "
+                        + "queues only");
             }
             return true;
         }
         return false;
     }
 
-    private static boolean hasStruct(CaseInsensitiveStringMap o) {
-        String s = o.get("struct");
-        return s != null && !s.isEmpty();
+    /** Whether the read decodes payloads ({@code struct} or {@code interface}). */
+    private static boolean decodes(CaseInsensitiveStringMap o) {
+        for (String k : new String[] {"struct", "interface"}) {
+            String s = o.get(k);
+            if (s != null && !s.isEmpty()) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Whether the queue records the msgpack codec (aiochronicle's codec key). */
@@ -113,7 +119,7 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
         if (wantsPython(options)) {
             return python().inferSchema(options);
         }
-        if (hasStruct(options)) {
+        if (decodes(options)) {
             Map<String, String> key = new TreeMap<>();
             options.forEach((k, v) -> {
                 if (!k.equalsIgnoreCase("path") && !k.equalsIgnoreCase("paths")) {
@@ -122,7 +128,7 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
             });
             StructType known = SCHEMAS.get(key);
             if (known == null) {
-                known = python().inferSchema(options); // Python knows the struct's columns
+                known = python().inferSchema(options); // Python knows the decoded columns
                 if (SCHEMAS.size() > 256) {
                     SCHEMAS.clear();
                 }
@@ -136,15 +142,15 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
     @Override
     public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> properties) {
         CaseInsensitiveStringMap o = map(properties);
-        MsgpackStruct decoder = null;
+        Decoder decoder = null;
         boolean jvm = !wantsPython(o);
-        if (jvm && hasStruct(o)) {
+        if (jvm && decodes(o)) {
             String errors = o.getOrDefault("decodeErrors", "null").trim().toLowerCase();
             if (!errors.equals("null") && !errors.equals("fail")) {
                 throw new IllegalArgumentException("option decodeErrors must be null or fail, not '"
                         + errors + "'");
             }
-            decoder = MsgpackStruct.of(schema, errors.equals("fail"));
+            decoder = Decoder.of(schema, errors.equals("fail"));
             jvm = decoder != null;
         } else if (jvm) {
             jvm = Reading.canProduce(schema);

@@ -41,7 +41,7 @@ final class ChronicleStream implements MicroBatchStream, SupportsTriggerAvailabl
     }
 
     private final StructType schema;
-    private final MsgpackStruct decoder;
+    private final Decoder decoder;
     private final CaseInsensitiveStringMap options;
     private final Reading reading;
     private final String starting;
@@ -49,7 +49,7 @@ final class ChronicleStream implements MicroBatchStream, SupportsTriggerAvailabl
     private Long target; // Trigger.AvailableNow: the end when the query started
     private QueueFiles queue;
 
-    ChronicleStream(StructType schema, MsgpackStruct decoder, CaseInsensitiveStringMap options,
+    ChronicleStream(StructType schema, Decoder decoder, CaseInsensitiveStringMap options,
                     Reading reading) {
         this.schema = schema;
         this.decoder = decoder;

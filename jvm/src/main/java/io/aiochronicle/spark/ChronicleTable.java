@@ -18,10 +18,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /** A queue as a table: read in the JVM; writes go to the Python data source (the sink). */
 final class ChronicleTable implements SupportsRead, SupportsWrite {
     private final StructType schema;
-    private final MsgpackStruct decoder;
+    private final Decoder decoder;
     private final Supplier<Table> python;
 
-    ChronicleTable(StructType schema, MsgpackStruct decoder, Supplier<Table> python) {
+    ChronicleTable(StructType schema, Decoder decoder, Supplier<Table> python) {
         this.schema = schema;
         this.decoder = decoder;
         this.python = python;

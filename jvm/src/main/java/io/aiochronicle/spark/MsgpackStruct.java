@@ -1,7 +1,6 @@
 package io.aiochronicle.spark;
 
 import java.io.IOException;
-import java.io.Serializable;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
@@ -11,7 +10,7 @@ import java.util.List;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
@@ -21,24 +20,33 @@ import org.apache.spark.sql.types.StructType;
  * field, trailing bytes) gives nulls in every decoded column, or an error when asked.
  * The fields and their rules come from the schema the Python side built (the
  * {@code aiochronicle.msgpack} metadata of each column).
+ *
+ * <p>The same decoder reads the argument of a method call ({@link MsgpackCalls}): a
+ * Struct, the arguments of a method of several parameters (an array: missing ones
+ * take their defaults, extra ones are dropped), or one plain argument.
  */
-final class MsgpackStruct implements Serializable {
+final class MsgpackStruct extends Decoder {
     private static final long serialVersionUID = 1L;
-    static final String META = "aiochronicle.msgpack";
+    /** Shapes of a payload: a Struct as a map or an array, a call's arguments, one value. */
+    static final int MAP = 0;
+    static final int ARRAY = 1;
+    static final int PARAMS = 2;
+    static final int SINGLE = 3;
     private static final int LONG = 0;
     private static final int DOUBLE = 1;
     private static final int STRING = 2;
     private static final int BOOLEAN = 3;
     private static final int BINARY = 4;
 
-    final String[] columns;
     private final byte[][] keys;
+    // what msgspec writes before field i's value (the map's or array's head before the
+    // first field, then the field's key in a map): the fast path of read() expects it
+    private final byte[][] expect;
     private final int[] types;
     private final boolean[] nullable;
     private final boolean[] hasDefault;
     private final Object[] defaults;
-    private final boolean arrayLike;
-    final boolean failOnError;
+    private final int shape;
 
     // one decoded payload
     private transient long[] longs;
@@ -50,10 +58,17 @@ final class MsgpackStruct implements Serializable {
     private transient byte[] b;
     private transient int p;
     private transient int end;
+    private transient boolean overflow; // an integer above a long was met
+    private transient WritableColumnVector parent; // the struct vector readStruct last wrote
+    private transient WritableColumnVector[] children;
 
-    private MsgpackStruct(List<String> columns, List<JsonNode> specs, boolean failOnError) {
+    /**
+     * A decoder of the fields {@code specs} (as {@code _columns._jvm_msgpack_fields} gives
+     * them) into {@code columns}; {@code shape} -1 takes it from the specs (map or array).
+     */
+    MsgpackStruct(List<String> columns, List<JsonNode> specs, int shape, boolean failOnError) {
+        super(columns.toArray(new String[0]), failOnError);
         int n = columns.size();
-        this.columns = columns.toArray(new String[0]);
         this.keys = new byte[n][];
         this.types = new int[n];
         this.nullable = new boolean[n];
@@ -79,8 +94,38 @@ final class MsgpackStruct implements Serializable {
             }
             array = s.get("arrayLike").asBoolean();
         }
-        this.arrayLike = array;
-        this.failOnError = failOnError;
+        this.shape = shape >= 0 ? shape : array ? ARRAY : MAP;
+        this.expect = new byte[n][];
+        for (int i = 0; i < n; i++) {
+            java.io.ByteArrayOutputStream e = new java.io.ByteArrayOutputStream();
+            if (i == 0 && this.shape != SINGLE) {
+                head(e, this.shape == MAP ? 0x80 : 0x90, this.shape == MAP ? 0xde : 0xdc, n);
+            }
+            if (this.shape == MAP) {
+                int k = keys[i].length;
+                if (k < 32) {
+                    e.write(0xa0 | k);
+                } else {
+                    head(e, 0xd9, 0xda, k);
+                }
+                e.write(keys[i], 0, k);
+            }
+            expect[i] = e.toByteArray();
+        }
+    }
+
+    /** The head of a msgpack map, array or str of {@code n}: fix form, else 8 or 16-bit (str8/map16). */
+    private static void head(java.io.ByteArrayOutputStream e, int fix, int wide, int n) {
+        if (n < (fix == 0xd9 ? 0 : 16)) {
+            e.write(fix | n);
+        } else if (fix == 0xd9 && n < 256) {
+            e.write(0xd9);
+            e.write(n);
+        } else {
+            e.write(wide);
+            e.write(n >>> 8);
+            e.write(n & 0xff);
+        }
     }
 
     /**
@@ -105,11 +150,12 @@ final class MsgpackStruct implements Serializable {
             }
             cols.add(f.name());
         }
-        return cols.isEmpty() ? null : new MsgpackStruct(cols, specs, failOnError);
+        return cols.isEmpty() ? null : new MsgpackStruct(cols, specs, -1, failOnError);
     }
 
-    int column(String name) {
-        return java.util.Arrays.asList(columns).indexOf(name);
+    @Override
+    String expected() {
+        return "msgpack " + String.join(", ", columns) + " record";
     }
 
     private void buffers() {
@@ -124,20 +170,173 @@ final class MsgpackStruct implements Serializable {
         }
     }
 
+    /**
+     * The fast path: a payload laid out as msgspec writes the Struct (every field, in
+     * order, each of its type or null) is decoded straight into the vectors; anything
+     * else goes the general way ({@link #decode}, then {@link #put}), which also
+     * rewrites the row.
+     */
+    /**
+     * Decodes one payload into row {@code row} of the struct vector {@code v} (its fields
+     * are this decoder's columns): null when it does not decode or an integer does not
+     * fit a long, as {@link #putStruct} writes it.
+     */
+    boolean readStruct(byte[] buf, int off, int len, int row, WritableColumnVector v) {
+        if (v != parent) {
+            children = new WritableColumnVector[columns.length];
+            for (int i = 0; i < children.length; i++) {
+                children[i] = v.getChild(i);
+            }
+            parent = v;
+        }
+        boolean ok = read(buf, off, len, row, children);
+        if (ok && !overflow) {
+            v.putNotNull(row);
+        } else {
+            v.putNull(row);
+        }
+        return ok;
+    }
+
+    @Override
+    boolean read(byte[] buf, int off, int len, int row, WritableColumnVector[] out) {
+        overflow = false;
+        int q = off;
+        int stop = off + len;
+        int n = columns.length;
+        for (int i = 0; i < n; i++) {
+            byte[] e = expect[i];
+            int k = e.length;
+            if (q + k >= stop) {
+                return super.read(buf, off, len, row, out);
+            }
+            for (int j = 0; j < k; j++) { // keys are short: a plain loop beats Arrays.equals
+                if (buf[q + j] != e[j]) {
+                    return super.read(buf, off, len, row, out);
+                }
+            }
+            q += k;
+            WritableColumnVector v = out[i];
+            int c = buf[q] & 0xff;
+            if (c == 0xc0) {
+                if (!nullable[i]) {
+                    return super.read(buf, off, len, row, out);
+                }
+                if (v != null) {
+                    v.putNull(row);
+                }
+                q++;
+                continue;
+            }
+            int t = types[i];
+            if (t == LONG) {
+                long x;
+                if (c <= 0x7f || c >= 0xe0) {
+                    x = c <= 0x7f ? c : (byte) c;
+                    q += 1;
+                } else if (c == 0xcd && q + 3 <= stop) {
+                    x = be16(buf, q + 1);
+                    q += 3;
+                } else if (c == 0xce && q + 5 <= stop) {
+                    x = be32(buf, q + 1) & 0xffffffffL;
+                    q += 5;
+                } else if (c == 0xcc && q + 2 <= stop) {
+                    x = buf[q + 1] & 0xff;
+                    q += 2;
+                } else if (c == 0xd0 && q + 2 <= stop) {
+                    x = buf[q + 1];
+                    q += 2;
+                } else if (c == 0xd1 && q + 3 <= stop) {
+                    x = (short) be16(buf, q + 1);
+                    q += 3;
+                } else if (c == 0xd2 && q + 5 <= stop) {
+                    x = be32(buf, q + 1);
+                    q += 5;
+                } else if ((c == 0xd3 || c == 0xcf) && q + 9 <= stop && (c == 0xd3 || buf[q + 1] >= 0)) {
+                    x = be64(buf, q + 1);
+                    q += 9;
+                } else {
+                    return super.read(buf, off, len, row, out);
+                }
+                if (v != null) {
+                    v.putLong(row, x);
+                }
+            } else if (t == DOUBLE) {
+                if (c == 0xcb && q + 9 <= stop) {
+                    if (v != null) {
+                        v.putDouble(row, Double.longBitsToDouble(be64(buf, q + 1)));
+                    }
+                    q += 9;
+                } else {
+                    return super.read(buf, off, len, row, out);
+                }
+            } else if (t == STRING || t == BINARY) {
+                int m;
+                int h;
+                if (t == STRING && c >= 0xa0 && c <= 0xbf) {
+                    m = c & 0x1f;
+                    h = 1;
+                } else if (c == (t == STRING ? 0xd9 : 0xc4) && q + 2 <= stop) {
+                    m = buf[q + 1] & 0xff;
+                    h = 2;
+                } else {
+                    return super.read(buf, off, len, row, out);
+                }
+                if (q + h + m > stop) {
+                    return super.read(buf, off, len, row, out);
+                }
+                if (v != null) {
+                    v.putByteArray(row, buf, q + h, m);
+                }
+                q += h + m;
+            } else {
+                if (c != 0xc2 && c != 0xc3) {
+                    return super.read(buf, off, len, row, out);
+                }
+                if (v != null) {
+                    v.putBoolean(row, c == 0xc3);
+                }
+                q++;
+            }
+        }
+        if (q != stop) {
+            return super.read(buf, off, len, row, out);
+        }
+        return true;
+    }
+
+    // plain shifts: the JIT inlines them where a VarHandle measured not inlined in read()
+    private static int be16(byte[] b, int i) {
+        return (b[i] & 0xff) << 8 | (b[i + 1] & 0xff);
+    }
+
+    private static int be32(byte[] b, int i) {
+        return (b[i] & 0xff) << 24 | (b[i + 1] & 0xff) << 16 | (b[i + 2] & 0xff) << 8 | (b[i + 3] & 0xff);
+    }
+
+    private static long be64(byte[] b, int i) {
+        return (long) be32(b, i) << 32 | be32(b, i + 4) & 0xffffffffL;
+    }
+
     /** Decodes one payload; false if it is not the Struct. */
+    @Override
     boolean decode(byte[] buf, int off, int len) {
         buffers();
         b = buf;
         p = off;
         end = off + len;
+        overflow = false;
         java.util.Arrays.fill(seen, false);
         try {
+            if (shape == SINGLE) {
+                return field(0) && p == end;
+            }
             int c = u8();
             long n;
-            if (arrayLike) {
+            if (shape != MAP) {
                 n = c >= 0x90 && c <= 0x9f ? c & 0x0f : c == 0xdc ? be(2) : c == 0xdd ? be(4) : -1;
-                if (n < 0) {
-                    return false;
+                if (n < 0 || (n == 0 && shape == PARAMS)) {
+                    return false; // a call's arguments: at least the first
                 }
                 for (int i = 0; i < n; i++) {
                     if (i >= columns.length) {
@@ -190,8 +389,25 @@ final class MsgpackStruct implements Serializable {
         }
     }
 
+    /**
+     * The fields of the last payload decoded as one struct value of {@code v} (null when
+     * it did not decode, or an integer did not fit a long: Arrow takes no such record).
+     */
+    void putStruct(WritableColumnVector v, int row, boolean ok) {
+        boolean some = ok && !overflow;
+        if (some) {
+            v.putNotNull(row);
+        } else {
+            v.putNull(row);
+        }
+        for (int i = 0; i < columns.length; i++) {
+            put(v.getChild(i), row, i, some);
+        }
+    }
+
     /** Writes field {@code i} of the last decoded payload (null if the decode failed). */
-    void put(OnHeapColumnVector v, int row, int i, boolean ok) {
+    @Override
+    void put(WritableColumnVector v, int row, int i, boolean ok) {
         if (!ok || isNull[i]) {
             v.putNull(row);
             return;
@@ -300,6 +516,7 @@ final class MsgpackStruct implements Serializable {
                 if (c == 0xcf && p < end && b[p] < 0) {
                     be(8);
                     isNull[i] = true; // above a long: that value is null (as the Python side does)
+                    overflow = true;
                     return true;
                 }
                 if (!isInteger(c)) {

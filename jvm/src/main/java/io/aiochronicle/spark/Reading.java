@@ -20,8 +20,6 @@ final class Reading implements Serializable {
     private static final long serialVersionUID = 1L;
     /** the columns this reader produces, in their default order */
     static final String[] COLUMNS = {"index", "cycle", "sequence", "payload", "metadata"};
-    /** options only the Python data source understands */
-    static final String[] PYTHON_OPTIONS = {"struct", "interface", "codec", "decodeErrors"};
     static final int MIN_PARTITION = 1 << 16;
     static final int PARTITIONS_PER_CORE = 1;
 

@@ -10,6 +10,7 @@ import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnVector;
@@ -24,12 +25,12 @@ final class SpanReaders implements PartitionReaderFactory {
     // for each output column: its place in Reading.COLUMNS, or DECODED + its decoder field
     private final int[] columns;
     private static final int DECODED = 100;
-    private final MsgpackStruct decoder;
+    private final Decoder decoder;
     private final StructType schema;
     private final boolean includeMetadata;
     private final int batchRows;
 
-    SpanReaders(StructType schema, MsgpackStruct decoder, Reading r) {
+    SpanReaders(StructType schema, Decoder decoder, Reading r) {
         this.conf = new SerializableConfiguration(Reading.hadoopConf());
         this.schema = schema;
         this.columns = new int[schema.fields().length];
@@ -93,6 +94,7 @@ final class SpanReaders implements PartitionReaderFactory {
         private long pos;
         private long seq;
         private final OnHeapColumnVector[] vectors;
+        private final WritableColumnVector[] decoded; // by the decoder's column (null: not read)
         private final ColumnarBatch batch;
         private boolean done;
 
@@ -104,6 +106,12 @@ final class SpanReaders implements PartitionReaderFactory {
                 vectors[i] = new OnHeapColumnVector(batchRows, f[i].dataType());
             }
             this.batch = new ColumnarBatch(vectors.clone(), 0);
+            this.decoded = new WritableColumnVector[decoder == null ? 0 : decoder.width()];
+            for (int i = 0; i < f.length; i++) {
+                if (columns[i] >= DECODED) {
+                    decoded[columns[i] - DECODED] = vectors[i];
+                }
+            }
         }
 
         private void open() throws IOException {
@@ -145,14 +153,13 @@ final class SpanReaders implements PartitionReaderFactory {
                 }
                 byte[] b = null;
                 int off = 0;
-                boolean decoded = false;
-                if (decoder != null && !meta) {
+                if (decoder != null) {
+                    // metadata too, as the Python source decodes every row it gives
                     b = file.bytes(at, len);
                     off = file.offset(at);
-                    decoded = decoder.decode(b, off, len);
-                    if (!decoded && decoder.failOnError) {
+                    if (!decoder.read(b, off, len, n, decoded) && decoder.failOnError()) {
                         throw new IOException("excerpt " + (base + seq) + " of " + span.file
-                                + " is not a msgpack " + String.join(", ", decoder.columns) + " record");
+                                + " is not a " + decoder.expected());
                     }
                 }
                 for (int c = 0; c < columns.length; c++) {
@@ -169,7 +176,7 @@ final class SpanReaders implements PartitionReaderFactory {
                             v.putByteArray(n, b, off, len);
                             break;
                         case 4: v.putBoolean(n, meta); break;
-                        default: decoder.put(v, n, columns[c] - DECODED, decoded); break;
+                        default: break; // decoded above
                     }
                 }
                 if (!meta) {
