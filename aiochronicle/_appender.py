@@ -55,6 +55,7 @@ __all__ = ["Appender"]
 
 _T = TypeVar("_T")
 _cq_append = lib.cq_append
+_cq_append_at = lib.cq_append_at
 #: native codes after which an appender rolls (a sink's append lock is checked first)
 _ROLL_CODES = (BAD_STATE, ROLL, EOF_)
 #: bytes of disk reserved ahead of the writers at a time
@@ -399,10 +400,27 @@ class Appender(HotAppender, _Resource):
         already closed. Moves to (and creates) the cycle of ``index`` whatever
         the clock says.
         """
+        if type(data) is not bytes:
+            # a small payload is copied (cheaper than a cffi buffer per call)
+            if ((isinstance(data, bytearray) and len(data) <= 65536)
+                    or (isinstance(data, memoryview) and data.nbytes <= 65536)):
+                data = bytes(data)
+            else:
+                data = self._coerce(data)
+        shift = self.queue.roll_cycle.cycle_shift
+        st = self._store
+        if st is not None and index >= 0 and st.cycle == index >> shift:
+            # the common case of a replication sink: the next index of this cycle
+            r = _cq_append_at(self._c, data, len(data), index & ((1 << shift) - 1))
+            if r >= 0:
+                return True
+            if r == DUPLICATE:
+                return False
+        return self._write_at_slow(index, data)
+
+    def _write_at_slow(self, index: int, data: Any) -> bool:
         rc_ = self.queue.roll_cycle
         cycle, seq = rc_.to_cycle(index), rc_.to_sequence(index)
-        if type(data) is not bytes:
-            data = self._coerce(data)
         c = self._c
         for _ in range(10_000):
             st = self._store
@@ -422,7 +440,7 @@ class Appender(HotAppender, _Resource):
                 raise IllegalIndexError(
                     f"cannot write {index:#x}: cycle {cycle} is closed (this queue writes "
                     f"cycle {st.cycle})")
-            r = lib.cq_append_at(c, data, len(data), seq)
+            r = _cq_append_at(c, data, len(data), seq)
             if r >= 0:
                 return True
             if r == DUPLICATE:

@@ -820,7 +820,13 @@ class _SinkWriter:
 
     def write_one(self, index: int, payload: memoryview) -> None:
         """Write one excerpt at ``index`` (a replayed one must be the same bytes)."""
-        self.write_run(index, 1, array("q", (0, len(payload))), payload)
+        try:
+            if self.app.write_at(index, payload):
+                return
+        except IllegalIndexError as exc:
+            raise DivergenceError(f"cannot write the source's excerpt here: {exc}",
+                                  index) from None
+        self._replay(index, 1, array("q", (0, len(payload))), payload)
 
     def write_run(self, first: int, n: int, offsets: array[int], data: memoryview) -> None:
         """Write excerpts ``first .. first + n - 1`` (payload i is
