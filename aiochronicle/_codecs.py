@@ -865,15 +865,20 @@ def _plan(types: list[Any], node: Callable[[Any, set[type]], _Node]
     return tuple((k, n, f, c, key, cls, attr) for k, n, f, c, key, cls, attr in nodes)
 
 
-def _writer_node(t: Any, seen: set[type]) -> _Node:
-    """writer_for's cases the C encoder takes."""
-    info = t if isinstance(t, mi.Type) else mi.type_info(t)
-    nullable = 0
+def _optional(info: Any) -> tuple[Any, int]:
+    """(the type, 1) for ``T | None``, (the type, 0) for any other but a union,
+    which no plan covers."""
     if isinstance(info, mi.UnionType):
         others = [x for x in info.types if not isinstance(x, mi.NoneType)]
         if len(others) != 1 or len(info.types) != 2:
             raise _Unplannable
-        info, nullable = others[0], 1
+        return others[0], 1
+    return info, 0
+
+
+def _writer_node(t: Any, seen: set[type]) -> _Node:
+    """writer_for's cases the C encoder takes."""
+    info, nullable = _optional(t if isinstance(t, mi.Type) else mi.type_info(t))
     for cls_, kind in _SCALAR_KINDS:
         if isinstance(info, cls_):
             return kind, nullable, None, []
@@ -888,15 +893,9 @@ def _reader_node(t: Any, seen: set[type]) -> _Node:
     msgspec conversion it repeats)."""
     if t is Any:
         raise _Unplannable
-    info = _info(t)
-    nullable = 0
-    if isinstance(info, mi.UnionType):
-        others = [x for x in info.types if not isinstance(x, mi.NoneType)]
-        if len(others) != 1 or len(info.types) != 2:
-            raise _Unplannable
-        info, nullable = others[0], 1
-        if isinstance(info, mi.StructType):  # None, or the Python path
-            return _K_STRUCT, 1, info.cls, []
+    info, nullable = _optional(_info(t))
+    if nullable and isinstance(info, mi.StructType):  # None, or the Python path
+        return _K_STRUCT, 1, info.cls, []
     for cls_, kind in _SCALAR_KINDS:
         if isinstance(info, cls_) and _unconstrained(info):
             return kind, nullable, None, []
