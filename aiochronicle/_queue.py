@@ -260,6 +260,13 @@ class Queue(_Resource):
         return self._read_only
 
     @property
+    def sync_interval_ms(self) -> float | None:
+        """:attr:`sync_interval` in milliseconds (deprecated: read ``sync_interval``)."""
+        warnings.warn("sync_interval_ms is deprecated: read sync_interval (seconds)",
+                      DeprecationWarning, stacklevel=2)
+        return None if self.sync_interval is None else self.sync_interval * 1000
+
+    @property
     def roll_cycle(self) -> RollCycle:
         """The roll cycle in use: the one stored in ``metadata.cq4t`` if the queue existed."""
         return self._roll_cycle

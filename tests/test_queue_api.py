@@ -1067,6 +1067,8 @@ def test_new_durations_are_seconds_and_the_old_millisecond_names_still_work(
     with pytest.warns(DeprecationWarning, match="sync_interval in seconds"), \
             ac.open_queue(tmp_path / "b", sync=ac.SyncMode.ASYNC, sync_interval_ms=250) as q:
         assert q.sync_interval == 0.25
+        with pytest.warns(DeprecationWarning, match="read sync_interval"):
+            assert q.sync_interval_ms == 250
     with pytest.raises(TypeError, match="not both"):
         ac.open_queue(tmp_path / "c", sync_interval=1.0, sync_interval_ms=1000)
     opts = ac.QueueOptions(roll_cycle="HOURLY", source_id=7)
