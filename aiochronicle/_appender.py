@@ -336,26 +336,10 @@ class Appender(HotAppender, _Resource):
         c = self._c
         buf = ffi.from_buffer(data)
         offs = ffi.from_buffer("int64_t[]", offsets)
-        done = ffi.new("uint64_t *")
         saved = c.check_cycle
         c.check_cycle = 0
         try:
-            i = 1
-            guard = 0
-            while i < n:
-                rc = lib.cq_append_batch(c, buf, offs + i, n - i, done)
-                i += int(done[0])
-                if rc == 0:
-                    continue
-                if self._closed:
-                    raise QueueClosedError("the appender is closed")
-                if rc in (EOF_, ROLL, BAD_STATE, APPEND_LOCKED):
-                    raise IllegalIndexError(f"the cycle changed under a positioned run at "
-                                            f"{first + i:#x} ({code_name(rc)})")
-                guard += 1
-                if guard > 10_000:
-                    raise ChronicleError(f"positioned batch did not settle ({code_name(rc)})")
-                self._handle(int(rc), int(offsets[i + 1] - offsets[i]) if i < n else 0)
+            self._append_batches(buf, offs, offsets, 1, at=first)
         finally:
             c.check_cycle = saved
             ffi.release(buf)
@@ -486,25 +470,37 @@ class Appender(HotAppender, _Resource):
             offsets = array("q", offsets)
         if offsets[-1] > len(data):
             raise ValueError("offsets run past the end of data")
-        c = self._c
         buf = data if type(data) is bytes else ffi.from_buffer(data)
-        offs = ffi.from_buffer("int64_t[]", offsets)
+        self._append_batches(buf, ffi.from_buffer("int64_t[]", offsets), offsets, 0)
+        return int(self._c.last_index)
+
+    def _append_batches(self, buf: Any, offs: Any, offsets: array[int], start: int,
+                        at: int | None = None) -> None:
+        """Append excerpts ``start..n-1`` of a packed run in native batches,
+        dealing with every other code (roll, map, wait) between them.  ``at``:
+        the index of excerpt 0 of a positioned run, written in its cycle
+        whatever the clock says (a code that would roll means the cycle
+        changed under it: IllegalIndexError)."""
+        n = len(offsets) - 1
+        c = self._c
         done = ffi.new("uint64_t *")
-        start = 0
-        batch = 4096
         guard = 0
         while start < n:
-            k = min(batch, n - start)
-            if self._py_clock is not None:
+            if at is None and self._py_clock is not None:
                 c.clock_cell[0] = self._py_clock.current_time_millis()
-            rc = lib.cq_append_batch(c, buf, offs + start, k, done)
+            rc = lib.cq_append_batch(c, buf, offs + start, min(4096, n - start), done)
             start += int(done[0])
-            if rc != 0:
-                guard += 1
-                if guard > 10_000:
-                    raise ChronicleError(f"append did not settle (last code {rc})")
-                self._handle(rc, int(offsets[start + 1] - offsets[start]) if start < n else 0)
-        return int(c.last_index)
+            if rc == 0:
+                continue
+            if at is not None and rc in (EOF_, ROLL, BAD_STATE, APPEND_LOCKED):
+                if self._closed:
+                    raise QueueClosedError("the appender is closed")
+                raise IllegalIndexError(f"the cycle changed under a positioned run at "
+                                        f"{at + start:#x} ({code_name(rc)})")
+            guard += 1
+            if guard > 10_000:
+                raise ChronicleError(f"append did not settle ({code_name(rc)})")
+            self._handle(rc, int(offsets[start + 1] - offsets[start]) if start < n else 0)
 
     def writing_document(self, metadata: bool = False) -> DocumentContext:
         """Write one excerpt in place: holds the write lock until the block ends;

@@ -758,13 +758,9 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
         roll_cycle=roll_cycle, epoch=epoch, time_provider=time_provider, read_only=read_only,
         block_size=block_size, index_count=index_count, index_spacing=index_spacing,
         timeout=timeout, week_rule=week_rule, source_id=source_id, lock_timeout=lock_timeout,
-        unlock_mode=unlock_mode, sync=sync, sync_every=sync_every)
+        unlock_mode=unlock_mode, sync=sync, sync_every=sync_every, sync_interval=sync_interval)
     if sync_interval_ms is not None:
         settings["sync_interval_ms"] = sync_interval_ms
-        if sync_interval is not None:
-            raise TypeError("give sync_interval or sync_interval_ms, not both")
-    else:
-        settings["sync_interval"] = sync_interval
     return Queue(path, options_from(settings))
 
 

@@ -110,10 +110,10 @@ def options_from(settings: dict[str, Any]) -> QueueOptions:
     ``sync_interval_ms`` still taken (DeprecationWarning)."""
     if "sync_interval_ms" in settings:
         ms = settings.pop("sync_interval_ms")
+        if settings.get("sync_interval") is not None:
+            raise TypeError("give sync_interval or sync_interval_ms, not both")
         warnings.warn("sync_interval_ms is deprecated: give sync_interval in seconds",
                       DeprecationWarning, stacklevel=3)
-        if "sync_interval" in settings:
-            raise TypeError("give sync_interval or sync_interval_ms, not both")
         if ms is not None and not ms >= 0:
             raise ValueError(f"sync_interval_ms must be 0 or more, got {ms}")
         settings["sync_interval"] = None if ms is None else ms / 1000
