@@ -189,15 +189,25 @@ class AsyncTailerMixin:
                 elif kind == YIELD:
                     await _sleep(0)
                 else:
-                    snapshot = notifier.arm() if notifier is not None else None
-                    if snapshot is not None:
-                        # armed: one more look before parking (see _notify)
+                    waker = notifier.loop_waker() if notifier is not None else None
+                    if waker is not None and waker.arm():
+                        # parked bit set: one more look, then park on the loop's
+                        # socket (see _notify)
                         ex = self.read_nowait()
                         if ex is not None:
                             self._unyielded = 1
                             return ex
-                    await pauser._apark(ns, notifier if snapshot is not None else None,
-                                        snapshot or 0)
+                        await pauser._apark(ns, None, 0, waker.futs)
+                    else:
+                        snapshot = notifier.arm() if notifier is not None else None
+                        if snapshot is not None:
+                            # armed: one more look before parking (see _notify)
+                            ex = self.read_nowait()
+                            if ex is not None:
+                                self._unyielded = 1
+                                return ex
+                        await pauser._apark(ns, notifier if snapshot is not None else None,
+                                            snapshot or 0)
                 self._unyielded = 0
                 ex = self.read_nowait()
                 if ex is not None:

@@ -7,20 +7,32 @@ key).  Its low 32 bits are a counter and futex word shared by every process
 that maps the file; its high 32 bits say until when (``CLOCK_MONOTONIC``, ms)
 some process may be parked.  See ``native/notify.h`` for the protocol.
 
-Appenders: after each commit one load of the value when nobody is parked (or,
-before the value exists, one load of the table store's end word, so that an
-appender started before the first waiter still finds it).  Waiters: a thread
-waits on the futex itself (``read_blocking``); a task registers with the
-queue's :class:`Notifier`, whose helper thread waits on the futex and hands
-wake-ups to the event loop with ``call_soon_threadsafe``, so the loop never
-blocks.  Parks still end on their own timer, which is how excerpts of writers
-that do not notify (Java) are found.
+Appenders: after each commit a fence and a load or two when nobody is parked
+(and, until every value exists, one load of the table store's end word, so that
+an appender started before the first waiter still finds them).
+
+Waiters:
+- a thread waits on the futex itself (``read_blocking``);
+- a task parks on its event loop: the loop watches a Unix datagram socket of
+  its own, whose owner slot (``aiochronicle.notify.<i>``) names it; a parked
+  task sets the slot's bit in ``aiochronicle.notify.parked`` and the first
+  appender to commit clears it and sends one byte.  The appender's send is the
+  only hop: no thread stands between it and the loop;
+- when every slot is taken by a live owner, tasks fall back to the queue's
+  helper thread, which waits on the futex and hands wake-ups to the loop with
+  ``call_soon_threadsafe``.
+
+Parks still end on their own timer, which is how excerpts of writers that do
+not notify (Java, or another network namespace) are found.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import secrets
+import socket
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -28,14 +40,28 @@ from typing import TYPE_CHECKING, Any
 from ._native import ffi, lib
 
 if TYPE_CHECKING:
-    import asyncio
-
     from ._appender import Appender
     from ._queue import Queue
 
-__all__ = ["NOTIFY_KEY", "Notifier", "attach_appender", "close_notifier", "notifier_for"]
+__all__ = ["NOTIFY_KEY", "PARKED_KEY", "SLOTS", "Notifier", "attach_appender",
+           "close_notifier", "notifier_for", "slot_key"]
 
 NOTIFY_KEY = "aiochronicle.notify"
+#: bit i: the owner of slot i is parked
+PARKED_KEY = "aiochronicle.notify.parked"
+#: how many event loops (of any processes) can own a slot of one queue
+SLOTS = int(lib.CQ_NOTIFY_SLOTS)
+
+
+def slot_key(i: int) -> str:
+    """The key of owner slot ``i``."""
+    return f"{NOTIFY_KEY}.{i}"
+
+
+def _sockname(ident: int) -> bytes:
+    buf = ffi.new("char[40]")
+    n = lib.cq_notify_sockname(ident, buf)
+    return bytes(ffi.buffer(buf, n))
 
 #: how long one futex wait of the helper thread lasts (it then re-arms)
 WAIT_SLICE_NS = 100_000_000
@@ -50,13 +76,19 @@ _notifiers_lock = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
-    """The helper threads did not survive the fork; their locks may be held."""
+    """The helper threads did not survive the fork; their locks may be held.
+    The loops' sockets and slots stay the parent's."""
     global _notifiers_lock
     _notifiers_lock = threading.Lock()
     for n in list(_notifiers.values()):
         n._cond = threading.Condition()
         n._thread = None
         n._waiters.clear()  # futures of the parent's event loops
+        for w in n._wakers.values():
+            if w is not None:
+                w._forget()
+        n._fast = None
+        n._wakers = weakref.WeakKeyDictionary()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -67,17 +99,106 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+class _LoopWaker:
+    """One event loop's wake-ups for one queue: a datagram socket the loop
+    watches, named by owner slot ``slot`` of the notify values."""
+
+    def __init__(self, notifier: Notifier, loop: asyncio.AbstractEventLoop, slot: int,
+                 ident: int, sock: socket.socket) -> None:
+        self._notifier = notifier
+        self._loop = weakref.ref(loop)
+        self._slot = slot
+        self._ident = ident
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._slot_ptr = notifier.slot_ptr(slot)
+        self._parked = notifier.parked
+        self.futs: set[asyncio.Future[None]] = set()
+        self._open = True
+        loop.add_reader(sock.fileno(), self._readable)
+        # a loop that is dropped without the queue closing frees its slot
+        self._finalizer = weakref.finalize(loop, _LoopWaker._drop, sock, self._slot_ptr,
+                                           self._parked, slot, ident)
+
+    def arm(self) -> bool:
+        """Set this slot's parked bit (appenders wake us from now on); False
+        when the slot is no longer ours (an appender in another network
+        namespace could not reach us and freed it)."""
+        if not self._open or int(self._slot_ptr[0]) != self._ident:
+            return False
+        lib.cq_notify_park(self._parked, self._slot)
+        return True
+
+    def _readable(self) -> None:
+        # one datagram a turn: the loop calls again while more are queued
+        try:  # noqa: SIM105 (contextlib.suppress costs a turn of the hot path)
+            os.read(self._fd, 64)
+        except OSError:  # none after all, or closed
+            pass
+        futs = self.futs
+        if futs:
+            for fut in list(futs):
+                if not fut.done():
+                    fut.set_result(None)
+            futs.clear()
+
+    @staticmethod
+    def _drop(sock: socket.socket, slot_ptr: Any, parked: Any, slot: int, ident: int) -> None:
+        lib.cq_cas64(ffi.cast("uint8_t *", slot_ptr), ident, 0)
+        lib.cq_notify_unpark(parked, slot)
+        sock.close()
+
+    def close(self) -> None:
+        """Free the slot, stop watching the socket and wake the parked tasks
+        (from any thread)."""
+        if not self._open:
+            return
+        self._open = False
+        self._finalizer.detach()
+        lib.cq_cas64(ffi.cast("uint8_t *", self._slot_ptr), self._ident, 0)
+        lib.cq_notify_unpark(self._parked, self._slot)
+        loop = self._loop()
+        if loop is None or loop.is_closed():
+            self._sock.close()
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop or not loop.is_running():
+            self._finish(loop)
+        else:
+            with contextlib.suppress(RuntimeError):  # closed meanwhile
+                loop.call_soon_threadsafe(self._finish, loop)
+
+    def _finish(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not loop.is_closed():
+            loop.remove_reader(self._sock.fileno())
+        self._sock.close()
+        futs = list(self.futs)
+        self.futs.clear()
+        for fut in futs:
+            _wake(fut)
+
+    def _forget(self) -> None:
+        """In a forked child: the socket and the slot are the parent's."""
+        self._open = False
+        self._finalizer.detach()
+        self._sock.close()  # the child's descriptor only
+
+
 class Notifier:
-    """The notify value of one queue, for the waiters of this process."""
+    """The notify values of one queue, for the waiters of this process."""
 
     horizon_ns = HORIZON_NS
 
-    def __init__(self, queue: Queue, offset: int) -> None:
+    def __init__(self, queue: Queue, offsets: dict[str, int]) -> None:
         meta = queue._meta
         assert meta is not None
-        # a mapping of its own, so that the helper thread never touches memory
-        # the queue unmaps when it closes; it lives until close()
-        size = offset + 8
+        # a mapping of its own, so that the helper thread and the loops'
+        # wake-ups never touch memory the queue unmaps when it closes; it
+        # lives until close()
+        size = max(offsets.values()) + 8
         fd = os.open(meta.path, os.O_RDWR | os.O_CLOEXEC)
         try:
             out = ffi.new("uint8_t **")
@@ -87,14 +208,84 @@ class Notifier:
             os.close(fd)
         self._base: Any = out[0]
         self._size = size
+        self._offsets = offsets
         #: the value, and its futex word (for threads parking in cq_park_read)
-        self.cell: Any = ffi.cast("int64_t *", self._base + offset)
+        self.cell: Any = ffi.cast("int64_t *", self._base + offsets[NOTIFY_KEY])
         self.word: Any = lib.cq_notify_word(self.cell)
+        #: the parked bits of the owner slots
+        self.parked: Any = ffi.cast("int64_t *", self._base + offsets[PARKED_KEY])
         self._cond = threading.Condition()
         self._waiters: dict[asyncio.Future[None], int] = {}
         self._thread: threading.Thread | None = None
+        self._wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaker | None]
+        self._wakers = weakref.WeakKeyDictionary()
+        #: the last loop asked for and its waker
+        self._fast: tuple[weakref.ref[asyncio.AbstractEventLoop], _LoopWaker | None] | None
+        self._fast = None
         self._closed = False
 
+    def slot_ptr(self, i: int) -> Any:
+        """The value of owner slot ``i``."""
+        return ffi.cast("int64_t *", self._base + self._offsets[slot_key(i)])
+
+    # -- tasks: the loop's own socket ----------------------------------------
+    def loop_waker(self) -> _LoopWaker | None:
+        """The running loop's waker, made (with its slot) on first use; None
+        when every slot has a live owner (the loop then uses the helper
+        thread) or once closed."""
+        loop = asyncio.get_running_loop()
+        fast = self._fast
+        if fast is not None and fast[0]() is loop:
+            return fast[1]
+        w = self._wakers[loop] if loop in self._wakers else self._claim(loop)
+        if w is not None or self._closed:
+            self._fast = (weakref.ref(loop), w)
+        return w
+
+    def _claim(self, loop: asyncio.AbstractEventLoop) -> _LoopWaker | None:
+        """A slot and a socket for ``loop`` (None: every slot has a live owner,
+        or the socket could not be made; the loop then uses the helper thread)."""
+        with self._cond:
+            if self._closed:
+                return None
+            ident = (secrets.randbits(31) + 1) << 32 | os.getpid()
+            try:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                sock.setblocking(False)
+                sock.bind(_sockname(ident))
+            except OSError:
+                self._wakers[loop] = None
+                return None
+            slot = self._free_slot(ident, sock)
+            if slot is None:
+                sock.close()
+                self._wakers[loop] = None
+                return None
+            w = _LoopWaker(self, loop, slot, ident, sock)
+            self._wakers[loop] = w
+            return w
+
+    def _free_slot(self, ident: int, sock: socket.socket) -> int | None:
+        for i in range(SLOTS):
+            if lib.cq_cas64(ffi.cast("uint8_t *", self.slot_ptr(i)), 0, ident):
+                return i
+        # every slot is taken: take one whose owner's name is unbound (dead)
+        for i in range(SLOTS):
+            old = int(self.slot_ptr(i)[0])
+            if old == 0 or old == ident:
+                continue
+            try:
+                sock.sendto(b"\0", _sockname(old))
+                continue  # alive (and woken once for nothing)
+            except (ConnectionRefusedError, FileNotFoundError):
+                pass
+            except OSError:
+                continue
+            if lib.cq_cas64(ffi.cast("uint8_t *", self.slot_ptr(i)), old, ident):
+                return i
+        return None
+
+    # -- the futex: threads, and tasks without a slot ---------------------------
     def arm(self) -> int | None:
         """Announce a waiter (appenders wake from now on) and return the word's
         snapshot to register with after one more look for data (None once
@@ -151,26 +342,37 @@ class Notifier:
                 fut.get_loop().call_soon_threadsafe(_wake, fut)
 
     def close(self) -> None:
-        """Stop the helper thread and drop the mapping (idempotent)."""
+        """Stop the helper thread, free the loops' slots and drop the mapping
+        (idempotent)."""
         with self._cond:
             if self._closed:
                 return
             self._closed = True
             waiters = list(self._waiters)
             self._waiters.clear()
+            wakers = [w for w in self._wakers.values() if w is not None]
+            self._wakers = weakref.WeakKeyDictionary()
+            self._fast = None
             thread = self._thread
             self._cond.notify()
         self._hand_over(waiters)
+        for w in wakers:
+            w.close()
         if thread is not None:
             lib.cq_futex_wake(self.word, 1 << 30)
             thread.join(1.0)
             if thread.is_alive():  # pragma: no cover - a stuck thread keeps the mapping
                 return
+        if wakers:
+            # a loop on another thread may still be between a look at its slot
+            # and its park: the mapping goes with this object, not before
+            weakref.finalize(self, lib.cq_unmap, self._base, self._size)
+            return
         lib.cq_unmap(self._base, self._size)
 
 
 def notifier_for(queue: Queue) -> Notifier | None:
-    """The queue's notifier, made (with the notify value) on first use; None
+    """The queue's notifier, made (with the notify values) on first use; None
     for a queue whose metadata cannot be written (read-only)."""
     n = _notifiers.get(queue)
     if n is not None:
@@ -181,7 +383,8 @@ def notifier_for(queue: Queue) -> Notifier | None:
             meta = queue._meta
             if meta is None or queue.read_only or queue.closed:
                 return None
-            n = Notifier(queue, meta.acquire(NOTIFY_KEY, 0))
+            keys = [NOTIFY_KEY, PARKED_KEY, *(slot_key(i) for i in range(SLOTS))]
+            n = Notifier(queue, {k: meta.acquire(k, 0) for k in keys})
             _notifiers[queue] = n
         return n
 
@@ -195,39 +398,42 @@ def close_notifier(queue: Queue) -> None:
 
 
 def _watch_setup(appender: Appender, w: Any) -> None:
-    """Point ``w`` at the notify value, or at the table store's end to wait
-    for it to be created."""
+    """Point ``w`` at the notify values that exist, and at the table store's
+    end to pick up the others when a waiter creates them."""
     meta = appender.queue._meta
     assert meta is not None
-    off = meta.offset(NOTIFY_KEY)  # rescans the keys
-    if off is not None:
-        w.cell = ffi.cast("int64_t *", meta.file.ptr(off))
+    file = meta.file
+
+    def value(key: str) -> Any:
+        off = meta.offset(key)  # rescans the keys when absent
+        return ffi.NULL if off is None else ffi.cast("int64_t *", file.ptr(off))
+
+    w.cell = value(NOTIFY_KEY)
+    w.parked = value(PARKED_KEY)
+    known = 0
+    for i in range(SLOTS):
+        w.slots[i] = value(slot_key(i))
+        if w.slots[i] != ffi.NULL:
+            known |= 1 << i
+    w.known = known
+    if w.cell != ffi.NULL and w.parked != ffi.NULL and known == (1 << SLOTS) - 1:
         w.meta = ffi.NULL
         return
-    w.cell = ffi.NULL
-    w.meta = meta.file.c.base
-    w.meta_len = meta.file.c.map_len
+    w.meta = file.c.base
+    w.meta_len = file.c.map_len
     w.probe = meta._end
-
-
-def _watch_view(w: Any) -> memoryview:
-    """The 32-bit word whose being non-zero sends an append to the native
-    check: `until` of the value, or the probe word of the table store."""
-    if w.cell != ffi.NULL:
-        return memoryview(ffi.buffer(lib.cq_notify_until(w.cell), 4)).cast("I")
-    if w.meta != ffi.NULL:
-        return memoryview(ffi.buffer(w.meta + w.probe, 4)).cast("I")
-    return memoryview(bytes(4)).cast("I")
 
 
 def attach_appender(appender: Appender) -> None:
     """Make ``appender`` wake parked ``Pauser.notify()`` tailers: the native
-    core checks the watched word after each commit (one load when nobody is
-    parked)."""
+    core checks the watched words after each commit (a load or two when nobody
+    is parked)."""
     queue = appender.queue
     if queue._meta is None or queue.read_only:
         return
-    w = ffi.new("cq_notify_watch *")
+    # the socket its wake-ups are sent from closes when the appender is garbage
+    # (not at close(): another thread may be sending on it right then)
+    w = ffi.gc(ffi.new("cq_notify_watch *"), lib.cq_notify_watch_close)
     _watch_setup(appender, w)
     appender._notify_watch = w  # keeps it alive while the native appender points at it
     appender._c.notify = w

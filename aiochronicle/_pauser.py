@@ -302,9 +302,12 @@ class Pauser:
             self._count += 1
             self._time += _mono_ns() - t0
 
-    async def _apark(self, ns: int, notifier: Notifier | None, snapshot: int) -> None:
-        """Sleep ``ns`` on the running loop; :meth:`unpause` (or, given a
-        notifier, a notify of the queue) ends it early."""
+    async def _apark(self, ns: int, notifier: Notifier | None, snapshot: int,
+                     wakers: set[asyncio.Future[None]] | None = None) -> None:
+        """Sleep ``ns`` on the running loop; :meth:`unpause` ends it early, and
+        so does a notify of the queue, given a notifier (and the futex
+        snapshot), or the loop's own wake-up, given its set of parked futures
+        (``wakers``)."""
         import asyncio
 
         loop = asyncio.get_running_loop()
@@ -312,13 +315,17 @@ class Pauser:
         timer = loop.call_later(ns / 1e9, _wake_future, fut)
         with self._lock:
             self._parks.add(fut)
-        if notifier is not None:
+        if wakers is not None:
+            wakers.add(fut)
+        elif notifier is not None:
             notifier.register(fut, snapshot)
         try:
             await fut
         finally:
             timer.cancel()
-            if notifier is not None:
+            if wakers is not None:
+                wakers.discard(fut)
+            elif notifier is not None:
                 notifier.unregister(fut)
             with self._lock:
                 self._parks.discard(fut)

@@ -20,6 +20,8 @@ Contenders (consumer side; every producer is a plain loop):
 * ``aio sync busy``: ``Tailer.read_blocking()`` with ``Pauser.busy()``;
 * ``aio async busy``, ``aio async balanced``, ``aio async notify``:
   ``async for excerpt in tailer`` on uvloop with that pauser;
+* ``aio async notify-spin``: the same with ``Pauser.notify(spin=200e-6)``, which
+  spins 200 µs after each message before it parks;
 * ``iceoryx2``: publish/subscribe, a busy-polling subscriber (zero-copy shared
   memory, persists nothing);
 * ``zmq``: pyzmq PUSH/PULL over ``ipc://``, an asyncio (uvloop) consumer that
@@ -35,6 +37,9 @@ consumer copies each payload out); the rate is messages received over the
 time from the producer's first send to the consumer's last receive.
 aiochronicle is measured per message (``append`` / ``read_nowait``) and
 batched (``append_packed`` / ``read_many``).
+
+Consumer CPU: its process's CPU time over the wall time from its first
+measured message to the last, in % of a core.
 
 Idle CPU: each consumer waits with nothing sent; its own CPU time over a window
 after its back-off has settled.
@@ -73,17 +78,22 @@ STOP = -1
 now_ns = time.monotonic_ns
 
 LATENCY_IMPLS = ["aio sync busy", "aio async busy", "aio async balanced", "aio async notify",
+                 "aio async notify-spin",
                  "iceoryx2", "zmq", "mp.Queue", "pipe", "shm ring"]
 THROUGHPUT_IMPLS = ["aio batch", "aio per-msg", "aio sync busy", "aio async busy",
                     "aio async notify", "iceoryx2", "zmq", "mp.Queue", "pipe", "shm ring"]
-IDLE_QUIET = ["aio async balanced", "aio async sleepy", "aio async notify", "zmq", "mp.Queue",
-              "pipe"]
+IDLE_QUIET = ["aio async balanced", "aio async sleepy", "aio async notify",
+              "aio async notify-spin", "zmq", "mp.Queue", "pipe"]
 IDLE_BUSY = ["aio sync busy", "aio async busy", "iceoryx2", "shm ring"]
+NOTIFY_SPIN = 200e-6
 AIO_PAUSERS: dict[str, Callable[[], ac.Pauser]] = {
     "busy": ac.Pauser.busy,
     "balanced": ac.Pauser.balanced,
     "sleepy": ac.Pauser.sleepy,
     "notify": ac.Pauser.notify,
+    # spins NOTIFY_SPIN after each message before it parks: ~1 µs while
+    # messages come at least that often, a parked tailer's cost when idle
+    "notify-spin": lambda: ac.Pauser.notify(spin=NOTIFY_SPIN),
 }
 
 
@@ -175,13 +185,20 @@ class Recorder:
         self.warm = spec.warm_count
         self.lat: array[int] = array("q")
         self.received = 0
+        self.cpu0 = self.wall0 = 0.0
+        self.cpu = 0.0
 
     def add(self, payload: bytes | memoryview) -> bool:
         t = now_ns()
         ts, seq = HEAD.unpack_from(payload)
         if seq < 0:
+            if self.wall0:
+                self.cpu = ((time.process_time() - self.cpu0)
+                            / max(1e-9, time.monotonic() - self.wall0))
             return False
         if seq >= self.warm:
+            if not self.received:
+                self.cpu0, self.wall0 = time.process_time(), time.monotonic()
             self.lat.append(t - ts)
             self.received += 1
         return True
@@ -189,7 +206,7 @@ class Recorder:
     def result(self, spec: Spec) -> dict[str, Any]:
         h = Histogram()
         h.record_all(self.lat)
-        return {"p": {p: h.percentile(p) for p in PCTS}, "max": h.max,
+        return {"p": {p: h.percentile(p) for p in PCTS}, "max": h.max, "cpu": self.cpu,
                 "plot": [(p, h.percentile(p)) for p in PLOT_PCTS],
                 "received": self.received, "lost": spec.count - spec.warm_count - self.received}
 
@@ -699,20 +716,23 @@ def ratio(a: float, b: float) -> str:
 def latency_table(results: dict[tuple[str, int, int], dict[str, Any]], size: int,
                   rate: int) -> list[str]:
     base = results.get(("iceoryx2", size, rate))
+    pipe = results.get(("pipe", size, rate))
     lines = [f"| {size} B @ {rate // 1000}k/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs "
-             "| lost | p50 / iceoryx2 | p99 / iceoryx2 |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| lost | consumer CPU | p50 / pipe | p50 / iceoryx2 | p99 / iceoryx2 |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for impl in LATENCY_IMPLS:
         r = results.get((impl, size, rate))
         if r is None:
-            lines.append(f"| {impl} | failed | | | | | | | |")
+            if any(k[0] == impl for k in results):  # run, but not in this case
+                lines.append(f"| {impl} | failed | | | | | | | | | |")
             continue
         p = r["p"]
+        vs_pipe = ratio(p[50.0], pipe["p"][50.0]) if pipe else "-"
         vs50 = ratio(p[50.0], base["p"][50.0]) if base else "-"
         vs99 = ratio(p[99.0], base["p"][99.0]) if base else "-"
         lines.append(f"| {impl} | {fmt_us(p[50.0])} | {fmt_us(p[90.0])} | {fmt_us(p[99.0])} "
-                     f"| {fmt_us(p[99.9])} | {fmt_us(r['max'])} | {r['lost']} | {vs50} "
-                     f"| {vs99} |")
+                     f"| {fmt_us(p[99.9])} | {fmt_us(r['max'])} | {r['lost']} "
+                     f"| {r['cpu'] * 100:.0f}% | {vs_pipe} | {vs50} | {vs99} |")
     return lines
 
 
@@ -726,6 +746,8 @@ def throughput_table(results: dict[tuple[str, int], dict[str, Any]], sizes: list
                  if not i.startswith("aio") and results.get((i, s))]
         best[s] = max(rates) if rates else 0.0
     for impl in THROUGHPUT_IMPLS:
+        if not any(k[0] == impl for k in results):
+            continue  # not run (--only)
         cells = []
         for s in sizes:
             r = results.get((impl, s))

@@ -50,6 +50,7 @@
 #define CQ_NOTIFY_IDLE 0
 #define CQ_NOTIFY_WOKE 1
 #define CQ_NOTIFY_MOVED 2
+#define CQ_NOTIFY_SLOTS 16
 /* CDEF-END */
 
 #endif

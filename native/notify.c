@@ -6,6 +6,9 @@
 #include "atomic.h"
 
 #include <errno.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
@@ -78,10 +81,8 @@ uint32_t cq_notify_arm(int64_t *cell, uint64_t horizon_ns) {
     return (uint32_t)((uint64_t)__atomic_load_n(cell, __ATOMIC_SEQ_CST) & 0xFFFFFFFFull);
 }
 
-int cq_notify(int64_t *cell) {
-    /* the commit must be visible before we look for waiters (pairs with the
-     * fence in cq_notify_arm) */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+/* cq_notify after its fence. */
+static int notify_cell(int64_t *cell) {
     uint64_t v = (uint64_t)__atomic_load_n(cell, __ATOMIC_RELAXED);
     uint32_t until = (uint32_t)(v >> 32);
     if (until == 0) return CQ_NOTIFY_IDLE;
@@ -107,18 +108,109 @@ int cq_notify(int64_t *cell) {
     return CQ_NOTIFY_WOKE;
 }
 
-/* The value of the notify key if the table store record at `pos` holds it. */
-static int64_t *notify_record(const cq_notify_watch *n, uint64_t pos, uint32_t h) {
+int cq_notify(int64_t *cell) {
+    /* the commit must be visible before we look for waiters (pairs with the
+     * fence in cq_notify_arm) */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return notify_cell(cell);
+}
+
+/* ------------------------------------------------------------------ */
+/* event-loop owners: parked bits and datagrams                        */
+
+#define SOCK_PREFIX "aiochronicle.notify."
+
+int cq_notify_sockname(int64_t ident, char *out) {
+    static const char hex[] = "0123456789abcdef";
+    size_t plen = sizeof(SOCK_PREFIX) - 1;
+    out[0] = '\0'; /* the abstract namespace */
+    memcpy(out + 1, SOCK_PREFIX, plen);
+    uint64_t v = (uint64_t)ident;
+    for (int i = 0; i < 16; i++) out[1 + plen + (size_t)i] = hex[(v >> (60 - 4 * i)) & 0xF];
+    return (int)(1 + plen + 16);
+}
+
+void cq_notify_park(int64_t *parked, int slot) {
+    if (slot < 0 || slot >= CQ_NOTIFY_SLOTS) return;
+    __atomic_fetch_or(parked, (int64_t)(1ull << slot), __ATOMIC_SEQ_CST);
+}
+
+void cq_notify_unpark(int64_t *parked, int slot) {
+    if (slot < 0 || slot >= CQ_NOTIFY_SLOTS) return;
+    __atomic_fetch_and(parked, (int64_t)~(1ull << slot), __ATOMIC_RELAXED);
+}
+
+void cq_notify_watch_close(cq_notify_watch *n) {
+    int32_t s = __atomic_exchange_n(&n->sock, -1, __ATOMIC_ACQ_REL);
+    if (s > 0) close(s - 1);
+}
+
+/* The socket wake-ups are sent from, made on first use; -1 when none can be. */
+static int watch_socket(cq_notify_watch *n) {
+    int32_t s = __atomic_load_n(&n->sock, __ATOMIC_ACQUIRE);
+    if (s != 0) return s > 0 ? s - 1 : -1;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1; /* out of descriptors: the owners' parks end on their timers */
+    int32_t expected = 0;
+    if (!__atomic_compare_exchange_n(&n->sock, &expected, fd + 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        close(fd); /* another thread made one first (or the watch was closed) */
+        return expected > 0 ? expected - 1 : -1;
+    }
+    return fd;
+}
+
+/* One byte to the owner of slot i (whose bit this appender cleared). */
+static void wake_owner(cq_notify_watch *n, int fd, int i) {
+    int64_t ident = __atomic_load_n(n->slots[i], __ATOMIC_ACQUIRE);
+    if (ident == 0) return;
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    int len = cq_notify_sockname(ident, addr.sun_path);
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)len);
+    static const char one = 1;
+    if (sendto(fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&addr, alen) == 0)
+        return;
+    /* EAGAIN: its queue is full, so a wake-up is pending anyway.  Refused or
+     * no such name: the owner is gone; free its slot unless it changed */
+    if (errno == ECONNREFUSED || errno == ENOENT) {
+        int64_t expected = ident;
+        __atomic_compare_exchange_n(n->slots[i], &expected, 0, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED);
+    }
+}
+
+/* After the fence: wake the owners whose bits are set. */
+static int notify_parked(cq_notify_watch *n) {
+    uint64_t m = (uint64_t)__atomic_load_n(n->parked, __ATOMIC_RELAXED);
+    uint64_t take = m & n->known;
+    if (take == 0) return CQ_NOTIFY_IDLE;
+    int fd = watch_socket(n);
+    if (fd < 0) return CQ_NOTIFY_IDLE;
+    take &= (uint64_t)__atomic_fetch_and(n->parked, (int64_t)~take, __ATOMIC_SEQ_CST);
+    if (take == 0) return CQ_NOTIFY_IDLE; /* another appender took them */
+    while (take) {
+        int i = __builtin_ctzll(take);
+        take &= take - 1;
+        wake_owner(n, fd, i);
+    }
+    return CQ_NOTIFY_WOKE;
+}
+
+/* The key and the value of the table store record at `pos` (header `h`); the
+ * value is NULL when the record is not a well-formed 8-aligned INT64. */
+static int64_t *record_value(const cq_notify_watch *n, uint64_t pos, uint32_t h,
+                             const uint8_t **key, size_t *klen) {
     uint64_t len = h & HDR_LEN_MASK;
     uint64_t end = pos + 4 + len;
     if ((h & CQ_HDR_META) || end > n->meta_len) return NULL;
     const uint8_t *b = n->meta;
     uint64_t p = pos + 4;
-    size_t klen = sizeof(NOTIFY_KEY) - 1;
-    if (len < 2 + klen || b[p] != 0xB9 || b[p + 1] != klen ||
-        memcmp(b + p + 2, NOTIFY_KEY, klen) != 0)
-        return NULL;
-    p += 2 + klen;
+    if (len < 2 || b[p] != 0xB9 || b[p + 1] >= 0x80 || p + 2 + b[p + 1] > end) return NULL;
+    *key = b + p + 2;
+    *klen = b[p + 1];
+    p += 2 + *klen;
     while (p < end && (b[p] == 0x8F || b[p] == 0x8E)) {
         if (b[p] == 0x8F) { p++; continue; }
         uint32_t skip;
@@ -130,31 +222,78 @@ static int64_t *notify_record(const cq_notify_watch *n, uint64_t pos, uint32_t h
     return (int64_t *)(b + p + 1);
 }
 
-int cq_notify_commit(cq_notify_watch *n) {
-    if (n->cell != NULL) return cq_notify(n->cell);
-    if (n->meta == NULL) return CQ_NOTIFY_IDLE;
-    uint64_t pos = n->probe;
-    if (pos > n->meta_len || n->meta_len - pos < 4) { n->meta = NULL; return CQ_NOTIFY_MOVED; }
-    uint32_t h = __atomic_load_n((const uint32_t *)(n->meta + pos), __ATOMIC_ACQUIRE);
-    if (h == 0) return CQ_NOTIFY_IDLE;
-    /* keys were added: walk them (a few records, rarely) */
-    for (unsigned guard = 0; guard < 4096; guard++) {
-        if (h == 0 || (h & CQ_HDR_NOT_COMPLETE)) break; /* the end, or one being written */
-        int64_t *cell = notify_record(n, pos, h);
-        if (cell != NULL) {
-            n->cell = cell;
-            n->probe = pos;
-            cq_notify(cell); /* the waiter that created it may be parked already */
-            return CQ_NOTIFY_MOVED;
-        }
-        pos = (pos + 4 + (h & HDR_LEN_MASK) + 3) & ~(uint64_t)3;
-        if (pos > n->meta_len || n->meta_len - pos < 4) {
-            n->meta = NULL; /* grew past this mapping: Python looks again */
-            return CQ_NOTIFY_MOVED;
-        }
-        h = __atomic_load_n((const uint32_t *)(n->meta + pos), __ATOMIC_ACQUIRE);
+/* Note the record if it is one of ours; 1 when it was. */
+static int take_record(cq_notify_watch *n, uint64_t pos, uint32_t h) {
+    const uint8_t *key;
+    size_t klen;
+    int64_t *v = record_value(n, pos, h, &key, &klen);
+    if (v == NULL) return 0;
+    size_t base = sizeof(NOTIFY_KEY) - 1;
+    if (klen < base || memcmp(key, NOTIFY_KEY, base) != 0) return 0;
+    if (klen == base) {
+        n->cell = v;
+        return 1;
     }
-    n->probe = pos;
-    return CQ_NOTIFY_MOVED;
+    if (key[base] != '.') return 0;
+    const uint8_t *rest = key + base + 1;
+    size_t rlen = klen - base - 1;
+    if (rlen == 6 && memcmp(rest, "parked", 6) == 0) {
+        n->parked = v;
+        return 1;
+    }
+    if (rlen == 0 || rlen > 2) return 0;
+    int i = 0;
+    for (size_t k = 0; k < rlen; k++) {
+        if (rest[k] < '0' || rest[k] > '9') return 0;
+        i = i * 10 + (rest[k] - '0');
+    }
+    if (i >= CQ_NOTIFY_SLOTS || (rlen == 2 && rest[0] == '0')) return 0;
+    if (n->slots[i] == NULL) {
+        n->slots[i] = v;
+        __atomic_store_n(&n->known, n->known | (1ull << i), __ATOMIC_RELEASE);
+    }
+    return 1;
 }
 
+_Static_assert(CQ_NOTIFY_SLOTS == 16, "cq_notify_watch.slots has 16 entries");
+#define ALL_SLOTS ((1ull << CQ_NOTIFY_SLOTS) - 1)
+
+/* Walk the records added since the probe (a few, rarely; at most 4096). */
+static int walk(cq_notify_watch *n) {
+    uint64_t pos = n->probe;
+    int found = 0;
+    for (unsigned guard = 0; guard < 4096; guard++) {
+        if (pos > n->meta_len || n->meta_len - pos < 4) {
+            n->meta = NULL; /* grew past this mapping: what was found stays */
+            return CQ_NOTIFY_MOVED;
+        }
+        uint32_t h = __atomic_load_n((const uint32_t *)(n->meta + pos), __ATOMIC_ACQUIRE);
+        if (h == 0 || (h & CQ_HDR_NOT_COMPLETE)) break; /* the end, or one being written */
+        found |= take_record(n, pos, h);
+        pos = (pos + 4 + (h & HDR_LEN_MASK) + 3) & ~(uint64_t)3;
+    }
+    n->probe = pos;
+    if (n->cell != NULL && n->parked != NULL && n->known == ALL_SLOTS)
+        n->meta = NULL; /* everything found: no more probing */
+    return found ? CQ_NOTIFY_MOVED : CQ_NOTIFY_IDLE;
+}
+
+int cq_notify_commit(cq_notify_watch *n) {
+    int moved = CQ_NOTIFY_IDLE;
+    if (n->meta != NULL) {
+        uint64_t pos = n->probe;
+        if (pos > n->meta_len || n->meta_len - pos < 4) {
+            n->meta = NULL;
+        } else if (__atomic_load_n((const uint32_t *)(n->meta + pos), __ATOMIC_ACQUIRE) != 0) {
+            moved = walk(n); /* keys were added */
+        }
+    }
+    if (n->cell == NULL && n->parked == NULL) return moved;
+    /* the commit must be visible before we look for waiters (pairs with the
+     * fence in cq_notify_arm and the barrier of cq_notify_park) */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    int rc = CQ_NOTIFY_IDLE;
+    if (n->parked != NULL && notify_parked(n) == CQ_NOTIFY_WOKE) rc = CQ_NOTIFY_WOKE;
+    if (n->cell != NULL && notify_cell(n->cell) == CQ_NOTIFY_WOKE) rc = CQ_NOTIFY_WOKE;
+    return rc == CQ_NOTIFY_WOKE ? rc : moved;
+}

@@ -19,6 +19,19 @@
  * An appender started before the value exists watches the table store's end
  * (the header word where the next key would go); when keys appear it walks
  * them, and picks the notify value up as soon as a waiter creates it.
+ *
+ * Event loops are woken without a thread in between, by a datagram to a
+ * socket the loop watches.  More values, created with the first:
+ *   "aiochronicle.notify.<i>", i < CQ_NOTIFY_SLOTS: who owns slot i, 0 when
+ *       nobody: (token << 32) | pid, naming the owner's Unix datagram socket
+ *       in the abstract namespace, "\0aiochronicle.notify.<16 hex digits>";
+ *   "aiochronicle.notify.parked": bit i set while slot i's owner is parked.
+ * An owner sets its bit (a full barrier), looks for data once more, then
+ * sleeps in its event loop.  An appender, after committing, fences and loads
+ * the bits; any set one it clears (fetch-and) and sends the owner one byte,
+ * so a park costs the appenders one send, and an appender one load when
+ * nobody is parked.  A send refused (nobody bound the name: the owner died)
+ * frees the slot.
  */
 #ifndef AIOCHRONICLE_NOTIFY_H
 #define AIOCHRONICLE_NOTIFY_H
@@ -45,10 +58,27 @@ int cq_futex_wake(const uint32_t *word, int n);
 /* An appender's view of the notify value. */
 typedef struct cq_notify_watch {
     int64_t *cell;            /* the value of "aiochronicle.notify", or NULL */
-    const uint8_t *meta;      /* while cell is NULL: the metadata.cq4t mapping */
+    const uint8_t *meta;      /* until every value is found: the metadata.cq4t mapping */
     uint64_t meta_len;        /* ... its length */
     uint64_t probe;           /* ... the offset of the next key record */
+    int64_t *parked;          /* "aiochronicle.notify.parked", or NULL */
+    int64_t *slots[16];       /* "aiochronicle.notify.<i>", or NULL */
+    uint64_t known;           /* bit i: slots[i] is known */
+    int32_t sock;             /* 1 + the fd wake-ups are sent from; 0: none yet, -1: none possible */
 } cq_notify_watch;
+
+/* Close the watch's socket (when its appender closes). */
+void cq_notify_watch_close(cq_notify_watch *n);
+
+/* Owner side: set bit `slot` of the parked value (a full barrier). */
+void cq_notify_park(int64_t *parked, int slot);
+
+/* Owner side: clear bit `slot` (it found data after all). */
+void cq_notify_unpark(int64_t *parked, int slot);
+
+/* Fill `out` (at least 40 bytes) with the abstract socket name of owner
+ * `ident` (leading NUL included); returns its length. */
+int cq_notify_sockname(int64_t ident, char *out);
 
 /* The futex word (low half) and the `until` word (high half) of the value. */
 const uint32_t *cq_notify_word(const int64_t *cell);
@@ -64,10 +94,11 @@ uint32_t cq_notify_arm(int64_t *cell, uint64_t horizon_ns);
  * Returns CQ_NOTIFY_WOKE or CQ_NOTIFY_IDLE. */
 int cq_notify(int64_t *cell);
 
-/* Appender side, after a commit: cq_notify when n->cell is known; else one
- * load of the probe word, and when keys were added, a walk over them that
- * sets n->cell when the notify value is among them (CQ_NOTIFY_MOVED: the
- * word to watch changed). */
+/* Appender side, after a commit: while some value is not found yet, one load
+ * of the probe word, and when keys were added, a walk over them (bounded);
+ * then one fence, and the parked bits and cq_notify's check of the value.
+ * Returns CQ_NOTIFY_WOKE when it woke anyone, CQ_NOTIFY_MOVED when the walk
+ * found a value, else CQ_NOTIFY_IDLE. */
 int cq_notify_commit(cq_notify_watch *n);
 
 /* CDEF-END */

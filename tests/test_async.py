@@ -363,12 +363,61 @@ def test_parks_park_on_an_empty_queue(run: Run[None], tmp_path: Path) -> None:
     run(main())
 
 
-def test_notify_helper_thread_stops_when_the_queue_closes(run: Run[None],
-                                                          tmp_path: Path) -> None:
+def _owner_slots(q: ac.Queue) -> dict[int, int]:
+    from aiochronicle._notify import SLOTS, slot_key
+
+    return {i: v for i in range(SLOTS) if (v := q.table_store_get(slot_key(i)))}
+
+
+def test_notify_parks_on_the_loop_and_frees_its_slot_on_close(run: Run[None],
+                                                              tmp_path: Path) -> None:
     from aiochronicle._notify import notifier_for
 
     async def main() -> None:
         q = ac.open_queue(tmp_path)
+        a = q.appender()
+        t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
+        reader = asyncio.create_task(t.read())
+        await asyncio.sleep(0.05)
+        n = notifier_for(q)
+        assert n is not None
+        assert n._thread is None  # no helper thread: the loop watches a socket
+        owners = _owner_slots(q)
+        assert list(owners.values()) == [owners[min(owners)]]  # one slot: this loop
+        assert owners[min(owners)] & 0xFFFFFFFF == os.getpid()
+        # this process's appender wakes it at once (its park is 10 s)
+        a.append(b"now")
+        ex = await asyncio.wait_for(reader, 5)
+        assert ex.payload == b"now" and t.pauser.count_paused == 1
+        reader = asyncio.create_task(t.read())
+        await asyncio.sleep(0.05)
+        await q.aclose()
+        with pytest.raises(ac.QueueClosedError):
+            await asyncio.wait_for(reader, 10)
+        assert notifier_for(q) is None  # a closed queue gets no new one
+        with ac.open_queue(tmp_path) as again:
+            assert _owner_slots(again) == {}  # the slot is free again
+
+    run(main())
+
+
+def test_notify_falls_back_to_the_helper_thread_when_every_slot_is_taken(
+        run: Run[None], tmp_path: Path) -> None:
+    import socket
+
+    from aiochronicle._notify import SLOTS, _sockname, notifier_for, slot_key
+
+    async def main() -> None:
+        q = ac.open_queue(tmp_path)
+        a = q.appender()
+        # every slot owned by a live socket of someone else
+        live = []
+        for i in range(SLOTS):
+            ident = (random.getrandbits(31) + 1) << 32 | (1 << 22) + i
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            s.bind(_sockname(ident))
+            live.append(s)
+            q.table_store_put(slot_key(i), ident)
         t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
         reader = asyncio.create_task(t.read())
         await asyncio.sleep(0.05)
@@ -376,12 +425,49 @@ def test_notify_helper_thread_stops_when_the_queue_closes(run: Run[None],
         assert n is not None
         thread = n._thread
         assert thread is not None and thread.is_alive()
+        a.append(b"via the thread")
+        ex = await asyncio.wait_for(reader, 5)
+        assert ex.payload == b"via the thread" and t.pauser.count_paused == 1
+        reader = asyncio.create_task(t.read())
+        await asyncio.sleep(0.05)
         await q.aclose()
         with pytest.raises(ac.QueueClosedError):
             await asyncio.wait_for(reader, 10)
         thread.join(5)
         assert not thread.is_alive()
-        assert notifier_for(q) is None  # a closed queue gets no new one
+        for s in live:
+            s.close()
+
+    run(main())
+
+
+def test_notify_slots_of_dead_owners_are_freed_and_taken(run: Run[None],
+                                                         tmp_path: Path) -> None:
+    from aiochronicle._notify import PARKED_KEY, SLOTS, slot_key
+
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            a = q.appender()
+            # owners whose sockets are gone (their processes died)
+            dead = {i: (i + 1) << 32 | (1 << 22) + i for i in range(SLOTS)}
+            for i, ident in dead.items():
+                q.table_store_put(slot_key(i), ident)
+            # an appender that meets a dead owner's bit frees its slot
+            q.table_store_put(PARKED_KEY, 1 << 3)
+            a.append(b"first")
+            assert q.table_store_get(slot_key(3)) == 0
+            assert q.table_store_get(PARKED_KEY) == 0
+            q.table_store_put(slot_key(3), dead[3])
+            # a loop looking for a slot takes a dead owner's
+            t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
+            assert (await t.read()).payload == b"first"
+            reader = asyncio.create_task(t.read())
+            await asyncio.sleep(0.05)
+            mine = {i: v for i, v in _owner_slots(q).items() if v & 0xFFFFFFFF == os.getpid()}
+            assert len(mine) == 1
+            a.append(b"second")
+            assert (await asyncio.wait_for(reader, 5)).payload == b"second"
+            assert t.pauser.count_paused == 1
 
     run(main())
 

@@ -21,6 +21,12 @@ PRELUDE = textwrap.dedent("""
     import aiochronicle as ac
 
     path = sys.argv[1]
+    # The busy loops below hold the GIL but for one short native call every
+    # few hundred µs (a rewind); CPython's GIL then wakes a waiting thread at
+    # each release but lets the busy one take it back first, and the 5 ms
+    # interval after which a waiter insists never runs out: the closing
+    # thread could wait minutes for its turn.  A short interval ends that.
+    sys.setswitchinterval(1e-4)
     SMALL, LARGE = b"s" * 40, b"L" * 20_000   # LARGE is copied from the mapping itself
     with ac.open_queue(path) as q:
         a = q.appender()
