@@ -7,6 +7,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 import pytest
 
 import aiochronicle as ac
+from aiochronicle._notify import PARKED_KEY, SLOTS, _sockname, notifier_for, slot_key
 
 uvloop = pytest.importorskip("uvloop")
 
@@ -345,6 +347,8 @@ def test_notify_wakes_an_async_reader_from_another_process(run: Run[None],
             assert ex.payload == b"wake up"
             assert time.monotonic() - t0 < 10
             assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
+            n = notifier_for(q)
+            assert n is not None and n._thread is None  # the loop's socket woke it
             await asyncio.get_running_loop().run_in_executor(None, proc.join, 20)
 
     run(main())
@@ -364,15 +368,11 @@ def test_parks_park_on_an_empty_queue(run: Run[None], tmp_path: Path) -> None:
 
 
 def _owner_slots(q: ac.Queue) -> dict[int, int]:
-    from aiochronicle._notify import SLOTS, slot_key
-
     return {i: v for i in range(SLOTS) if (v := q.table_store_get(slot_key(i)))}
 
 
 def test_notify_parks_on_the_loop_and_frees_its_slot_on_close(run: Run[None],
                                                               tmp_path: Path) -> None:
-    from aiochronicle._notify import notifier_for
-
     async def main() -> None:
         q = ac.open_queue(tmp_path)
         a = q.appender()
@@ -403,10 +403,6 @@ def test_notify_parks_on_the_loop_and_frees_its_slot_on_close(run: Run[None],
 
 def test_notify_falls_back_to_the_helper_thread_when_every_slot_is_taken(
         run: Run[None], tmp_path: Path) -> None:
-    import socket
-
-    from aiochronicle._notify import SLOTS, _sockname, notifier_for, slot_key
-
     async def main() -> None:
         q = ac.open_queue(tmp_path)
         a = q.appender()
@@ -443,8 +439,6 @@ def test_notify_falls_back_to_the_helper_thread_when_every_slot_is_taken(
 
 def test_notify_slots_of_dead_owners_are_freed_and_taken(run: Run[None],
                                                          tmp_path: Path) -> None:
-    from aiochronicle._notify import PARKED_KEY, SLOTS, slot_key
-
     async def main() -> None:
         async with ac.open_queue(tmp_path) as q:
             a = q.appender()
@@ -470,6 +464,51 @@ def test_notify_slots_of_dead_owners_are_freed_and_taken(run: Run[None],
             assert t.pauser.count_paused == 1
 
     run(main())
+
+
+def test_notify_loops_of_one_process_have_a_slot_each(tmp_path: Path) -> None:
+    got: dict[int, bytes] = {}
+    parked = threading.Barrier(3)
+
+    def reader(k: int, q: ac.Queue) -> None:
+        async def main() -> None:
+            t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
+            task = asyncio.ensure_future(t.read())
+            await asyncio.sleep(0.1)
+            await asyncio.get_running_loop().run_in_executor(None, parked.wait, 20)
+            got[k] = (await asyncio.wait_for(task, 20)).payload
+
+        asyncio.run(main())
+
+    with ac.open_queue(tmp_path) as q:
+        a = q.appender()
+        threads = [threading.Thread(target=reader, args=(k, q)) for k in range(2)]
+        for th in threads:
+            th.start()
+        parked.wait(20)
+        mine = [v for v in _owner_slots(q).values() if v & 0xFFFFFFFF == os.getpid()]
+        assert len(mine) == 2 and len(set(mine)) == 2
+        a.append(b"both")  # one commit wakes both loops
+        for th in threads:
+            th.join(20)
+        assert got == {0: b"both", 1: b"both"}
+
+
+def test_notify_slot_of_a_dropped_loop_is_freed(tmp_path: Path) -> None:
+    import gc
+
+    async def park_once(q: ac.Queue) -> None:
+        t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(t.read(), 0.1)
+
+    with ac.open_queue(tmp_path) as q:
+        asyncio.run(park_once(q))
+        gc.collect()  # the loop is gone: its finalizer frees the slot
+        assert _owner_slots(q) == {}
+        asyncio.run(park_once(q))  # a new loop claims a slot again
+        gc.collect()
+        assert _owner_slots(q) == {}
 
 
 def test_apause_unpause_and_timeout(run: Run[None]) -> None:

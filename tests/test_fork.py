@@ -100,6 +100,54 @@ SCENARIOS = {
         payloads = [e.payload for e in iter(q.tailer().read_nowait, None)]
         assert payloads[-1] == b"from the child", payloads
     """,
+    # the parent's event loop parks on its notify socket; a child forked then
+    # parks on a socket and slot of its own, and the parent's appender wakes it
+    "notify_loop_in_the_child": """
+        import asyncio
+        from aiochronicle._notify import SLOTS, slot_key
+
+        def owners():
+            return {i: v & 0xFFFFFFFF for i in range(SLOTS)
+                    if (v := q.table_store_get(slot_key(i)))}
+
+        async def park_once(timeout):
+            t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
+            t.to_end()
+            try:
+                return await asyncio.wait_for(t.read(), timeout)
+            except TimeoutError:
+                return None
+
+        loop = asyncio.new_event_loop()
+        assert loop.run_until_complete(park_once(0.1)) is None  # the parent's slot
+        assert list(owners().values()) == [os.getpid()]
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(r)
+                async def child():
+                    t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
+                    t.to_end()
+                    task = asyncio.ensure_future(t.read())
+                    await asyncio.sleep(0.2)
+                    os.write(w, b"p")  # parked
+                    ex = await asyncio.wait_for(task, 20)
+                    return ex.payload, t.pauser.count_paused
+                payload, parks = asyncio.run(child())
+                code = 0 if (payload, parks) == (b"wake the child", 1) else 3
+            finally:
+                os._exit(code)
+        os.close(w)
+        assert os.read(r, 1) == b"p"
+        assert sorted(owners().values()) == sorted([os.getpid(), pid])
+        appender.append(b"wake the child")
+        status = wait_child(pid)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        loop.close()
+        q.close()
+    """,
 }
 
 
