@@ -16,6 +16,7 @@ awaiting anything after that.
 from __future__ import annotations
 
 import threading
+import time
 import types
 from collections.abc import AsyncIterator, Generator
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,8 @@ __all__ = ["AsyncTailerMixin"]
 
 _NONE = lib.CQ_NONE
 _cq_spin = lib.cq_spin
-_mono_ns = lib.cq_mono_ns
+#: CLOCK_MONOTONIC in ns, as the native core reads it (a builtin: no GIL hand-off)
+_mono_ns = time.monotonic_ns
 _unpack = ffi.unpack
 _tuple_new = tuple.__new__
 

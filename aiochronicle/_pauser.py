@@ -19,6 +19,7 @@ import contextlib
 import enum
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,8 @@ DEFAULT_SPIN_SLICE = 50 * US
 #: the longest a thread spins before it returns to the interpreter (signals)
 SYNC_SPIN_SLICE = 1 * MS
 
-_mono_ns = lib.cq_mono_ns
+#: CLOCK_MONOTONIC in ns, as the native core reads it (a builtin: no GIL hand-off)
+_mono_ns = time.monotonic_ns
 _cq_spin = lib.cq_spin
 _cq_park = lib.cq_park_read
 _cq_futex_wake = lib.cq_futex_wake
