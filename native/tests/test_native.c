@@ -1999,90 +1999,94 @@ static void t_notify_duplicate_keys_first_wins(void) {
     free(b);
 }
 
-/* An image with every notify value, slots 0..15 holding `idents`. */
-static uint8_t *nt_owners(const int64_t *idents, uint64_t *parked, uint64_t *slot) {
-    uint8_t *b = nt_image(NT_LEN);
-    uint64_t p = nt_key(b, DATA_START, "aiochronicle.notify", 0, NULL);
-    p = nt_key(b, p, "aiochronicle.notify.parked", 0, parked);
-    for (int i = 0; i < CQ_NOTIFY_SLOTS; i++) p = nt_slot_key(b, p, i, idents[i], &slot[i]);
-    return b;
+/* A table store with every notify value, slot i owned by idents[i], and a
+ * watch that found them all (and so stopped probing). */
+typedef struct {
+    uint8_t *b;
+    uint64_t parked, slot[CQ_NOTIFY_SLOTS];
+    cq_notify_watch n;
+} nt_owners;
+
+static void nt_owners_init(nt_owners *f, const int64_t *idents) {
+    f->b = nt_image(NT_LEN);
+    uint64_t p = nt_key(f->b, DATA_START, "aiochronicle.notify", 0, NULL);
+    p = nt_key(f->b, p, "aiochronicle.notify.parked", 0, &f->parked);
+    for (int i = 0; i < CQ_NOTIFY_SLOTS; i++) p = nt_slot_key(f->b, p, i, idents[i], &f->slot[i]);
+    nt_watch(&f->n, f->b, NT_LEN, DATA_START);
+    CHECK_EQ(cq_notify_commit(&f->n), CQ_NOTIFY_MOVED);
+    CHECK_EQ(f->n.known, NT_ALL);
+    CHECK(f->n.meta == NULL);
+}
+
+static void nt_owners_free(nt_owners *f) {
+    cq_notify_watch_close(&f->n);
+    free(f->b);
 }
 
 static void t_notify_wakes_bound_owner(void) {
-    int64_t idents[CQ_NOTIFY_SLOTS] = {0};
     int64_t me = nt_ident(0xA1000003u);
-    idents[3] = me;
-    uint64_t parked, slot[CQ_NOTIFY_SLOTS];
-    uint8_t *b = nt_owners(idents, &parked, slot);
+    nt_owners f;
+    nt_owners_init(&f, (const int64_t[CQ_NOTIFY_SLOTS]){[3] = me});
     int rx = nt_bind(me);
-    cq_notify_watch n;
-    nt_watch(&n, b, NT_LEN, DATA_START);
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
-    CHECK_EQ(n.known, NT_ALL);
-    CHECK(n.meta == NULL);
+    cq_notify_watch *n = &f.n;
+    uint8_t *b = f.b;
 
     /* slot 3 parks (and a bit above the slots is set: nobody's, left alone) */
-    cq_notify_park(n.parked, 3);
-    __atomic_fetch_or(n.parked, (int64_t)(1ull << 40), __ATOMIC_SEQ_CST);
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_WOKE);
+    cq_notify_park(n->parked, 3);
+    __atomic_fetch_or(n->parked, (int64_t)(1ull << 40), __ATOMIC_SEQ_CST);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
     CHECK_EQ(nt_pending(rx), 1);
-    CHECK_EQ(nt_load(b, parked), (int64_t)(1ull << 40)); /* bit 3 cleared */
-    CHECK_EQ(nt_load(b, slot[3]), me);                   /* still its owner's */
-    CHECK(n.sock > 0);
+    CHECK_EQ(nt_load(b, f.parked), (int64_t)(1ull << 40)); /* bit 3 cleared */
+    CHECK_EQ(nt_load(b, f.slot[3]), me);                   /* still its owner's */
+    CHECK(n->sock > 0);
     /* nobody parked: nothing sent */
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_IDLE);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_IDLE);
     CHECK_EQ(nt_pending(rx), 0);
     /* parks again: one more */
-    cq_notify_park(n.parked, 3);
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_WOKE);
+    cq_notify_park(n->parked, 3);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
     CHECK_EQ(nt_pending(rx), 1);
     /* parked, then found data after all: nothing sent */
-    cq_notify_park(n.parked, 3);
-    cq_notify_unpark(n.parked, 3);
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_IDLE);
+    cq_notify_park(n->parked, 3);
+    cq_notify_unpark(n->parked, 3);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_IDLE);
     CHECK_EQ(nt_pending(rx), 0);
     /* slots out of range are ignored */
-    cq_notify_park(n.parked, -1);
-    cq_notify_park(n.parked, CQ_NOTIFY_SLOTS);
-    CHECK_EQ(nt_load(b, parked), (int64_t)(1ull << 40));
+    cq_notify_park(n->parked, -1);
+    cq_notify_park(n->parked, CQ_NOTIFY_SLOTS);
+    CHECK_EQ(nt_load(b, f.parked), (int64_t)(1ull << 40));
     /* a closed watch sends nothing and leaves the bit for another appender */
-    cq_notify_watch_close(&n);
-    CHECK_EQ(n.sock, -1);
-    cq_notify_park(n.parked, 3);
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_IDLE);
+    cq_notify_watch_close(n);
+    CHECK_EQ(n->sock, -1);
+    cq_notify_park(n->parked, 3);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_IDLE);
     CHECK_EQ(nt_pending(rx), 0);
-    CHECK_EQ(nt_load(b, parked), (int64_t)((1ull << 40) | (1ull << 3)));
+    CHECK_EQ(nt_load(b, f.parked), (int64_t)((1ull << 40) | (1ull << 3)));
     close(rx);
-    free(b);
+    nt_owners_free(&f);
 }
 
 static void t_notify_frees_dead_owner_slot(void) {
-    int64_t idents[CQ_NOTIFY_SLOTS] = {0};
-    int64_t gone = nt_ident(0xA2000005u); /* nobody binds it */
-    idents[5] = gone;
-    uint64_t parked, slot[CQ_NOTIFY_SLOTS];
-    uint8_t *b = nt_owners(idents, &parked, slot);
-    cq_notify_watch n;
-    nt_watch(&n, b, NT_LEN, DATA_START);
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    nt_owners f; /* slot 5's owner died: nobody binds its name */
+    nt_owners_init(&f, (const int64_t[CQ_NOTIFY_SLOTS]){[5] = nt_ident(0xA2000005u)});
+    cq_notify_watch *n = &f.n;
     /* bit 5: its owner died; bit 6: a slot nobody owns */
-    cq_notify_park(n.parked, 5);
-    cq_notify_park(n.parked, 6);
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_WOKE);
-    CHECK_EQ(nt_load(b, slot[5]), 0); /* freed */
-    CHECK_EQ(nt_load(b, slot[6]), 0);
-    CHECK_EQ(nt_load(b, parked), 0);
+    cq_notify_park(n->parked, 5);
+    cq_notify_park(n->parked, 6);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
+    CHECK_EQ(nt_load(f.b, f.slot[5]), 0); /* freed */
+    CHECK_EQ(nt_load(f.b, f.slot[6]), 0);
+    CHECK_EQ(nt_load(f.b, f.parked), 0);
     /* a new owner takes slot 5: its bit wakes it */
     int64_t next = nt_ident(0xA2000006u);
     int rx = nt_bind(next);
-    __atomic_store_n(n.slots[5], next, __ATOMIC_SEQ_CST);
-    cq_notify_park(n.parked, 5);
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_WOKE);
+    __atomic_store_n(n->slots[5], next, __ATOMIC_SEQ_CST);
+    cq_notify_park(n->parked, 5);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
     CHECK_EQ(nt_pending(rx), 1);
-    CHECK_EQ(nt_load(b, slot[5]), next);
-    cq_notify_watch_close(&n);
+    CHECK_EQ(nt_load(f.b, f.slot[5]), next);
     close(rx);
-    free(b);
+    nt_owners_free(&f);
 }
 
 /* A delivered wake-up keeps its owner's slot whatever errno held: sendto
@@ -2090,34 +2094,28 @@ static void t_notify_frees_dead_owner_slot(void) {
  * so after a refused send (errno ECONNREFUSED) in the same commit, or any
  * stale ENOENT, it freed the slot of a live owner.  (Found by fuzzing.) */
 static void t_notify_delivered_wakeup_keeps_slot(void) {
-    int64_t idents[CQ_NOTIFY_SLOTS] = {0};
-    int64_t gone = nt_ident(0xA3000001u), me = nt_ident(0xA3000003u);
-    idents[1] = gone; /* woken first (lowest bit): refused */
-    idents[3] = me;
-    uint64_t parked, slot[CQ_NOTIFY_SLOTS];
-    uint8_t *b = nt_owners(idents, &parked, slot);
+    int64_t me = nt_ident(0xA3000003u);
+    nt_owners f; /* slot 1 (woken first: lowest bit) is refused, slot 3 is bound */
+    nt_owners_init(&f, (const int64_t[CQ_NOTIFY_SLOTS]){[1] = nt_ident(0xA3000001u), [3] = me});
     int rx = nt_bind(me);
-    cq_notify_watch n;
-    nt_watch(&n, b, NT_LEN, DATA_START);
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
-    cq_notify_park(n.parked, 1);
-    cq_notify_park(n.parked, 3);
-    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_WOKE);
-    CHECK_EQ(nt_load(b, slot[1]), 0);
-    CHECK_EQ(nt_load(b, slot[3]), me);
+    cq_notify_watch *n = &f.n;
+    cq_notify_park(n->parked, 1);
+    cq_notify_park(n->parked, 3);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
+    CHECK_EQ(nt_load(f.b, f.slot[1]), 0);
+    CHECK_EQ(nt_load(f.b, f.slot[3]), me);
     CHECK_EQ(nt_pending(rx), 1);
     /* a stale errno from anything else the thread did */
     static const int stale[] = {ENOENT, ECONNREFUSED};
     for (int k = 0; k < 2; k++) {
-        cq_notify_park(n.parked, 3);
+        cq_notify_park(n->parked, 3);
         errno = stale[k];
-        CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_WOKE);
-        CHECK_EQ(nt_load(b, slot[3]), me);
+        CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
+        CHECK_EQ(nt_load(f.b, f.slot[3]), me);
         CHECK_EQ(nt_pending(rx), 1);
     }
-    cq_notify_watch_close(&n);
     close(rx);
-    free(b);
+    nt_owners_free(&f);
 }
 
 static void t_notify_leaves_unknown_slot_bits(void) {
@@ -2173,14 +2171,10 @@ static void t_notify_sockname(void) {
 /* cq_append runs the watch after publishing: a parked owner gets one
  * datagram per append it parked for. */
 static void t_notify_append_wakes_owner(void) {
-    int64_t idents[CQ_NOTIFY_SLOTS] = {0};
     int64_t me = nt_ident(0xA4000000u);
-    idents[0] = me;
-    uint64_t parked, slot[CQ_NOTIFY_SLOTS];
-    uint8_t *m = nt_owners(idents, &parked, slot);
+    nt_owners f;
+    nt_owners_init(&f, (const int64_t[CQ_NOTIFY_SLOTS]){[0] = me});
     int rx = nt_bind(me);
-    cq_notify_watch n;
-    nt_watch(&n, m, NT_LEN, DATA_START);
 
     const uint64_t L = 4096;
     uint8_t *b = new_buf(L);
@@ -2190,20 +2184,18 @@ static void t_notify_append_wakes_owner(void) {
     int64_t lock = UNLOCKED;
     cq_appender a;
     appender_init(&a, &s, &lock);
-    a.notify = &n;
-    CHECK_EQ(app(&a, "one", 3, 0), CQ_OK); /* finds the values; nobody parked */
-    CHECK_EQ(n.known, NT_ALL);
+    a.notify = &f.n;
+    CHECK_EQ(app(&a, "one", 3, 0), CQ_OK); /* nobody parked */
     CHECK_EQ(nt_pending(rx), 0);
-    cq_notify_park(n.parked, 0);
+    cq_notify_park(f.n.parked, 0);
     CHECK_EQ(app(&a, "two", 3, 0), CQ_OK);
     CHECK_EQ(nt_pending(rx), 1);
-    CHECK_EQ(nt_load(m, parked), 0);
+    CHECK_EQ(nt_load(f.b, f.parked), 0);
     CHECK_EQ(app(&a, "three", 5, 0), CQ_OK);
     CHECK_EQ(nt_pending(rx), 0);
-    cq_notify_watch_close(&n);
     close(rx);
     free(b);
-    free(m);
+    nt_owners_free(&f);
 }
 
 /* ------------------------------------------------------------------ */
