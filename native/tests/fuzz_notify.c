@@ -19,6 +19,7 @@
  *   p[3..4]   bytes cut off the mapping       p[5..6]  parked bits set before each commit
  *   p[7]      commits - 1 (mod 8)             p[8..9]  the hide offset (rounded down to 4)
  *   p[10]     the slot to claim (mod 16)
+ * OWN_MARK in the image names this process's owner socket (inputs name no pid).
  * Datagrams go only to names cq_notify_sockname makes ("\0aiochronicle.notify."
  * + hex): a random ident names a socket nobody bound, so its send is refused.
  *
@@ -66,6 +67,9 @@ static unsigned long st_inputs, st_cells, st_parked, st_slots, st_all_found, st_
 
 static int g_rx = -2;    /* the bound socket; -1 when none could be bound */
 static int64_t g_ident;  /* the ident it is bound under */
+/* A slot value standing for g_ident in inputs (which then do not depend on
+ * the pid): the harness puts g_ident in its place once the slot is found. */
+#define OWN_MARK ((int64_t)0x5E1F5E1F5E1F5E1Fll)
 
 static void rx_setup(void) {
     if (g_rx != -2) return;
@@ -86,6 +90,14 @@ static void rx_setup(void) {
         }
     }
     close(fd);
+}
+
+/* OWN_MARK at 8-aligned offsets of mem[from, to) becomes g_ident. */
+static void own_marks(uint8_t *mem, uint64_t from, uint64_t to) {
+    static const int64_t mark = OWN_MARK;
+    if (g_rx < 0) return;
+    for (uint64_t o = (from + 7) & ~(uint64_t)7; o + 8 <= to; o += 8)
+        if (memcmp(mem + o, &mark, 8) == 0) memcpy(mem + o, &g_ident, 8);
 }
 
 /* Datagrams waiting on the owner socket (each one byte, 1). */
@@ -147,6 +159,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (hide > meta_len) hide = meta_len;
         memset(mem + hide, 0, meta_len - hide);
     }
+    own_marks(mem, 0, hide);
     cq_notify_watch n;
     memset(&n, 0, sizeof n);
     n.meta = mem;
@@ -159,8 +172,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int closed = 0;
     drain();
     for (int k = 0; k < commits; k++) {
-        if (k == 1 && (flags & 2)) /* records appended since the watch was set up */
+        if (k == 1 && (flags & 2)) { /* records appended since the watch was set up */
             memcpy(mem + hide, data + PARAMS + hide, meta_len - hide);
+            own_marks(mem, hide, meta_len);
+        }
         if (k == commits - 1 && k > 0 && (flags & 16)) {
             cq_notify_watch_close(&n);
             closed = 1;
@@ -171,7 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (k == 3) m |= 1ull << 40;
             __atomic_fetch_or(n.parked, (int64_t)m, __ATOMIC_SEQ_CST);
         }
-        /* an owner of this process takes its slot */
+        /* owners of this process take their slots */
         if (claim && n.slots[claim_slot] != NULL)
             __atomic_store_n(n.slots[claim_slot], g_ident, __ATOMIC_SEQ_CST);
 
@@ -262,40 +277,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 #ifdef FUZZ_SMOKE_MAIN
 #include <dirent.h>
-#include <sanitizer/common_interface_defs.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 
-static uint64_t rng_state;
-static uint64_t rnd(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static uint64_t below(uint64_t n) { return n ? rnd() % n : 0; }
-
-static const uint8_t *g_cur;
-static size_t g_cur_len;
-static unsigned long g_iter;
-
-static void dump_current(const char *why) {
-    char path[256];
-    snprintf(path, sizeof path, "fuzz-notify-crash-%lu.bin", g_iter);
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(g_cur, 1, g_cur_len, f);
-        fclose(f);
-    }
-    fprintf(stderr, "fuzz-notify: %s on iteration %lu; input saved to %s\n", why, g_iter, path);
-}
-static void on_death(void) { dump_current("sanitizer report"); }
-static void on_signal(int sig) {
-    dump_current(sig == SIGALRM ? "hang" : "crash");
-    signal(sig, SIG_DFL);
-    raise(sig == SIGALRM ? SIGABRT : sig);
-}
+#define FUZZ_NAME "fuzz-notify"
+#include "fuzz_smoke.h"
 
 static int open_fds(void) {
     DIR *d = opendir("/proc/self/fd");
@@ -390,7 +377,7 @@ static uint64_t put_meta(uint8_t *b, uint64_t cap, uint64_t pos, uint32_t len) {
 static int64_t slot_value(void) {
     switch (below(4)) {
     case 0: return 0;
-    case 1: return g_rx >= 0 ? g_ident : 0;
+    case 1: return OWN_MARK; /* this process's bound socket */
     default: return (int64_t)rnd(); /* nobody bound it */
     }
 }
@@ -552,61 +539,23 @@ static size_t mutate(uint8_t *buf, size_t len, size_t cap) {
     return len;
 }
 
-static int run_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { perror(path); return 1; }
-    static uint8_t buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    g_cur = buf;
-    g_cur_len = n;
-    LLVMFuzzerTestOneInput(buf, n);
-    printf("fuzz-notify: %s ran clean\n", path);
-    return 0;
-}
-
 int main(int argc, char **argv) {
     unsigned long iters = 20000, seed = 1;
     const char *seed_dir = NULL;
-    int opt;
-    while ((opt = getopt(argc, argv, "n:s:w:")) != -1) {
-        switch (opt) {
-        case 'n': iters = strtoul(optarg, NULL, 10); break;
-        case 's': seed = strtoul(optarg, NULL, 10); break;
-        case 'w': seed_dir = optarg; break;
-        default:
-            fprintf(stderr,
-                    "usage: fuzz_notify_smoke [-n iterations] [-s seed] | -w corpus_dir | FILE...\n");
-            return 2;
-        }
-    }
-    setvbuf(stdout, NULL, _IONBF, 0);
-    if (optind < argc) {
-        int rc = 0;
-        for (int i = optind; i < argc; i++) rc |= run_file(argv[i]);
-        return rc;
-    }
-    rng_state = seed * 0x2545F4914F6CDD1Dull + 1;
+    int rc = fuzz_smoke_args(argc, argv, &iters, &seed, &seed_dir);
+    if (rc >= 0) return rc;
+    fuzz_seed(seed);
     rx_setup();
     static uint8_t buf[PARAMS + 8192 + 512];
     if (seed_dir) {
-        mkdir(seed_dir, 0755);
         for (int i = 0; i < 32; i++) {
             size_t len = make_seed(buf, PARAMS + 8192);
-            char path[512];
-            snprintf(path, sizeof path, "%s/seed-%02d.bin", seed_dir, i);
-            FILE *f = fopen(path, "wb");
-            if (!f) { perror(path); return 1; }
-            fwrite(buf, 1, len, f);
-            fclose(f);
+            if (write_seed(seed_dir, i, buf, len)) return 1;
         }
         printf("fuzz-notify: wrote 32 seed inputs to %s\n", seed_dir);
         return 0;
     }
-    __sanitizer_set_death_callback(on_death);
-    signal(SIGALRM, on_signal);
-    signal(SIGSEGV, on_signal);
-    signal(SIGABRT, on_signal);
+    fuzz_catch_crashes();
     int fds0 = open_fds();
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
