@@ -170,7 +170,10 @@ static void wake_owner(cq_notify_watch *n, int fd, int i) {
     int len = cq_notify_sockname(ident, addr.sun_path);
     socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)len);
     static const char one = 1;
-    if (sendto(fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&addr, alen) == 0)
+    /* sendto gives the bytes sent (1), not 0: testing `== 0` took every
+     * delivered wake-up for a failure, and a stale errno of ECONNREFUSED (from
+     * an earlier refused send) then freed the slot of a live owner */
+    if (sendto(fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&addr, alen) >= 0)
         return;
     /* EAGAIN: its queue is full, so a wake-up is pending anyway.  Refused or
      * no such name: the owner is gone; free its slot unless it changed */
@@ -230,15 +233,18 @@ static int take_record(cq_notify_watch *n, uint64_t pos, uint32_t h) {
     if (v == NULL) return 0;
     size_t base = sizeof(NOTIFY_KEY) - 1;
     if (klen < base || memcmp(key, NOTIFY_KEY, base) != 0) return 0;
+    /* the first record of a key wins, as in TableStore._scan (and Java's
+     * lookup): a later duplicate (a damaged or copied file) must not move an
+     * appender off the value the waiters arm */
     if (klen == base) {
-        n->cell = v;
+        if (n->cell == NULL) n->cell = v;
         return 1;
     }
     if (key[base] != '.') return 0;
     const uint8_t *rest = key + base + 1;
     size_t rlen = klen - base - 1;
     if (rlen == 6 && memcmp(rest, "parked", 6) == 0) {
-        n->parked = v;
+        if (n->parked == NULL) n->parked = v;
         return 1;
     }
     if (rlen == 0 || rlen > 2) return 0;

@@ -345,14 +345,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #define LAST_F 32
 #define HLEN 60
 
-static uint64_t rng_state;
-static uint64_t rnd(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static uint64_t below(uint64_t n) { return n ? rnd() % n : 0; }
+#define FUZZ_NAME "fuzz-smoke"
+#include "fuzz_smoke.h"
 
 static uint64_t put_index_doc(uint8_t *b, uint64_t pos, const char *name, uint64_t cap) {
     uint64_t body = pos + 4;
@@ -460,31 +454,6 @@ static size_t make_seed(uint8_t *out, size_t cap, int variant) {
 
 #define NSEEDS 48
 
-static const uint8_t *g_cur;
-static size_t g_cur_len;
-static const char *g_outdir = ".";
-static unsigned long g_iter;
-
-static void dump_current(const char *why) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/fuzz-crash-%lu.bin", g_outdir, g_iter);
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(g_cur, 1, g_cur_len, f);
-        fclose(f);
-        fprintf(stderr, "fuzz-smoke: %s at iteration %lu; input saved to %s "
-                        "(replay: fuzz_smoke %s)\n", why, g_iter, path, path);
-    }
-}
-
-void __sanitizer_set_death_callback(void (*callback)(void));
-static void on_death(void) { dump_current("sanitizer report"); }
-static void on_signal(int sig) {
-    dump_current(sig == SIGALRM ? "hang (alarm)" : sig == SIGABRT ? "abort" : "fatal signal");
-    signal(sig, SIG_DFL);
-    raise(sig == SIGALRM ? SIGABRT : sig);
-}
-
 static uint64_t interesting64(uint64_t flen) {
     static const uint64_t fixed[] = {0, 1, 3, 4, 7, 8, 16, 60, 64, 0x7FFFFFFFull, 0x80000000ull,
                                      0xFFFFFFFFull, 1ull << 32, 1ull << 62, 1ull << 63,
@@ -589,19 +558,6 @@ static size_t mutate(uint8_t *buf, size_t len, size_t cap) {
     return len;
 }
 
-static int run_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { perror(path); return 1; }
-    static uint8_t buf[1 << 22];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    g_cur = buf;
-    g_cur_len = n;
-    LLVMFuzzerTestOneInput(buf, n);
-    printf("fuzz-smoke: %s ran clean\n", path);
-    return 0;
-}
-
 static void usage(void) {
     fprintf(stderr, "usage: fuzz_smoke [-n iterations] [-s seed] [-m max_len] [-o crash_dir]\n"
                     "       fuzz_smoke -w corpus_dir       (write seed inputs and exit)\n"
@@ -630,29 +586,19 @@ int main(int argc, char **argv) {
         for (int i = optind; i < argc; i++) rc |= run_file(argv[i]);
         return rc;
     }
-    rng_state = seed * 0x2545F4914F6CDD1Dull + 1;
+    fuzz_seed(seed);
     static uint8_t seeds[NSEEDS][16384 + PARAMS];
     size_t seed_len[NSEEDS];
     for (int i = 0; i < NSEEDS; i++)
         seed_len[i] = make_seed(seeds[i], sizeof seeds[i] < max_len ? sizeof seeds[i] : max_len, i);
     if (seed_dir) {
-        mkdir(seed_dir, 0755);
         for (int i = 0; i < NSEEDS; i++) {
-            char path[512];
-            snprintf(path, sizeof path, "%s/seed-%02d.bin", seed_dir, i);
-            FILE *f = fopen(path, "wb");
-            if (!f) { perror(path); return 1; }
-            fwrite(seeds[i], 1, seed_len[i], f);
-            fclose(f);
+            if (write_seed(seed_dir, i, seeds[i], seed_len[i])) return 1;
         }
         printf("fuzz-smoke: wrote %d seed inputs to %s\n", NSEEDS, seed_dir);
         return 0;
     }
-    __sanitizer_set_death_callback(on_death);
-    signal(SIGALRM, on_signal);
-    signal(SIGSEGV, on_signal);
-    signal(SIGBUS, on_signal);
-    signal(SIGABRT, on_signal);
+    fuzz_catch_crashes();
     uint8_t *buf = malloc(max_len);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -246,41 +246,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 /* the smoke driver                                                    */
 
 #ifdef FUZZ_SMOKE_MAIN
-#include <sanitizer/common_interface_defs.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t rng_state;
-static uint64_t rnd(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static uint64_t below(uint64_t n) { return n ? rnd() % n : 0; }
-
-static const uint8_t *g_cur;
-static size_t g_cur_len;
-static unsigned long g_iter;
-
-static void dump_current(const char *why) {
-    char path[256];
-    snprintf(path, sizeof path, "fuzz-wire-crash-%lu.bin", g_iter);
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(g_cur, 1, g_cur_len, f);
-        fclose(f);
-    }
-    fprintf(stderr, "fuzz-wire: %s on iteration %lu; input saved to %s\n", why, g_iter, path);
-}
-static void on_death(void) { dump_current("sanitizer report"); }
-static void on_signal(int sig) {
-    dump_current(sig == SIGALRM ? "hang" : "crash");
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
+#define FUZZ_NAME "fuzz-wire"
+#include "fuzz_smoke.h"
 
 static int64_t random_long(void) {
     switch (below(4)) {
@@ -377,59 +349,22 @@ static size_t mutate(uint8_t *buf, size_t len, size_t cap) {
     return len;
 }
 
-static int run_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { perror(path); return 1; }
-    static uint8_t buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    g_cur = buf;
-    g_cur_len = n;
-    LLVMFuzzerTestOneInput(buf, n);
-    printf("fuzz-wire: %s ran clean\n", path);
-    return 0;
-}
-
 int main(int argc, char **argv) {
     unsigned long iters = 20000, seed = 1;
     const char *seed_dir = NULL;
-    int opt;
-    while ((opt = getopt(argc, argv, "n:s:w:")) != -1) {
-        switch (opt) {
-        case 'n': iters = strtoul(optarg, NULL, 10); break;
-        case 's': seed = strtoul(optarg, NULL, 10); break;
-        case 'w': seed_dir = optarg; break;
-        default:
-            fprintf(stderr, "usage: fuzz_wire_smoke [-n iterations] [-s seed] | -w corpus_dir | FILE...\n");
-            return 2;
-        }
-    }
-    setvbuf(stdout, NULL, _IONBF, 0);
-    if (optind < argc) {
-        int rc = 0;
-        for (int i = optind; i < argc; i++) rc |= run_file(argv[i]);
-        return rc;
-    }
-    rng_state = seed * 0x2545F4914F6CDD1Dull + 1;
+    int rc = fuzz_smoke_args(argc, argv, &iters, &seed, &seed_dir);
+    if (rc >= 0) return rc;
+    fuzz_seed(seed);
     static uint8_t buf[16384];
     if (seed_dir) {
-        mkdir(seed_dir, 0755);
         for (int i = 0; i < 32; i++) {
             size_t len = make_seed(buf, sizeof buf, i % (int)NPLANS);
-            char path[512];
-            snprintf(path, sizeof path, "%s/seed-%02d.bin", seed_dir, i);
-            FILE *f = fopen(path, "wb");
-            if (!f) { perror(path); return 1; }
-            fwrite(buf, 1, len, f);
-            fclose(f);
+            if (write_seed(seed_dir, i, buf, len)) return 1;
         }
         printf("fuzz-wire: wrote 32 seed inputs to %s\n", seed_dir);
         return 0;
     }
-    __sanitizer_set_death_callback(on_death);
-    signal(SIGALRM, on_signal);
-    signal(SIGSEGV, on_signal);
-    signal(SIGABRT, on_signal);
+    fuzz_catch_crashes();
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (g_iter = 0; g_iter < iters; g_iter++) {

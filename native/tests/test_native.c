@@ -20,12 +20,16 @@
 #include "../cq.h"
 static uint64_t wneed; /* cq_write_eof's need output */
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1772,6 +1776,429 @@ static void t_append_with_lost_index_page(void) {
 }
 
 /* ------------------------------------------------------------------ */
+/* notify: the appender's watch over metadata.cq4t (notify.c)           */
+
+#define NT_LEN 4096
+#define NT_ALL ((1ull << CQ_NOTIFY_SLOTS) - 1)
+
+/* metadata.cq4t's header document (META, skipped by the walk); the first key
+ * record goes at DATA_START */
+static uint8_t *nt_image(uint64_t len) {
+    uint8_t *b = new_buf(len);
+    w32(b, 0, META | HDR_LEN);
+    memset(b + 4, 0x8F, HDR_LEN);
+    return b;
+}
+
+/* A key record at pos as the table store writes it: EVENT_NAME key, padding
+ * to an 8-aligned INT64 (0x8F bytes, or 0x8E and a skip length when 5 bytes
+ * or more are needed), the value.  Stores the value's offset; returns the
+ * next record's. */
+static uint64_t nt_key(uint8_t *b, uint64_t pos, const char *key, int64_t value, uint64_t *voff) {
+    size_t klen = strlen(key);
+    uint64_t q = pos + 4;
+    b[q++] = 0xB9;
+    b[q++] = (uint8_t)klen;
+    memcpy(b + q, key, klen);
+    q += klen;
+    uint64_t pad = (8 - ((q + 1) & 7)) & 7;
+    if (pad >= 5) {
+        b[q] = 0x8E;
+        w32(b, q + 1, (uint32_t)(pad - 5));
+    } else {
+        memset(b + q, 0x8F, pad);
+    }
+    q += pad;
+    b[q] = 0xA7;
+    w64(b, q + 1, (uint64_t)value);
+    if (voff) *voff = q + 1;
+    w32(b, pos, (uint32_t)(q + 9 - pos - 4));
+    return al4(q + 9);
+}
+
+static uint64_t nt_slot_key(uint8_t *b, uint64_t pos, int i, int64_t value, uint64_t *voff) {
+    char key[32];
+    snprintf(key, sizeof key, "aiochronicle.notify.%d", i);
+    return nt_key(b, pos, key, value, voff);
+}
+
+static void nt_watch(cq_notify_watch *n, uint8_t *b, uint64_t len, uint64_t probe) {
+    memset(n, 0, sizeof *n);
+    n->meta = b;
+    n->meta_len = len;
+    n->probe = probe;
+}
+
+static int64_t nt_ident(uint32_t token) {
+    return (int64_t)(((uint64_t)token << 32) | (uint32_t)getpid());
+}
+
+static socklen_t nt_addr(int64_t ident, struct sockaddr_un *a) {
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    int len = cq_notify_sockname(ident, a->sun_path);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)len);
+}
+
+/* An owner's socket, bound under `ident` as _notify.py binds it. */
+static int nt_bind(int64_t ident) {
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_un a;
+    socklen_t alen = nt_addr(ident, &a);
+    CHECK_EQ(bind(fd, (struct sockaddr *)&a, alen), 0);
+    return fd;
+}
+
+/* Datagrams queued on an owner's socket (a send is queued when sendto
+ * returns: no waiting needed). */
+static int nt_pending(int fd) {
+    int n = 0;
+    char c[8];
+    ssize_t r;
+    while ((r = recv(fd, c, sizeof c, MSG_DONTWAIT)) >= 0) {
+        CHECK_EQ(r, 1);
+        CHECK_EQ(c[0], 1);
+        n++;
+    }
+    CHECK(errno == EAGAIN || errno == EWOULDBLOCK);
+    return n;
+}
+
+static int64_t nt_load(const uint8_t *b, uint64_t off) { return (int64_t)r64(b, off); }
+
+static void t_notify_watch_finds_all(void) {
+    uint8_t *b = nt_image(NT_LEN);
+    uint64_t cell, parked, slot[CQ_NOTIFY_SLOTS];
+    uint64_t p = nt_key(b, DATA_START, "chronicle.write.lock", INT64_MIN, NULL);
+    p = nt_key(b, p, "aiochronicle.notify", 0, &cell);
+    w32(b, p, META | 12); /* a metadata document between records: skipped */
+    p = al4(p + 16);
+    p = nt_key(b, p, "index.svc", 7, NULL);
+    p = nt_key(b, p, "aiochronicle.notify.parked", 0, &parked);
+    for (int k = 0; k < CQ_NOTIFY_SLOTS - 1; k++) { /* 15 slots, out of order */
+        int i = (k * 7) % (CQ_NOTIFY_SLOTS - 1);
+        p = nt_slot_key(b, p, i, 1000 + i, &slot[i]);
+    }
+    /* near misses of our keys: declined */
+    p = nt_key(b, p, "aiochronicle.notify.16", 1, NULL);
+    p = nt_key(b, p, "aiochronicle.notify.07", 1, NULL);
+    p = nt_key(b, p, "aiochronicle.notifyx", 1, NULL);
+    p = nt_key(b, p, "aiochronicle.notify.parked2", 1, NULL);
+    uint64_t end = p;
+
+    cq_notify_watch n;
+    nt_watch(&n, b, NT_LEN, DATA_START);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    CHECK(n.cell == (int64_t *)(b + cell));
+    CHECK(n.parked == (int64_t *)(b + parked));
+    for (int i = 0; i < CQ_NOTIFY_SLOTS - 1; i++) {
+        CHECK(n.slots[i] == (int64_t *)(b + slot[i]));
+        CHECK_EQ(((uintptr_t)n.slots[i]) & 7, 0);
+        CHECK_EQ(*n.slots[i], 1000 + i);
+    }
+    CHECK(n.slots[15] == NULL);
+    CHECK_EQ(n.known, NT_ALL & ~(1ull << 15));
+    /* slot 15 is missing: it keeps probing, from the end of the records */
+    CHECK(n.meta == b);
+    CHECK_EQ(n.probe, end);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_IDLE);
+    CHECK_EQ(n.probe, end);
+
+    /* the last slot appears: everything is found, and probing stops */
+    p = nt_slot_key(b, p, 15, 1015, &slot[15]);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    CHECK(n.slots[15] == (int64_t *)(b + slot[15]));
+    CHECK_EQ(n.known, NT_ALL);
+    CHECK(n.meta == NULL);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_IDLE);
+    /* no socket was made: nobody was parked */
+    CHECK_EQ(n.sock, 0);
+    cq_notify_watch_close(&n);
+    CHECK_EQ(n.sock, -1);
+    free(b);
+}
+
+static void t_notify_watch_picks_up_new_keys(void) {
+    uint8_t *b = nt_image(NT_LEN);
+    uint64_t p = nt_key(b, DATA_START, "chronicle.write.lock", INT64_MIN, NULL);
+    cq_notify_watch n;
+    nt_watch(&n, b, NT_LEN, DATA_START);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_IDLE);
+    CHECK(n.cell == NULL && n.parked == NULL && n.known == 0);
+    CHECK_EQ(n.probe, p);
+
+    /* a record being written (not complete) is left for a later commit */
+    uint64_t parked;
+    uint64_t q = nt_key(b, p, "aiochronicle.notify.parked", 0, &parked);
+    uint32_t h = r32(b, p);
+    w32(b, p, h | CQ_HDR_NOT_COMPLETE);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_IDLE);
+    CHECK(n.parked == NULL);
+    CHECK_EQ(n.probe, p);
+    w32(b, p, h);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    CHECK(n.parked == (int64_t *)(b + parked));
+    CHECK_EQ(n.probe, q);
+
+    uint64_t cell, s2;
+    q = nt_key(b, q, "aiochronicle.notify", 0, &cell);
+    q = nt_slot_key(b, q, 2, 0, &s2);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    CHECK(n.cell == (int64_t *)(b + cell));
+    CHECK(n.slots[2] == (int64_t *)(b + s2));
+    CHECK_EQ(n.known, 1u << 2);
+    CHECK_EQ(n.probe, q);
+
+    /* a record past the end of this mapping: probing stops (the appender maps
+     * the store once), what was found stays */
+    uint64_t r = nt_slot_key(b, q, 4, 0, NULL);
+    n.meta_len = r - 4;
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    CHECK(n.meta == NULL);
+    CHECK(n.slots[4] == NULL);
+    CHECK(n.cell == (int64_t *)(b + cell) && n.parked == (int64_t *)(b + parked));
+    CHECK_EQ(n.known, 1u << 2);
+    cq_notify_watch_close(&n);
+    free(b);
+}
+
+/* A later duplicate of a key (a damaged or copied file) does not move the
+ * watch: the first record wins, as in TableStore._scan.  (Fuzzing found the
+ * cell and the parked value taken from the last duplicate, so appenders
+ * bumped a value no waiter armed.) */
+static void t_notify_duplicate_keys_first_wins(void) {
+    uint8_t *b = nt_image(NT_LEN);
+    uint64_t cell, parked, s4;
+    uint64_t p = nt_key(b, DATA_START, "aiochronicle.notify", 0, &cell);
+    p = nt_key(b, p, "aiochronicle.notify.parked", 0, &parked);
+    p = nt_slot_key(b, p, 4, 0, &s4);
+    p = nt_key(b, p, "aiochronicle.notify", 0, NULL);
+    p = nt_key(b, p, "aiochronicle.notify.parked", 0, NULL);
+    p = nt_slot_key(b, p, 4, 0, NULL);
+    cq_notify_watch n;
+    nt_watch(&n, b, NT_LEN, DATA_START);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    CHECK(n.cell == (int64_t *)(b + cell));
+    CHECK(n.parked == (int64_t *)(b + parked));
+    CHECK(n.slots[4] == (int64_t *)(b + s4));
+    CHECK_EQ(n.probe, p);
+    /* and when the duplicates come in a later walk */
+    nt_watch(&n, b, NT_LEN, DATA_START);
+    n.meta_len = NT_LEN;
+    uint64_t first_end = nt_key(b, DATA_START, "aiochronicle.notify", 0, NULL);
+    uint32_t h = r32(b, first_end);
+    w32(b, first_end, 0); /* only the first record is there yet */
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    CHECK(n.cell == (int64_t *)(b + cell));
+    w32(b, first_end, h);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    CHECK(n.cell == (int64_t *)(b + cell));
+    CHECK(n.parked == (int64_t *)(b + parked));
+    cq_notify_watch_close(&n);
+    free(b);
+}
+
+/* A table store with every notify value, slot i owned by idents[i], and a
+ * watch that found them all (and so stopped probing). */
+typedef struct {
+    uint8_t *b;
+    uint64_t parked, slot[CQ_NOTIFY_SLOTS];
+    cq_notify_watch n;
+} nt_owners;
+
+static void nt_owners_init(nt_owners *f, const int64_t *idents) {
+    f->b = nt_image(NT_LEN);
+    uint64_t p = nt_key(f->b, DATA_START, "aiochronicle.notify", 0, NULL);
+    p = nt_key(f->b, p, "aiochronicle.notify.parked", 0, &f->parked);
+    for (int i = 0; i < CQ_NOTIFY_SLOTS; i++) p = nt_slot_key(f->b, p, i, idents[i], &f->slot[i]);
+    nt_watch(&f->n, f->b, NT_LEN, DATA_START);
+    CHECK_EQ(cq_notify_commit(&f->n), CQ_NOTIFY_MOVED);
+    CHECK_EQ(f->n.known, NT_ALL);
+    CHECK(f->n.meta == NULL);
+}
+
+static void nt_owners_free(nt_owners *f) {
+    cq_notify_watch_close(&f->n);
+    free(f->b);
+}
+
+static void t_notify_wakes_bound_owner(void) {
+    int64_t me = nt_ident(0xA1000003u);
+    nt_owners f;
+    nt_owners_init(&f, (const int64_t[CQ_NOTIFY_SLOTS]){[3] = me});
+    int rx = nt_bind(me);
+    cq_notify_watch *n = &f.n;
+    uint8_t *b = f.b;
+
+    /* slot 3 parks (and a bit above the slots is set: nobody's, left alone) */
+    cq_notify_park(n->parked, 3);
+    __atomic_fetch_or(n->parked, (int64_t)(1ull << 40), __ATOMIC_SEQ_CST);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
+    CHECK_EQ(nt_pending(rx), 1);
+    CHECK_EQ(nt_load(b, f.parked), (int64_t)(1ull << 40)); /* bit 3 cleared */
+    CHECK_EQ(nt_load(b, f.slot[3]), me);                   /* still its owner's */
+    CHECK(n->sock > 0);
+    /* nobody parked: nothing sent */
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_IDLE);
+    CHECK_EQ(nt_pending(rx), 0);
+    /* parks again: one more */
+    cq_notify_park(n->parked, 3);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
+    CHECK_EQ(nt_pending(rx), 1);
+    /* parked, then found data after all: nothing sent */
+    cq_notify_park(n->parked, 3);
+    cq_notify_unpark(n->parked, 3);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_IDLE);
+    CHECK_EQ(nt_pending(rx), 0);
+    /* slots out of range are ignored */
+    cq_notify_park(n->parked, -1);
+    cq_notify_park(n->parked, CQ_NOTIFY_SLOTS);
+    CHECK_EQ(nt_load(b, f.parked), (int64_t)(1ull << 40));
+    /* a closed watch sends nothing and leaves the bit for another appender */
+    cq_notify_watch_close(n);
+    CHECK_EQ(n->sock, -1);
+    cq_notify_park(n->parked, 3);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_IDLE);
+    CHECK_EQ(nt_pending(rx), 0);
+    CHECK_EQ(nt_load(b, f.parked), (int64_t)((1ull << 40) | (1ull << 3)));
+    close(rx);
+    nt_owners_free(&f);
+}
+
+static void t_notify_frees_dead_owner_slot(void) {
+    nt_owners f; /* slot 5's owner died: nobody binds its name */
+    nt_owners_init(&f, (const int64_t[CQ_NOTIFY_SLOTS]){[5] = nt_ident(0xA2000005u)});
+    cq_notify_watch *n = &f.n;
+    /* bit 5: its owner died; bit 6: a slot nobody owns */
+    cq_notify_park(n->parked, 5);
+    cq_notify_park(n->parked, 6);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
+    CHECK_EQ(nt_load(f.b, f.slot[5]), 0); /* freed */
+    CHECK_EQ(nt_load(f.b, f.slot[6]), 0);
+    CHECK_EQ(nt_load(f.b, f.parked), 0);
+    /* a new owner takes slot 5: its bit wakes it */
+    int64_t next = nt_ident(0xA2000006u);
+    int rx = nt_bind(next);
+    __atomic_store_n(n->slots[5], next, __ATOMIC_SEQ_CST);
+    cq_notify_park(n->parked, 5);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
+    CHECK_EQ(nt_pending(rx), 1);
+    CHECK_EQ(nt_load(f.b, f.slot[5]), next);
+    close(rx);
+    nt_owners_free(&f);
+}
+
+/* A delivered wake-up keeps its owner's slot whatever errno held: sendto
+ * returns the bytes sent (1), and notify.c took anything but 0 for a failure,
+ * so after a refused send (errno ECONNREFUSED) in the same commit, or any
+ * stale ENOENT, it freed the slot of a live owner.  (Found by fuzzing.) */
+static void t_notify_delivered_wakeup_keeps_slot(void) {
+    int64_t me = nt_ident(0xA3000003u);
+    nt_owners f; /* slot 1 (woken first: lowest bit) is refused, slot 3 is bound */
+    nt_owners_init(&f, (const int64_t[CQ_NOTIFY_SLOTS]){[1] = nt_ident(0xA3000001u), [3] = me});
+    int rx = nt_bind(me);
+    cq_notify_watch *n = &f.n;
+    cq_notify_park(n->parked, 1);
+    cq_notify_park(n->parked, 3);
+    CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
+    CHECK_EQ(nt_load(f.b, f.slot[1]), 0);
+    CHECK_EQ(nt_load(f.b, f.slot[3]), me);
+    CHECK_EQ(nt_pending(rx), 1);
+    /* a stale errno from anything else the thread did */
+    static const int stale[] = {ENOENT, ECONNREFUSED};
+    for (int k = 0; k < 2; k++) {
+        cq_notify_park(n->parked, 3);
+        errno = stale[k];
+        CHECK_EQ(cq_notify_commit(n), CQ_NOTIFY_WOKE);
+        CHECK_EQ(nt_load(f.b, f.slot[3]), me);
+        CHECK_EQ(nt_pending(rx), 1);
+    }
+    close(rx);
+    nt_owners_free(&f);
+}
+
+static void t_notify_leaves_unknown_slot_bits(void) {
+    uint8_t *b = nt_image(NT_LEN);
+    uint64_t parked;
+    uint64_t p = nt_key(b, DATA_START, "aiochronicle.notify.parked", 0, &parked);
+    for (int i = 0; i < 3; i++) p = nt_slot_key(b, p, i, 0, NULL);
+    cq_notify_watch n;
+    nt_watch(&n, b, NT_LEN, DATA_START);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    CHECK_EQ(n.known, 7);
+    cq_notify_park(n.parked, 9); /* slot 9's key is not in this file (yet) */
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_IDLE);
+    CHECK_EQ(nt_load(b, parked), 1 << 9);
+    CHECK_EQ(n.sock, 0); /* nothing to send: no socket */
+    /* once its key appears, the bit is taken */
+    p = nt_slot_key(b, p, 9, 0, NULL);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_WOKE);
+    CHECK_EQ(nt_load(b, parked), 0);
+    cq_notify_watch_close(&n);
+    free(b);
+}
+
+static void t_notify_walk_bounded(void) {
+    /* 5000 empty metadata records before the cell: one commit walks 4096 */
+    const uint64_t L = DATA_START + 5000 * 4 + 64;
+    uint8_t *b = nt_image(L);
+    for (uint64_t k = 0; k < 5000; k++) w32(b, DATA_START + 4 * k, META);
+    uint64_t cell;
+    nt_key(b, DATA_START + 5000 * 4, "aiochronicle.notify", 0, &cell);
+    cq_notify_watch n;
+    nt_watch(&n, b, L, DATA_START);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_IDLE);
+    CHECK(n.cell == NULL);
+    CHECK_EQ(n.probe, DATA_START + 4096 * 4);
+    CHECK_EQ(cq_notify_commit(&n), CQ_NOTIFY_MOVED);
+    CHECK(n.cell == (int64_t *)(b + cell));
+    cq_notify_watch_close(&n);
+    free(b);
+}
+
+static void t_notify_sockname(void) {
+    char out[40];
+    static const char want[] = "\0aiochronicle.notify.0123456789abcdef";
+    CHECK_EQ(cq_notify_sockname(0x0123456789ABCDEFll, out), sizeof want - 1);
+    CHECK(memcmp(out, want, sizeof want - 1) == 0);
+    CHECK_EQ(cq_notify_sockname(-1, out), 37);
+    CHECK(memcmp(out + 1, "aiochronicle.notify.ffffffffffffffff", 36) == 0);
+    CHECK_EQ(cq_notify_sockname(0x2a, out), 37);
+    CHECK(memcmp(out + 1, "aiochronicle.notify.000000000000002a", 36) == 0);
+}
+
+/* cq_append runs the watch after publishing: a parked owner gets one
+ * datagram per append it parked for. */
+static void t_notify_append_wakes_owner(void) {
+    int64_t me = nt_ident(0xA4000000u);
+    nt_owners f;
+    nt_owners_init(&f, (const int64_t[CQ_NOTIFY_SLOTS]){[0] = me});
+    int rx = nt_bind(me);
+
+    const uint64_t L = 4096;
+    uint8_t *b = new_buf(L);
+    put_file_header(b);
+    cq_store s;
+    store_init(&s, b, L, 4);
+    int64_t lock = UNLOCKED;
+    cq_appender a;
+    appender_init(&a, &s, &lock);
+    a.notify = &f.n;
+    CHECK_EQ(app(&a, "one", 3, 0), CQ_OK); /* nobody parked */
+    CHECK_EQ(nt_pending(rx), 0);
+    cq_notify_park(f.n.parked, 0);
+    CHECK_EQ(app(&a, "two", 3, 0), CQ_OK);
+    CHECK_EQ(nt_pending(rx), 1);
+    CHECK_EQ(nt_load(f.b, f.parked), 0);
+    CHECK_EQ(app(&a, "three", 5, 0), CQ_OK);
+    CHECK_EQ(nt_pending(rx), 0);
+    close(rx);
+    free(b);
+    nt_owners_free(&f);
+}
+
+/* ------------------------------------------------------------------ */
 
 static const test_case TESTS[] = {
     {"read_data_and_meta", t_read_data_and_meta, 10},
@@ -1813,6 +2240,16 @@ static const test_case TESTS[] = {
     {"misaligned_field_offsets", t_misaligned_field_offsets, 10},
     {"index_floor_bounded", t_index_floor_bounded, 5},
     {"append_with_lost_index_page", t_append_with_lost_index_page, 10},
+    {"notify_watch_finds_all", t_notify_watch_finds_all, 10},
+    {"notify_watch_picks_up_new_keys", t_notify_watch_picks_up_new_keys, 10},
+    {"notify_duplicate_keys_first_wins", t_notify_duplicate_keys_first_wins, 10},
+    {"notify_wakes_bound_owner", t_notify_wakes_bound_owner, 10},
+    {"notify_frees_dead_owner_slot", t_notify_frees_dead_owner_slot, 10},
+    {"notify_delivered_wakeup_keeps_slot", t_notify_delivered_wakeup_keeps_slot, 10},
+    {"notify_leaves_unknown_slot_bits", t_notify_leaves_unknown_slot_bits, 10},
+    {"notify_walk_bounded", t_notify_walk_bounded, 10},
+    {"notify_sockname", t_notify_sockname, 10},
+    {"notify_append_wakes_owner", t_notify_append_wakes_owner, 10},
 };
 
 static void usage(void) {
