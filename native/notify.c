@@ -269,8 +269,10 @@ static int walk(cq_notify_watch *n) {
     uint64_t pos = n->probe;
     int found = 0;
     for (unsigned guard = 0; guard < 4096; guard++) {
-        if (pos > n->meta_len || n->meta_len - pos < 4) {
-            n->meta = NULL; /* grew past this mapping: what was found stays */
+        if ((pos & 3) != 0 || pos > n->meta_len || n->meta_len - pos < 4) {
+            /* grew past this mapping (or a probe off the 4-byte grid of the
+             * records, which no table store has): what was found stays */
+            n->meta = NULL;
             return CQ_NOTIFY_MOVED;
         }
         uint32_t h = __atomic_load_n((const uint32_t *)(n->meta + pos), __ATOMIC_ACQUIRE);
@@ -288,8 +290,9 @@ int cq_notify_commit(cq_notify_watch *n) {
     int moved = CQ_NOTIFY_IDLE;
     if (n->meta != NULL) {
         uint64_t pos = n->probe;
-        if (pos > n->meta_len || n->meta_len - pos < 4) {
-            n->meta = NULL;
+        if ((pos & 3) != 0 || pos > n->meta_len || n->meta_len - pos < 4) {
+            n->meta = NULL; /* as walk() does: nothing more to find here */
+            moved = CQ_NOTIFY_MOVED;
         } else if (__atomic_load_n((const uint32_t *)(n->meta + pos), __ATOMIC_ACQUIRE) != 0) {
             moved = walk(n); /* keys were added */
         }
