@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -576,3 +577,24 @@ def test_truncated_older_cycle_does_not_hang_the_roll(tmp_path: Path) -> None:
         assert [t.read_nowait().payload[:3] for _ in range(3)] == [b"m0-", b"m1-", b"m2-"]
         with pytest.raises(ac.CorruptQueueError):
             t.read_nowait()
+
+
+def test_the_system_clock_rolls_at_the_cycle_boundary(tmp_path: Path) -> None:
+    """With the system clock (no time provider) each excerpt lands in the cycle
+    of a moment between the start and the end of its append: the native roll
+    check reads a coarse clock far from a boundary and the precise one near
+    it, and neither may roll late or early."""
+    roll = ac.RollCycles.TEST_SECONDLY
+    with ac.open_queue(tmp_path, roll_cycle=roll) as q:
+        a = q.appender()
+        seen = []
+        end = time.time() + 2.3  # crosses at least two boundaries
+        while time.time() < end:
+            before = time.time_ns() // 1_000_000
+            index = a.append(b"tick")
+            after = time.time_ns() // 1_000_000
+            seen.append((before // roll.length_ms, roll.to_cycle(index), after // roll.length_ms))
+            time.sleep(0.0005)
+        assert all(lo <= cycle <= hi for lo, cycle, hi in seen), [
+            s for s in seen if not s[0] <= s[1] <= s[2]][:5]
+        assert len({cycle for _, cycle, _ in seen}) >= 3
