@@ -260,8 +260,11 @@ class AsyncTailerMixin:
         self.close()
 
     # -- threads -----------------------------------------------------------
-    def read_blocking(self, timeout: float | None = None) -> Excerpt | None:
-        """The next excerpt, blocking this thread with the tailer's pauser for
+    def _read_blocking(self, timeout: float | None = None) -> Excerpt | None:
+        """``Tailer.read_blocking`` (``native/hot.c`` reads an excerpt that is
+        already there itself and calls this for the rest).
+
+        The next excerpt, blocking this thread with the tailer's pauser for
         at most ``timeout`` seconds (None: until one comes).  Returns None on
         timeout.  Spins run in native code with the GIL released, in slices
         of at most 1 ms (so signals are handled); parks end early on

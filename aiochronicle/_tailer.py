@@ -156,7 +156,9 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         unless metadata excerpts are wanted (those are read here, flagged);
         the waits spin-read natively unless reads are gated."""
         hot = self._direction == TailerDirection.FORWARD and not self._c.include_meta
-        self._bind_native(int(ffi.cast("uintptr_t", self._c)), hot)
+        # read_blocking reads in C first only where read_nowait is the C one
+        plain = type(self).read_nowait is HotTailer.read_nowait
+        self._bind_native(int(ffi.cast("uintptr_t", self._c)), hot, plain)
         self._spin_reads = hot and not self._gated
 
     @property
@@ -314,6 +316,19 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
 
             Forward reads run in C (``native/hot.c``); a roll, a remap, other
             directions and errors come back to Python.
+            """
+
+        def read_blocking(self, timeout: float | None = None) -> Excerpt | None:
+            """The next excerpt, blocking this thread with the tailer's pauser
+            for at most ``timeout`` seconds (None: until one comes).  Returns
+            None on timeout.  Spins run in native code with the GIL released,
+            in slices of at most 1 ms (so signals are handled); parks end early
+            on ``unpause()``, on close, and with ``Pauser.notify()`` on a
+            commit.  Do not call it from an event loop thread: use ``await
+            read()``.  An excerpt already there is read in C.
+
+            Raises:
+                QueueClosedError: the tailer or its queue is (or gets) closed.
             """
 
 

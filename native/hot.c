@@ -29,6 +29,7 @@ int aiochronicle_wirecall_init(PyObject *m); /* native/wirecall.c */
 static PyObject *str_append_slow;   /* "_append_native_failed" */
 static PyObject *str_read_slow;     /* "_read_slow" */
 static PyObject *str_read_other;    /* "_read_other" */
+static PyObject *str_read_blocking; /* "_read_blocking" */
 static PyTypeObject *excerpt_type;  /* aiochronicle.Excerpt (a tuple subclass) */
 
 /* ------------------------------------------------------------------ */
@@ -117,19 +118,23 @@ typedef struct {
     PyObject_HEAD
     cq_tailer *t;
     int forward;
+    int plain;    /* read_nowait is this type's own: read_blocking may read here first */
 } HotTailer;
 
 static PyObject *hot_tailer_bind(HotTailer *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "_bind_native(address, forward)");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "_bind_native(address, forward, plain=False)");
         return NULL;
     }
     void *p = PyLong_AsVoidPtr(args[0]);
     if (p == NULL && PyErr_Occurred()) return NULL;
     int fw = PyObject_IsTrue(args[1]);
     if (fw < 0) return NULL;
+    int plain = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
+    if (plain < 0) return NULL;
     self->t = (cq_tailer *)p;
     self->forward = fw;
+    self->plain = plain;
     Py_RETURN_NONE;
 }
 
@@ -177,6 +182,28 @@ static PyObject *hot_tailer_read_nowait(HotTailer *self, PyObject *unused) {
     return r;
 }
 
+/* read_blocking(timeout=None) -> Excerpt | None: an excerpt already there
+ * is read here, as read_nowait() reads it; anything else (waiting, a roll,
+ * an error, a subclass that reads its own way) is _read_blocking() in Python
+ * with the caller's arguments. */
+static PyObject *hot_tailer_read_blocking(HotTailer *self, PyObject *const *args,
+                                          Py_ssize_t nargs, PyObject *kwnames) {
+    cq_tailer *t = self->t;
+    if (t != NULL && self->forward && self->plain && excerpt_type != NULL) {
+        int64_t n = cq_read(t);
+        if (n >= 0) {
+            const char *src = ((uint64_t)n <= t->scratch_cap && t->scratch) ? t->scratch : t->data;
+            return make_excerpt(t->index, src, (uint64_t)n);
+        }
+        /* a code: nothing was consumed, Python's read_nowait takes it again */
+    }
+    PyObject *slow = PyObject_GetAttr((PyObject *)self, str_read_blocking);
+    if (!slow) return NULL;
+    PyObject *r = PyObject_Vectorcall(slow, args, (size_t)nargs, kwnames);
+    Py_DECREF(slow);
+    return r;
+}
+
 /* _spin_read(budget_ns, stop_address, stop_seen) -> Excerpt | int: the
  * waiting step of read_blocking() and await read() with a spinning pauser.
  * Spins for the next excerpt with the GIL released (cq_spin_read: bounded
@@ -217,6 +244,17 @@ static PyMethodDef hot_tailer_methods[] = {
     {"read_nowait", (PyCFunction)hot_tailer_read_nowait, METH_NOARGS,
      "read_nowait() -> Excerpt | None\n--\n\n"
      "The next excerpt, or None if none has been written yet."},
+    {"read_blocking", (PyCFunction)(void (*)(void))hot_tailer_read_blocking,
+     METH_FASTCALL | METH_KEYWORDS,
+     "read_blocking(timeout=None) -> Excerpt | None\n--\n\n"
+     "The next excerpt, blocking this thread with the tailer's pauser for at\n"
+     "most ``timeout`` seconds (None: until one comes).  Returns None on\n"
+     "timeout.  Spins run in native code with the GIL released, in slices of\n"
+     "at most 1 ms (so signals are handled); parks end early on\n"
+     "``unpause()``, on close, and with ``Pauser.notify()`` on a commit.  Do\n"
+     "not call it from an event loop thread: use ``await read()``.\n\n"
+     "Raises:\n"
+     "    QueueClosedError: the tailer or its queue is (or gets) closed."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -263,7 +301,9 @@ PyMODINIT_FUNC PyInit__hot(void) {
     str_append_slow = PyUnicode_InternFromString("_append_native_failed");
     str_read_slow = PyUnicode_InternFromString("_read_slow");
     str_read_other = PyUnicode_InternFromString("_read_other");
-    if (!str_append_slow || !str_read_slow || !str_read_other) return NULL;
+    str_read_blocking = PyUnicode_InternFromString("_read_blocking");
+    if (!str_append_slow || !str_read_slow || !str_read_other || !str_read_blocking)
+        return NULL;
     PyObject *m = PyModule_Create(&hot_module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "HotAppender", (PyObject *)&HotAppenderType) < 0 ||

@@ -83,6 +83,39 @@ def test_read_nowait_large_payloads_rolls_and_directions(tmp_path: Path) -> None
         t.read_nowait()
 
 
+def test_read_blocking_reads_in_c_only_where_read_nowait_is_the_c_one(tmp_path: Path) -> None:
+    clock = ac.SetTimeProvider(T0)
+    big = os.urandom(300_000)
+    with ac.open_queue(tmp_path / "q", roll_cycle=ac.RollCycles.TEST_SECONDLY,
+                       time_provider=clock) as q:
+        app = q.appender()
+        t = q.tailer()
+        named = q.tailer("svc")
+        backward = q.tailer(direction=ac.TailerDirection.BACKWARD)
+        a = app.append(b"small")
+        b = app.append(big)
+        clock.advance_millis(1000)
+        c = app.append(b"next cycle")  # a roll: C hands it to Python
+        assert [t.read_blocking(timeout=1) for _ in range(3)] == [
+            ac.Excerpt(a, b"small"), ac.Excerpt(b, big), ac.Excerpt(c, b"next cycle")]
+        # nothing there: the wait (Python) gets the arguments, by keyword or not
+        assert t.read_blocking(0.01) is None
+        assert t.read_blocking(timeout=0.01) is None
+        with pytest.raises(TypeError):
+            t.read_blocking(0.01, 0.01)  # type: ignore[call-arg]
+        # a named tailer's read marks the excerpt in hand (Python's read_nowait)
+        ex = named.read_blocking(timeout=1)
+        assert ex == ac.Excerpt(a, b"small")
+        assert q.table_store_get("index.svc") == a
+        assert named.read_blocking(timeout=1) == ac.Excerpt(b, big)
+        assert q.table_store_get("index.svc") == b
+        assert backward.move_to_index(c)
+        assert [backward.read_blocking(timeout=1).index for _ in range(3)] == [c, b, a]
+        t.close()
+        with pytest.raises(ac.QueueClosedError):
+            t.read_blocking(timeout=1)
+
+
 def test_sync_mode_and_python_clock_appenders(tmp_path: Path) -> None:
     class Clock:
         def __init__(self) -> None:
@@ -127,6 +160,9 @@ SANITIZED_RUN = textwrap.dedent(
             if i % 1000 == 999:
                 clock.advance_millis(1000)
         got = [ex.payload for ex in iter(t.read_nowait, None)]
+        assert got == sent, (len(got), len(sent))
+        t.to_start()
+        got = [ex.payload for ex in iter(lambda: t.read_blocking(timeout=0.001), None)]
         assert got == sent, (len(got), len(sent))
         try:
             app.append(memoryview(b"abcdef")[::2])
