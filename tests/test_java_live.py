@@ -26,6 +26,7 @@ from workers import open_q
 
 import aiochronicle as ac
 import jvm
+from aiochronicle._notify import SLOTS, notifier_for, slot_key
 from aiochronicle._rollcycles import CycleNamer
 
 VERSIONS = list(jvm.VERSIONS)
@@ -294,6 +295,30 @@ def test_metadata_kept_as_the_other_wrote_it(java: None, version: str,
     run_java(version, "append-text", str(by_python), "FAST_DAILY", "java 2")
     _assert_kept(before, _table(by_python))
     assert [p for _, p in python_excerpts(by_python)] == [b"\xe8python 1", b"\xe6java 2"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_java_works_beside_the_notify_values(java: None, version: str,
+                                             tmp_path: Path) -> None:
+    """The 18 values a parked notify reader adds to metadata.cq4t (futex word,
+    parked bits, owner slots) are keys Java passes over: it appends, adds a
+    named tailer's key after them and reads, and leaves them as they were."""
+    q = tmp_path / "q"
+    with ac.open_queue(str(q)) as queue:
+        queue.appender().append_text("python 1")
+        assert notifier_for(queue) is not None  # creates every notify value
+        queue.table_store_put(slot_key(3), 12345 << 32 | 678)
+    before = _table(q)
+    assert sum(1 for _, _, d in before if b"aiochronicle.notify" in d) == 2 + SLOTS
+    run_java(version, "append-text", str(q), "-", "java 2")
+    assert [p for _, p in java_excerpts(run_java(version, "tail", str(q), "svc", "0"))] \
+        == [b"\xe8python 1", b"\xe6java 2"]
+    _assert_kept(before, _table(q))
+    with ac.open_queue(str(q)) as queue:
+        assert queue.table_store_get(slot_key(3)) == 12345 << 32 | 678
+        assert queue.table_store_get("index.svc") is not None  # Java's key, after ours
+        assert [e.payload for e in iter(queue.tailer().read_nowait, None)] == [
+            b"\xe8python 1", b"\xe6java 2"]
 
 
 @pytest.mark.parametrize("content", [b"", bytes(65536)])
