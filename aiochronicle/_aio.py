@@ -191,25 +191,20 @@ class AsyncTailerMixin:
                 elif kind == YIELD:
                     await _sleep(0)
                 else:
+                    # announce the park (the loop's parked bit, else the
+                    # futex), then one more look before parking (see _notify)
                     waker = notifier.loop_waker() if notifier is not None else None
-                    if waker is not None and waker.arm():
-                        # parked bit set: one more look, then park on the loop's
-                        # socket (see _notify)
+                    futs = waker.futs if waker is not None and waker.arm() else None
+                    snapshot = None
+                    if futs is None and notifier is not None:
+                        snapshot = notifier.arm()
+                    if futs is not None or snapshot is not None:
                         ex = self.read_nowait()
                         if ex is not None:
                             self._unyielded = 1
                             return ex
-                        await pauser._apark(ns, None, 0, waker.futs)
-                    else:
-                        snapshot = notifier.arm() if notifier is not None else None
-                        if snapshot is not None:
-                            # armed: one more look before parking (see _notify)
-                            ex = self.read_nowait()
-                            if ex is not None:
-                                self._unyielded = 1
-                                return ex
-                        await pauser._apark(ns, notifier if snapshot is not None else None,
-                                            snapshot or 0)
+                    await pauser._apark(ns, notifier if snapshot is not None else None,
+                                        snapshot or 0, futs)
                 self._unyielded = 0
                 ex = self.read_nowait()
                 if ex is not None:
@@ -261,19 +256,8 @@ class AsyncTailerMixin:
 
     # -- threads -----------------------------------------------------------
     def _read_blocking(self, timeout: float | None = None) -> Excerpt | None:
-        """``Tailer.read_blocking`` (``native/hot.c`` reads an excerpt that is
-        already there itself and calls this for the rest).
-
-        The next excerpt, blocking this thread with the tailer's pauser for
-        at most ``timeout`` seconds (None: until one comes).  Returns None on
-        timeout.  Spins run in native code with the GIL released, in slices
-        of at most 1 ms (so signals are handled); parks end early on
-        ``unpause()``, on close, and with ``Pauser.notify()`` on a commit.
-        Do not call it from an event loop thread: use ``await read()``.
-
-        Raises:
-            QueueClosedError: the tailer or its queue is (or gets) closed.
-        """
+        """``Tailer.read_blocking`` (documented there): ``native/hot.c`` reads
+        an excerpt that is already there itself and calls this for the rest."""
         ex = self.read_nowait()
         if ex is not None:
             return ex

@@ -58,6 +58,10 @@ def slot_key(i: int) -> str:
     return f"{NOTIFY_KEY}.{i}"
 
 
+def _cas_slot(slot_ptr: Any, expected: int, value: int) -> bool:
+    return bool(lib.cq_cas64(ffi.cast("uint8_t *", slot_ptr), expected, value))
+
+
 def _sockname(ident: int) -> bytes:
     buf = ffi.new("char[40]")
     n = lib.cq_notify_sockname(ident, buf)
@@ -105,7 +109,7 @@ class _LoopWaker:
 
     def __init__(self, notifier: Notifier, loop: asyncio.AbstractEventLoop, slot: int,
                  ident: int, sock: socket.socket) -> None:
-        self._notifier = notifier
+        self._notifier = notifier  # its mapping holds the slot and the bits
         self._loop = weakref.ref(loop)
         self._slot = slot
         self._ident = ident
@@ -135,18 +139,23 @@ class _LoopWaker:
             os.read(self._fd, 64)
         except OSError:  # none after all, or closed
             pass
-        futs = self.futs
-        if futs:
-            for fut in list(futs):
-                if not fut.done():
-                    fut.set_result(None)
-            futs.clear()
+        if self.futs:
+            self._wake_all()
+
+    def _wake_all(self) -> None:
+        futs = list(self.futs)
+        self.futs.clear()
+        for fut in futs:
+            _wake(fut)
 
     @staticmethod
-    def _drop(sock: socket.socket, slot_ptr: Any, parked: Any, slot: int, ident: int) -> None:
-        lib.cq_cas64(ffi.cast("uint8_t *", slot_ptr), ident, 0)
+    def _drop(sock: socket.socket | None, slot_ptr: Any, parked: Any, slot: int,
+              ident: int) -> None:
+        """Give the slot up (unless someone took it over) and clear its bit."""
+        _cas_slot(slot_ptr, ident, 0)
         lib.cq_notify_unpark(parked, slot)
-        sock.close()
+        if sock is not None:
+            sock.close()
 
     def close(self) -> None:
         """Free the slot, stop watching the socket and wake the parked tasks
@@ -155,8 +164,7 @@ class _LoopWaker:
             return
         self._open = False
         self._finalizer.detach()
-        lib.cq_cas64(ffi.cast("uint8_t *", self._slot_ptr), self._ident, 0)
-        lib.cq_notify_unpark(self._parked, self._slot)
+        self._drop(None, self._slot_ptr, self._parked, self._slot, self._ident)
         loop = self._loop()
         if loop is None or loop.is_closed():
             self._sock.close()
@@ -175,10 +183,7 @@ class _LoopWaker:
         if not loop.is_closed():
             loop.remove_reader(self._sock.fileno())
         self._sock.close()
-        futs = list(self.futs)
-        self.futs.clear()
-        for fut in futs:
-            _wake(fut)
+        self._wake_all()
 
     def _forget(self) -> None:
         """In a forked child: the socket and the slot are the parent's."""
@@ -267,7 +272,7 @@ class Notifier:
 
     def _free_slot(self, ident: int, sock: socket.socket) -> int | None:
         for i in range(SLOTS):
-            if lib.cq_cas64(ffi.cast("uint8_t *", self.slot_ptr(i)), 0, ident):
+            if _cas_slot(self.slot_ptr(i), 0, ident):
                 return i
         # every slot is taken: take one whose owner's name is unbound (dead)
         for i in range(SLOTS):
@@ -281,7 +286,7 @@ class Notifier:
                 pass
             except OSError:
                 continue
-            if lib.cq_cas64(ffi.cast("uint8_t *", self.slot_ptr(i)), old, ident):
+            if _cas_slot(self.slot_ptr(i), old, ident):
                 return i
         return None
 

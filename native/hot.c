@@ -164,6 +164,14 @@ static PyObject *make_excerpt(int64_t index, const char *data, uint64_t len) {
     return ex;
 }
 
+/* The excerpt cq_read/cq_spin_read just returned the length n (>= 0) of:
+ * short payloads were copied to the scratch buffer, longer ones are read in
+ * place. */
+static PyObject *read_excerpt(const cq_tailer *t, int64_t n) {
+    const char *src = ((uint64_t)n <= t->scratch_cap && t->scratch) ? t->scratch : t->data;
+    return make_excerpt(t->index, src, (uint64_t)n);
+}
+
 /* read_nowait() -> Excerpt | None */
 static PyObject *hot_tailer_read_nowait(HotTailer *self, PyObject *unused) {
     cq_tailer *t = self->t;
@@ -171,8 +179,7 @@ static PyObject *hot_tailer_read_nowait(HotTailer *self, PyObject *unused) {
         return call_self(self, str_read_other, NULL);
     int64_t n = cq_read(t);
     if (n >= 0) {
-        const char *src = ((uint64_t)n <= t->scratch_cap && t->scratch) ? t->scratch : t->data;
-        return make_excerpt(t->index, src, (uint64_t)n);
+        return read_excerpt(t, n);
     }
     if (n == CQ_NONE) Py_RETURN_NONE;
     PyObject *code = PyLong_FromLongLong(n);
@@ -192,8 +199,7 @@ static PyObject *hot_tailer_read_blocking(HotTailer *self, PyObject *const *args
     if (t != NULL && self->forward && self->plain && excerpt_type != NULL) {
         int64_t n = cq_read(t);
         if (n >= 0) {
-            const char *src = ((uint64_t)n <= t->scratch_cap && t->scratch) ? t->scratch : t->data;
-            return make_excerpt(t->index, src, (uint64_t)n);
+            return read_excerpt(t, n);
         }
         /* a code: nothing was consumed, Python's read_nowait takes it again */
     }
@@ -229,8 +235,7 @@ static PyObject *hot_tailer_spin_read(HotTailer *self, PyObject *const *args,
     n = cq_spin_read(t, (uint64_t)budget, (const uint32_t *)stop, (uint32_t)seen);
     Py_END_ALLOW_THREADS
     if (n >= 0) {
-        const char *src = ((uint64_t)n <= t->scratch_cap && t->scratch) ? t->scratch : t->data;
-        return make_excerpt(t->index, src, (uint64_t)n);
+        return read_excerpt(t, n);
     }
     return PyLong_FromLongLong(n);
 }
