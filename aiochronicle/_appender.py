@@ -291,7 +291,9 @@ class Appender(HotAppender, _Resource):
         start = int(c.allocated)
         end = max(need, min(start + RESERVE_STEP, st.file.size))
         if not st.file.reserve(start, end):
-            end = 1 << 62  # the file system cannot reserve: stop asking
+            # neither fallocate nor a populating fault works here (warned by
+            # MappedFile.reserve): nothing can be reserved, stop asking
+            end = 1 << 62
         c.allocated = end
 
     def _roll(self, want: int | None, after_eof: bool = False) -> None:

@@ -40,6 +40,7 @@ EXPECTED = [
     "MethodCall",
     "MethodReader",
     "MethodReaderStatistics",
+    "NoFallocateWarning",
     "NoSuchIndexError",
     "NotAQueueError",
     "Pauser",
