@@ -24,6 +24,7 @@ import contextlib
 import errno
 import os
 import queue as _queue_mod
+import re
 import shutil
 import threading
 import time
@@ -375,7 +376,8 @@ class CheckFinding:
     ``corrupt-header``, ``missing-eof``, ``stale-write-position``,
     ``bad-write-position``, ``index-hole``, ``bad-index-entry``,
     ``missing-index-page``, ``listing-out-of-date``, ``stale-lock``,
-    ``lock-held``, ``stray-file``, ``bad-metadata``, ``broken-chain``.
+    ``lock-held``, ``stray-file``, ``creating-file`` (a new cycle file a process
+    is building, or died building), ``bad-metadata``, ``broken-chain``.
     """
 
     severity: str  # "error", "warning" or "info"
@@ -1271,6 +1273,74 @@ def _stray_files(q: Queue) -> list[CheckFinding]:
     return out
 
 
+#: ``.NAME.PID.creating``: a cycle file being built aside by process PID (``_store``)
+_CREATING = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.creating$")
+
+
+def _creating_files(q: Queue) -> list[CheckFinding]:
+    """The new cycle files still being built aside: a live builder's are
+    reported (info), a dead one's are leftovers ``repair`` removes."""
+    out = []
+    for name in sorted(list_dir(q.path)):
+        m = _CREATING.match(name)
+        if m is None:
+            continue
+        p, pid = os.path.join(q.path, name), int(m["pid"])
+        if pid_alive(pid):
+            out.append(CheckFinding("info", "creating-file", p,
+                                    f"process {pid} is building {m['name']}"))
+            continue
+
+        def remove(ctx: _RepairContext, p: str = p, pid: int = pid) -> None:
+            if not pid_alive(pid):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(p)
+
+        out.append(CheckFinding("warning", "creating-file", p,
+                                f"process {pid} died building {m['name']}: nothing reads it, "
+                                "it only takes disk space", None, "remove it", _apply=remove))
+    return out
+
+
+def _holds_nothing(q: Queue, cycle: int, path: str) -> bool:
+    """True for a cycle file holding only the metadata documents it is made
+    with: no excerpt and no EOF yet (the file a pretoucher makes for the next
+    cycle shortly before the roll).  Read with pread: nothing is reserved."""
+    try:
+        st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q._overlap,
+                        timeout=0.05, roll_index=q._roll_index())
+    except (CorruptQueueError, OSError):
+        return False
+    if st is None:
+        return False
+    try:
+        pos, align = st.layout.data_start, st.layout.align
+        for _ in range(64):  # a new file holds a handful of documents
+            if pos + 4 > st.file.size:
+                return False
+            word = int.from_bytes(st.file.read(pos, 4), "little")
+            if word == 0:
+                return True
+            if word == HDR_EOF or word & HDR_NOT_COMPLETE or not word & HDR_META:
+                return False
+            pos = _up(pos + 4 + (word & LENGTH_MASK), align)
+        return False
+    finally:
+        st.close()
+
+
+def _last_cycle(q: Queue, paths: list[tuple[int, str]]) -> int:
+    """Where in ``paths`` the cycle now written to is: the newest whose file
+    was completed (a creator may have died) and that is not an empty file made
+    ahead of time.  It and the ones after it need no EOF."""
+    last = len(paths) - 1
+    while last > 0 and not _header_complete(paths[last][1]):
+        last -= 1
+    while last > 0 and _holds_nothing(q, *paths[last]):
+        last -= 1
+    return last
+
+
 def _header_complete(path: str) -> bool:
     try:
         fd = open_regular(path)
@@ -1302,11 +1372,8 @@ def _run_check(q: Queue, progress: Progress | None, live: bool = True) -> list[C
         time.sleep(0.02)
         q._invalidate_listing()
         meta_findings = _check_metadata(q, q.cycles())
-    findings = _stray_files(q) + meta_findings
-    # the last cycle is the newest whose file was completed (a creator may have died)
-    last = len(paths) - 1
-    while last > 0 and not _header_complete(paths[last][1]):
-        last -= 1
+    findings = _stray_files(q) + _creating_files(q) + meta_findings
+    last = _last_cycle(q, paths)
     for n, (cyc, p) in enumerate(paths):
         base = done
 

@@ -407,7 +407,9 @@ class Queue(_Resource):
                 self._store_event("on_released", store)
             self._stores.clear()
             if self._meta is not None:
-                self._meta.close()
+                # the same rule for metadata.cq4t, unless this thread is inside
+                # a `with` of the write lock (its release still needs the word)
+                self._meta.close(now=alone and not self._write_lock.held_here())
 
     async def aclose(self) -> None:
         """:meth:`close` for ``async`` code (idempotent)."""

@@ -350,10 +350,13 @@ class TableStore:
             pos = _align4(end)
         return None
 
-    def close(self) -> None:
+    def close(self, now: bool = False) -> None:
         """Mark the table store closed; its mapping and descriptor go when it is
-        garbage (see ``MappedFile.close``)."""
+        garbage (see ``MappedFile.close``), or at once with ``now`` (the
+        owner knows no native call or pointer of its can still use them)."""
         self.file.close()
+        if now:
+            self.file.release()
 
 
 @dataclass
