@@ -503,7 +503,8 @@ def test_run_waits_for_new_calls_and_stops(queue: ac.Queue,
         h = AsyncRecorder()
         reader = queue.tailer(pauser=ac.Pauser.busy()).method_reader(h)
         task = asyncio.create_task(reader.run())
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0)  # one turn: run() reads to the end and waits
+        assert not task.done() and h.calls == []
         w.on_price(P1)
         for _ in range(1000):
             if h.calls:
@@ -522,7 +523,7 @@ def test_run_ends_when_the_tailer_closes(queue: ac.Queue,
         tailer = queue.tailer()
         reader = tailer.method_reader(Recorder())
         task = asyncio.create_task(reader.run())
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0)  # one turn: run() reaches its wait
         tailer.close()
         assert await asyncio.wait_for(task, 5) == 0
 
@@ -558,7 +559,7 @@ def test_cancelling_run_loses_nothing(queue: ac.Queue,
         rec = Recorder()
         reader = queue.tailer().method_reader(rec, interfaces=[PriceListener])
         task = asyncio.create_task(reader.run())
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # one turn: run() reaches its wait
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
