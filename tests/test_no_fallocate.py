@@ -16,6 +16,7 @@ import sys
 import textwrap
 
 import pytest
+from test_durability import FULL_DISK
 
 import aiochronicle as ac
 
@@ -89,38 +90,11 @@ def no_fallocate_lib(tmp_path_factory):
     return str(d / "nofalloc.so")
 
 
-# appends 32 KiB excerpts until the disk is full; everything acknowledged reads back
-FILL_QUEUE = textwrap.dedent(
-    """
-    import sys, warnings, aiochronicle as ac
-    warnings.simplefilter("always")       # "once" must come from the library
-    path = sys.argv[1]
-    written = []
-    with ac.open_queue(path, time_provider=ac.SetTimeProvider(%d),
-                       block_size=256 << 10) as q:
-        app = q.appender()
-        try:
-            while True:
-                msg = (b"%%08d" %% len(written)) * 4096
-                written.append((app.append(msg), msg))
-        except ac.DiskFullError as exc:
-            print("full:", exc, file=sys.stderr)
-        got = [(ex.index, ex.payload) for ex in q.tailer()]
-        assert got == written, (len(got), len(written))
-        try:
-            app.append(b"x" * 100_000)
-        except ac.DiskFullError:
-            pass
-        else:
-            raise AssertionError("an append on the full disk did not fail")
-    print(len(written))
-    """
-) % T0
-
-
 def _fill(path: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    r = subprocess.run([sys.executable, "-c", FILL_QUEUE, path], capture_output=True,
-                       text=True, timeout=120, env=env)
+    """Append 32 KiB excerpts until the disk is full (test_durability's
+    script); every warning shown, so "once" must come from the library."""
+    r = subprocess.run([sys.executable, "-W", "always", "-c", FULL_DISK, path],
+                       capture_output=True, text=True, timeout=120, env=env)
     # a SIGBUS would be returncode -7
     assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
     assert "no space left" in r.stderr
