@@ -213,7 +213,7 @@ def _named_tailer_keys(meta: TableStore | None) -> list[tuple[str, str, int]]:
 
 
 #: what :func:`queue_stats` remembers of a cycle that has ended (EOF written):
-#: cycle -> ((device, inode, size) of its file, its figures, where its data starts)
+#: cycle -> ((device, inode, size) of its file, its figures, where its first excerpt is)
 SealedCycles = dict[int, tuple[tuple[int, int, int], CycleStats, int]]
 
 
@@ -232,7 +232,7 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
     try:
         rc = q.roll_cycle
         cycles: list[CycleStats] = []
-        ends: dict[int, tuple[int, int]] = {}  # cycle -> (end pos, data start)
+        ends: dict[int, tuple[int, int]] = {}  # cycle -> (end pos, first excerpt's pos)
         for cyc, p in _cycle_files(q):
             try:
                 fs = os.stat(p)
@@ -251,7 +251,9 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
                 continue
             try:
                 end, count, eof = st.end()
-                ends[cyc] = (end, st.layout.data_start)
+                # where its first excerpt starts (after the index pages)
+                code, start_pos = st.seek(0) if count else (1, end)
+                ends[cyc] = (end, start_pos if code == 0 else end)
             finally:
                 q._release_store(st)
             cs = CycleStats(
@@ -281,9 +283,9 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
             # as q.count_excerpts(start, last + 1), from the counts already found
             lag = sum(n if c > tc else max(0, n - ts) for c, n in counts.items() if c >= tc)
             lag_bytes = 0
-            for cyc, (end, data_start) in ends.items():
+            for cyc, (end, first_pos) in ends.items():
                 if cyc > tc:
-                    lag_bytes += max(0, end - data_start)
+                    lag_bytes += max(0, end - first_pos)
                 elif cyc == tc:
                     st = q._acquire_store(cyc)
                     if st is None:
