@@ -233,18 +233,20 @@ def hop_names(history: MessageHistory) -> list[str]:
     Method writers and readers record a write, then for each queue read on
     the way its source and the read time, then the next write: timings
     ``w0, r1, w1, r2, w2...`` for sources ``s1, s2...``.  The hops are then
-    ``queue s1`` (w0 to r1, through the queue) and ``in service after s1``
-    (r1 to w1, the handler's time).  Histories of another shape get ``hop
-    1``, ``hop 2``...
+    ``queue s1`` (w0 to r1, through the queue) and ``service after s1`` (r1
+    to w1, the handler's time).  A history as a handler sees it (see
+    :func:`current_history`) ends with a read.  Histories of another shape
+    get ``hop 1``, ``hop 2``...
     """
     n = len(history.sources)
-    if len(history.timings) == 2 * n + 1:
+    hops = len(history.timings) - 1
+    if 2 * n - 1 <= hops <= 2 * n:
         names = []
         for k, (source, _) in enumerate(history.sources):
             names.append(f"{2 * k + 1}: queue {source} (write -> read)")
             names.append(f"{2 * k + 2}: service after {source} (read -> write)")
-        return names
-    return [f"hop {k + 1}" for k in range(len(history.timings) - 1)]
+        return names[:hops]
+    return [f"hop {k + 1}" for k in range(hops)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -358,7 +358,7 @@ def add_parsers(sub: Any) -> None:
 
     t = add("top", cmd_top, "live view of append rate, readers' rates and lag",
             "A live table of queues (excerpts, append rate, cycles, disk, write lock) and "
-            "their\nnamed tailers (position, lag, read rate), refreshed every INTERVAL "
+            "their\nnamed tailers (position, lag, read rate), refreshed every SECONDS "
             "seconds.\nNeeds rich (the monitor extra).")
     t.add_argument("queues", nargs="+", metavar="QUEUE", help="queue directories")
     t.add_argument("-i", "--interval", type=_interval, default=1.0, metavar="SECONDS",

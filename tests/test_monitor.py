@@ -175,7 +175,7 @@ def test_metrics_follow_appends_and_reads(tmp_path: Path, endpoint: list[Endpoin
         assert m[("aiochronicle_write_lock_held_seconds", q_(path))] == 0
         assert m[("aiochronicle_write_lock_holder", q_(path))] == 0
 
-    code, out, err = e.stop()
+    code, _, err = e.stop()
     assert code == 0, err
     assert "Traceback" not in err
 
