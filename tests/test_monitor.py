@@ -9,12 +9,15 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import pty
 import random
 import re
+import select
 import signal
 import struct
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,9 +57,9 @@ def _disk(path: Path) -> int:
 class Endpoint:
     """``aiochronicle metrics`` running in a child; :meth:`scrape` reads it."""
 
-    def __init__(self, *queues: str, argv_wrap: list[str] | None = None) -> None:
+    def __init__(self, *queues: str, unprivileged: bool = False) -> None:
         argv = [sys.executable, "-m", "aiochronicle", "metrics", *queues, "--port", "0"]
-        if argv_wrap is not None:
+        if unprivileged:  # file permissions apply to it, even as root
             argv = _without_privilege(argv)
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
@@ -224,7 +227,7 @@ def test_metrics_on_a_read_only_queue(tmp_path: Path, endpoint: list[Endpoint]) 
         os.chmod(f, 0o444)
     os.chmod(path, 0o555)
     try:
-        e = Endpoint(str(path), argv_wrap=[])
+        e = Endpoint(str(path), unprivileged=True)
         endpoint.append(e)
         m = e.scrape()
         assert m[("aiochronicle_queue_up", q_(str(path)))] == 1
@@ -307,6 +310,41 @@ def test_top_once(tmp_path: Path) -> None:
     assert "no such queue" in line
     assert_one_line_error(run("top", "--once", "-i", "0", str(paths[0])), 2)
     assert_one_line_error(run("top", "--once"), 2)
+
+
+def test_top_live_follows_appends_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    """On a terminal, top redraws: the excerpt count moves when we append."""
+    path = tmp_path / "q"
+    with ac.open_queue(path) as q:
+        a = q.appender()
+        for i in range(5):
+            a.append(b"%d" % i)
+        master, slave = pty.openpty()
+        try:
+            p = subprocess.Popen([sys.executable, "-m", "aiochronicle", "top", str(path),
+                                  "-i", "0.05"], stdin=slave, stdout=slave, stderr=slave,
+                                 env=dict(os.environ, COLUMNS="300", LINES="40"))
+            os.close(slave)
+            got = b""
+            deadline = time.monotonic() + TIMEOUT
+
+            def until(pattern: bytes) -> None:
+                nonlocal got
+                while re.search(pattern, got) is None:
+                    assert time.monotonic() < deadline, got.decode(errors="replace")
+                    if select.select([master], [], [], 0.2)[0]:
+                        got += os.read(master, 65536)
+
+            row = re.escape(str(path).encode()) + rb"\s*\S+\s+%d\s"
+            until(row % 5)
+            for i in range(7):
+                a.append(b"more %d" % i)
+            until(row % 12)
+            p.send_signal(signal.SIGINT)
+            assert p.wait(timeout=TIMEOUT) == 0
+        finally:
+            os.close(master)
+        assert b"Traceback" not in got
 
 
 # --------------------------------------------------------------------------
