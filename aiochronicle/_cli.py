@@ -1092,7 +1092,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--json", action="store_true", help="JSON output")
     pp.add_argument("--role", choices=["ping", "echo"], default="ping", help=argparse.SUPPRESS)
     _add_replicate_parser(sub)
-    _add_monitor_parsers(sub)
+    _add_monitor_parsers(sub, _seconds)
     return p
 
 

@@ -31,6 +31,7 @@ from ._monitor import (
     RateTracker,
     scan_latency,
 )
+from ._ops import _human_size
 
 __all__ = ["add_parsers", "cmd_latency", "cmd_metrics", "cmd_top"]
 
@@ -59,23 +60,9 @@ def _stop_on_signals() -> threading.Event:
 
 
 def _port(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= n <= 65535:
-        raise argparse.ArgumentTypeError(f"port {n} is not between 0 and 65535")
-    return n
-
-
-def _interval(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not v > 0 or math.isinf(v):
-        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
-    return v
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {text!r}")
+    return int(text)
 
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
@@ -129,13 +116,6 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------
 
 
-def _human(n: float) -> str:
-    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= k:
-            return f"{n / k:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def _rate(r: float | None) -> str:
     return "-" if r is None else f"{r:,.1f}"
 
@@ -160,7 +140,7 @@ def top_rows(looks: list[tuple[str, QueueFigures | str]],
         s = f.stats
         queues.append([path, str(s.total_excerpts),
                        "-" if s.last_index is None else f"{s.last_index:#x}", _rate(append),
-                       str(len(s.cycles)), _human(s.disk_bytes), _lock_text(f)])
+                       str(len(s.cycles)), _human_size(s.disk_bytes), _lock_text(f)])
         for t in s.tailers:
             tailers.append([path, t.name, f"{t.index:#x}" if t.index else "start",
                             str(t.lag_messages), str(t.lag_bytes), _rate(reads.get(t.name))])
@@ -334,8 +314,9 @@ def cmd_latency(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------
 
 
-def add_parsers(sub: Any) -> None:
-    """Add ``metrics``, ``top`` and ``latency`` to the subcommands ``sub``."""
+def add_parsers(sub: Any, seconds: Callable[[str], float]) -> None:
+    """Add ``metrics``, ``top`` and ``latency`` to the subcommands ``sub``;
+    ``seconds`` is the command line's argument type for a duration."""
     fmt = argparse.RawDescriptionHelpFormatter
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help_: str,
@@ -358,10 +339,10 @@ def add_parsers(sub: Any) -> None:
 
     t = add("top", cmd_top, "live view of append rate, readers' rates and lag",
             "A live table of queues (excerpts, append rate, cycles, disk, write lock) and "
-            "their\nnamed tailers (position, lag, read rate), refreshed every SECONDS "
-            "seconds.\nNeeds rich (the monitor extra).")
+            "their\nnamed tailers (position, lag, read rate), redrawn until Ctrl-C or "
+            "SIGTERM.\nNeeds rich (the monitor extra).")
     t.add_argument("queues", nargs="+", metavar="QUEUE", help="queue directories")
-    t.add_argument("-i", "--interval", type=_interval, default=1.0, metavar="SECONDS",
+    t.add_argument("-i", "--interval", type=seconds, default=1.0, metavar="SECONDS",
                    help="refresh every SECONDS (default 1); with --once, the time the "
                         "rates are measured over")
     t.add_argument("--once", action="store_true", help="print one table and exit")
