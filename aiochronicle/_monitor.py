@@ -18,6 +18,7 @@ length of the queue.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,7 +28,8 @@ from ._excerpt import Batch
 from ._history import MessageHistory
 from ._methods import call_history
 from ._ops import QueueStats, SealedCycles, TailerStats, queue_stats
-from ._queue import open_existing_queue
+from ._queue import Queue, open_existing_queue
+from ._settings import METADATA_FILE
 from ._writelock import WRITE_LOCK
 
 __all__ = [
@@ -82,9 +84,9 @@ class QueueFigures:
 class QueueWatch:
     """Figures of one queue, taken again at each :meth:`figures` call.
 
-    The queue is opened read-only for each look (so a queue deleted and made
-    again, or one whose files are read-only, is read as it is now); the
-    figures of ended cycles are kept between looks.
+    The queue stays open (read-only) between looks, and is opened again when
+    its directory or its ``metadata.cq4t`` is no longer the one it was (a
+    queue deleted and made again); the figures of ended cycles are kept.
     """
 
     def __init__(self, path: str) -> None:
@@ -99,15 +101,45 @@ class QueueWatch:
         self._sealed: SealedCycles = {}
         # (lock value, bytes written then, monotonic time first seen so)
         self._held: tuple[int, int, float] | None = None
-        open_existing_queue(path).close()
+        self._queue: Queue | None = None
+        self._identity: tuple[tuple[int, int], tuple[int, int] | None] | None = None
+        self._open()
+
+    def _where(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
+        d = os.stat(self.path)
+        try:
+            m = os.stat(os.path.join(self.path, METADATA_FILE))
+        except FileNotFoundError:
+            return (d.st_dev, d.st_ino), None
+        return (d.st_dev, d.st_ino), (m.st_dev, m.st_ino)
+
+    def _open(self) -> Queue:
+        self.close()
+        self._sealed.clear()
+        q = open_existing_queue(self.path)
+        self._queue, self._identity = q, self._where()
+        return q
 
     def figures(self) -> QueueFigures:
-        """Look at the queue now."""
-        q = open_existing_queue(self.path)
+        """Look at the queue now.
+
+        Raises:
+            FileNotFoundError, NotAQueueError, QueueAccessError: the queue is
+                gone or unreadable now.
+        """
+        q = self._queue
+        try:
+            same = q is not None and self._where() == self._identity
+        except FileNotFoundError:
+            self.close()
+            raise FileNotFoundError(f"no such queue: {self.path}") from None
+        if q is None or not same:
+            q = self._open()
         try:
             stats = queue_stats(q, sealed=self._sealed)
-        finally:
-            q.close()
+        except BaseException:
+            self.close()  # opened afresh at the next look
+            raise
         now = time.monotonic()
         lock = next((lk for lk in stats.locks if lk.key == WRITE_LOCK), None)
         holder: int | None = None
@@ -122,6 +154,12 @@ class QueueWatch:
             else:
                 held = now - seen[2]
         return QueueFigures(self.path, now, stats, holder, held)
+
+    def close(self) -> None:
+        """Let go of the queue (a later look opens it again)."""
+        q, self._queue = self._queue, None
+        if q is not None:
+            q.close()
 
 
 class RateTracker:

@@ -108,6 +108,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         server.shutdown()
         server.server_close()
         thread.join(5)
+        collector.close()
     return 0
 
 
@@ -188,18 +189,21 @@ def cmd_top(args: argparse.Namespace) -> int:
         return Group(*parts)
 
     stop = _stop_on_signals()
-    _look_first = _look(watches)  # the rates' starting point
-    for _, f in _look_first:
+    for _, f in _look(watches):  # the rates' starting point
         if isinstance(f, QueueFigures):
             rates.update(f)
-    if args.once:
-        stop.wait(args.interval)
-        console.print(render())
+    try:
+        if args.once:
+            stop.wait(args.interval)
+            console.print(render())
+            return 0
+        with Live(render(), console=console, auto_refresh=False, screen=False) as live:
+            while not stop.wait(args.interval):
+                live.update(render(), refresh=True)
         return 0
-    with Live(render(), console=console, auto_refresh=False, screen=False) as live:
-        while not stop.wait(args.interval):
-            live.update(render(), refresh=True)
-    return 0
+    finally:
+        for w in watches:
+            w.close()
 
 
 # --------------------------------------------------------------------------

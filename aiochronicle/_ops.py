@@ -233,13 +233,14 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
         rc = q.roll_cycle
         cycles: list[CycleStats] = []
         ends: dict[int, tuple[int, int]] = {}  # cycle -> (end pos, first excerpt's pos)
-        for cyc, p in _cycle_files(q):
+        for cyc in q.cycles():
+            known = sealed.get(cyc) if sealed is not None else None
+            p = known[1].path if known is not None else q.cycle_path(cyc)
             try:
                 fs = os.stat(p)
             except FileNotFoundError:
                 continue
             key = (fs.st_dev, fs.st_ino, fs.st_size)
-            known = sealed.get(cyc) if sealed is not None else None
             if known is not None and known[0] == key:
                 cycles.append(known[1])
                 ends[cyc] = (known[1].bytes_used, known[2])

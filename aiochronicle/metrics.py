@@ -95,6 +95,12 @@ class QueueCollector(Collector):
         """Nothing up front: the figures are read only when scraped."""
         return []
 
+    def close(self) -> None:
+        """Let go of the queues (a later scrape opens them again)."""
+        with self._lock:
+            for w in self._watches:
+                w.close()
+
     def looks(self) -> list[tuple[str, QueueFigures | None]]:
         """(path, figures) for every queue now; None where a look failed."""
         out: list[tuple[str, QueueFigures | None]] = []

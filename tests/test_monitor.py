@@ -201,6 +201,12 @@ def test_metrics_of_several_queues_one_gone(tmp_path: Path, endpoint: list[Endpo
     assert ("aiochronicle_excerpts_total", q_(paths[0])) not in m
     assert m[("aiochronicle_queue_up", q_(paths[1]))] == 1
     assert m[("aiochronicle_excerpts_total", q_(paths[1]))] == 4
+    # made again: a new queue at the same path is seen as it is now
+    with ac.open_queue(paths[0]) as q:
+        q.appender().append_many([b"new", b"queue"])
+    m = e.scrape()
+    assert m[("aiochronicle_queue_up", q_(paths[0]))] == 1
+    assert m[("aiochronicle_excerpts_total", q_(paths[0]))] == 2
     code, _, err = e.stop()
     assert code == 0, err
 
