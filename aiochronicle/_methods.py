@@ -257,26 +257,37 @@ def call_history(payload: bytes | memoryview) -> MessageHistory | None:
     if len(p) < 2:
         return None
     b0 = p[0]
-    try:
-        if b0 == 0x93:
-            return MessageHistory.from_bytes(_msgpack_history(p)[0])
-        if b0 == 0x92:
+    if b0 == 0x93:
+        try:
+            raw: object = _msgpack_history(p)[0]
+        except CodecError:
             return None
-        if b0 == 0x5B:
+    elif b0 == 0x92:
+        return None
+    elif b0 == 0x5B:
+        try:
             parts = _JSON_RAWS.decode(p)
-            return (MessageHistory.from_plain(msgspec.json.decode(parts[0]))
-                    if len(parts) == 3 else None)
+            if len(parts) != 3:
+                return None
+            raw = msgspec.json.decode(parts[0])
+        except msgspec.DecodeError:
+            return None
+    else:
         r = PlainReader(p)
         end = len(p)
-        pos = r.skip_padding(0, end)
-        if pos >= end or not r.at_key(pos):
+        try:
+            pos = r.skip_padding(0, end)
+            if pos >= end or not r.at_key(pos):
+                return None
+            key, pos = r.key(pos, end)
+        except (WireError, IndexError):
             return None
-        key, pos = r.key(pos, end)
         if key != -1 and key != "history":
             return None
-        raw, _ = r.value(pos, end)
-    except (msgspec.DecodeError, CodecError, IndexError, ValueError):
-        return None
+        try:
+            raw, _ = r.value(pos, end)
+        except IndexError:
+            raise WireError("truncated message history") from None
     return MessageHistory.from_plain(raw)
 
 

@@ -456,6 +456,25 @@ def test_latency_of_a_real_chain(tmp_path: Path) -> None:
     assert r.returncode == 0 and "no hops" in r.stdout, r.stdout
 
 
+def test_latency_counts_damaged_histories(tmp_path: Path) -> None:
+    good = ac.MessageHistory([(1, 0)], [1_000, 3_000, 4_000])
+    raw = good.to_bytes()
+    with ac.open_queue(tmp_path / "q") as q:
+        a = q.appender()
+        a.append(_msgpack_call(good))
+        # a history ext whose counts promise more timings than it holds
+        a.append(msgspec.msgpack.encode([msgspec.msgpack.Ext(72, raw[:-8]), "on_tick", 1]))
+        a.append(_wire_call(good)[:12])  # cut inside the history
+        a.append(msgspec.msgpack.encode(["on_tick", 1]))  # a call without history
+    r = run("latency", str(tmp_path / "q"), "--json")
+    assert r.returncode == 0, r.stderr
+    got = msgspec.json.decode(r.stdout)
+    assert (got["excerpts"], got["with_history"], got["damaged"]) == (4, 1, 2)
+    assert [(h["hop"], h["count"], h["max"]) for h in got["hops"]] == [
+        ("1: queue 1 (write -> read)", 1, 2_000), ("2: service after 1 (read -> write)", 1,
+                                                   1_000)]
+
+
 def test_latency_bad_arguments(tmp_path: Path) -> None:
     line = assert_one_line_error(run("latency", str(tmp_path / "nope")))
     assert "no such queue" in line
