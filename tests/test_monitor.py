@@ -64,7 +64,9 @@ class Endpoint:
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # the child prints it once it listens
+        # the child prints the line once it listens (or exits: then it is empty)
+        ready = select.select([self.proc.stdout], [], [], TIMEOUT)[0]
+        line = self.proc.stdout.readline() if ready else ""
         m = re.match(r"serving http://127\.0\.0\.1:(\d+)/metrics", line)
         if m is None:
             self.proc.kill()
