@@ -87,8 +87,8 @@ class Endpoint:
                 out[(s.name, tuple(sorted(s.labels.items())))] = s.value
         return out
 
-    def stop(self) -> tuple[int, str, str]:
-        self.proc.send_signal(signal.SIGTERM)
+    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
+        self.proc.send_signal(sig)
         out, err = self.proc.communicate(timeout=TIMEOUT)
         return self.proc.returncode, out, err
 
@@ -209,7 +209,7 @@ def test_metrics_of_several_queues_one_gone(tmp_path: Path, endpoint: list[Endpo
     m = e.scrape()
     assert m[("aiochronicle_queue_up", q_(paths[0]))] == 1
     assert m[("aiochronicle_excerpts_total", q_(paths[0]))] == 2
-    code, _, err = e.stop()
+    code, _, err = e.stop(signal.SIGINT)  # Ctrl-C: a clean stop too
     assert code == 0, err
 
 
