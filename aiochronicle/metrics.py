@@ -170,7 +170,9 @@ class ServiceMetrics(Collector):
     (the label value); the figures are read from them at each scrape (their
     counters live in the objects: nothing is counted twice, and nothing is
     added to the per-message path).  Objects are held weakly: one that is
-    closed or garbage drops out.
+    garbage drops out, as does a tailer whose queue is closed (a closed
+    appender keeps its last figures until it is garbage or removed).  One
+    ``ServiceMetrics`` per registry (its metric names are fixed).
 
     Metrics (label in braces):
 
