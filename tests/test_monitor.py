@@ -620,3 +620,5 @@ def test_service_metrics(tmp_path: Path) -> None:
             sum(n * 2000 for n in range(1, 11)) / 1e9)
         metrics.remove("mine")
         assert value("aiochronicle_appender_excerpts_total", appender="mine") is None
+    # the queue closed: its tailer leaves the scrape
+    assert value("aiochronicle_tailer_index", tailer="t") is None
