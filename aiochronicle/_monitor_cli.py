@@ -170,7 +170,9 @@ def cmd_top(args: argparse.Namespace) -> int:
     rates = RateTracker()
     out: TextIO = sys.stdout
     tty = out.isatty()
-    console = Console(file=out, width=None if tty else 200, highlight=False)
+    # markup and emoji codes off: paths and error messages are shown as they are
+    console = Console(file=out, width=None if tty else 200, highlight=False, markup=False,
+                      emoji=False)
 
     def render() -> Group:
         queues, tailers = top_rows(_look(watches), rates)

@@ -286,7 +286,7 @@ def _cells(out: str, first: str) -> list[list[str]]:
 
 
 def test_top_once(tmp_path: Path) -> None:
-    paths = [tmp_path / "md", tmp_path / "orders"]
+    paths = [tmp_path / "md", tmp_path / "orders[bold]:fire:"]  # shown as they are
     counts = [40, 9]
     lasts = []
     for p, n in zip(paths, counts, strict=True):
