@@ -285,11 +285,15 @@ def plot_latency(r: LatencyReport, path: str) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("percentile")
     ax.set_ylabel("latency (us)")
-    ax.set_title(f"per-hop latency from message histories: {os.path.basename(r.path)} "
+    name = os.path.basename(os.path.normpath(r.path)).replace("$", r"\$")  # no mathtext
+    ax.set_title(f"per-hop latency from message histories: {name} "
                  f"({r.with_history} excerpts)", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     if r.hops:
         ax.legend(fontsize=8, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no message history with two timings or more",
+                transform=ax.transAxes, ha="center")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
