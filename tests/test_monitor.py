@@ -328,11 +328,11 @@ def test_top_live_follows_appends_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         for i in range(5):
             a.append(b"%d" % i)
         master, slave = pty.openpty()
+        p = subprocess.Popen([sys.executable, "-m", "aiochronicle", "top", str(path),
+                              "-i", "0.05"], stdin=slave, stdout=slave, stderr=slave,
+                             env=dict(os.environ, COLUMNS="300", LINES="40"))
+        os.close(slave)
         try:
-            p = subprocess.Popen([sys.executable, "-m", "aiochronicle", "top", str(path),
-                                  "-i", "0.05"], stdin=slave, stdout=slave, stderr=slave,
-                                 env=dict(os.environ, COLUMNS="300", LINES="40"))
-            os.close(slave)
             got = b""
             deadline = time.monotonic() + TIMEOUT
 
@@ -352,6 +352,9 @@ def test_top_live_follows_appends_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             assert p.wait(timeout=TIMEOUT) == 0
         finally:
             os.close(master)
+            if p.poll() is None:  # an assertion failed above: do not leave it running
+                p.kill()
+                p.wait(timeout=TIMEOUT)
         assert b"Traceback" not in got
 
 
