@@ -164,6 +164,12 @@ class Appender(HotAppender, _Resource):
         """The index of the last excerpt this appender wrote (-1 before any)."""
         return int(self._c.last_index)
 
+    @property
+    def excerpts_appended(self) -> int:
+        """How many excerpts this appender has written (a counter the native
+        core keeps as it commits: reading it costs nothing on the write path)."""
+        return int(self._c.appended)
+
     # -- appending -------------------------------------------------------
     if TYPE_CHECKING:
         def append(self, data: bytes | bytearray | memoryview | str) -> int:

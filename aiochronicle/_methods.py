@@ -221,6 +221,76 @@ def interface_methods(iface: type) -> dict[str, MethodSpec]:
     return specs
 
 
+def _msgpack_history(p: bytes | memoryview) -> tuple[HistoryBytes, int]:
+    """The history ext first in a 3-item msgpack call (``p[0]`` is 0x93), and
+    where the method key after it starts.
+
+    Raises:
+        CodecError: no history ext there.
+        WireError: the history bytes are truncated.
+    """
+    c = p[1]
+    if c == 0xC7:
+        n, typ, pos = p[2], p[3], 4
+    elif c == 0xC8:
+        n, typ, pos = (p[2] << 8) | p[3], p[4], 5
+    elif c == 0xC9:
+        n, typ, pos = int.from_bytes(p[2:6], "big"), p[6], 7
+    else:
+        raise CodecError("a 3-item call must start with a history ext")
+    if typ != HISTORY_EXT:
+        raise CodecError(f"unexpected msgpack ext type {typ}")
+    raw = HistoryBytes(p[pos:pos + n])
+    check_history(raw)
+    return raw, pos + n
+
+
+def call_history(payload: bytes | memoryview) -> MessageHistory | None:
+    """The message history a method writer put first in an excerpt, in any
+    codec (msgpack, JSON, BinaryWire as Java writes it), without decoding the
+    call's arguments; None when the excerpt carries none (or is no call).
+
+    Raises:
+        WireError: the history is there but damaged.
+    """
+    p = payload
+    if len(p) < 2:
+        return None
+    b0 = p[0]
+    if b0 == 0x93:
+        try:
+            raw: object = _msgpack_history(p)[0]
+        except CodecError:
+            return None
+    elif b0 == 0x92:
+        return None
+    elif b0 == 0x5B:
+        try:
+            parts = _JSON_RAWS.decode(p)
+            if len(parts) != 3:
+                return None
+            raw = msgspec.json.decode(parts[0])
+        except msgspec.DecodeError:
+            return None
+    else:
+        r = PlainReader(p)
+        end = len(p)
+        try:
+            pos = r.skip_padding(0, end)
+            if pos >= end or not r.at_key(pos):
+                return None
+            key, pos = r.key(pos, end)
+        except (WireError, IndexError):
+            return None
+        if key != -1 and key != "history":
+            return None
+        try:
+            raw, _ = r.value(pos, end)
+        except IndexError:
+            raise WireError("truncated message history") from None
+    return MessageHistory.from_plain(raw)
+
+
 # --------------------------------------------------------------------------
 # Method writers
 # --------------------------------------------------------------------------
@@ -1055,20 +1125,7 @@ class MethodReader:
         try:
             pos = 1
             if b0 == 0x93:
-                c = p[1]
-                if c == 0xC7:
-                    n, typ, pos = p[2], p[3], 4
-                elif c == 0xC8:
-                    n, typ, pos = (p[2] << 8) | p[3], p[4], 5
-                elif c == 0xC9:
-                    n, typ, pos = int.from_bytes(p[2:6], "big"), p[6], 7
-                else:
-                    raise CodecError("a 3-item call must start with a history ext")
-                if typ != HISTORY_EXT:
-                    raise CodecError(f"unexpected msgpack ext type {typ}")
-                raw = HistoryBytes(p[pos:pos + n])
-                check_history(raw)
-                pos += n
+                raw, pos = _msgpack_history(p)
             k = p[pos]
             if 0xA0 <= k <= 0xBF:
                 end = pos + 1 + (k - 0xA0)

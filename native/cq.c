@@ -708,6 +708,7 @@ static int commit(cq_appender *a, uint64_t pos, uint64_t seq, uint64_t plen, int
          * A damaged index only leaves a hole, which lookups tolerate. */
         (void)index_entry(a, seq, pos, &next);
         a->last_index = (int64_t)(((uint64_t)s->cycle << a->queue_shift) | seq);
+        a->appended++;
         a->seq = seq + 1;
         a->pos = next;
     } else {

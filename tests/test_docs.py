@@ -90,7 +90,8 @@ def test_api_reference_covers_every_public_name(site: Path) -> None:
     api = (site / "api" / "index.html").read_text()
     anchors = set(re.findall(r'id="(aiochronicle\.[\w.]+)"', api))
     missing = []
-    for modname in ("aiochronicle", "aiochronicle.spark", "aiochronicle.testing"):
+    for modname in ("aiochronicle", "aiochronicle.spark", "aiochronicle.testing",
+                    "aiochronicle.metrics"):
         module = importlib.import_module(modname)
         for name in module.__all__:
             if name.startswith("__"):
@@ -113,6 +114,9 @@ QUICK_EXAMPLES: list[tuple[str, list[str], float, str | tuple[str, ...]]] = [
     ("many_writers.py", [], 60, "each writer in order"),
     ("async_tail.py", [], 60, "replay: 2001 excerpts"),
     ("operations.py", [], 60, "named tailer reporting"),
+    ("monitoring.py", [], 60, ("aiochronicle_named_tailer_lag_excerpts{queue=\"WORK/md\","
+                               "tailer=\"pricer\"} 2000.0",
+                               "named tailer pricer is 2000 behind")),
     ("replication.py", [], 60, "replica identical: 2000 excerpts"),
     # the three services' summaries in the order of the chain, then typed calls
     ("pipeline/run.py", ["--ticks", "2000"], 60,

@@ -27,7 +27,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("user objects", {"_document", "_aio", "_appender", "_tailer", "_pretoucher",
                       "_queue"}),
     ("codecs and methods", {"_codecs", "_methods"}),
-    ("tools", {"_dump", "_ops", "_replication", "testing", "spark._columns",
+    ("tools", {"_dump", "_ops", "_replication", "testing", "_monitor", "metrics",
+               "_monitor_cli", "spark._columns",
                "spark._source", "spark._feeder", "spark._sink", "spark"}),
     ("entry points", {"_cli", "__init__", "__main__"}),
 ]
@@ -113,6 +114,9 @@ MODULES = _modules()
 LAZY = {
     # pyspark is an optional dependency: its data source classes load when used
     "spark": "pyspark is imported only when a Spark part is used",
+    # prometheus-client is an optional dependency: aiochronicle.metrics needs
+    # it, so the metrics command loads that module when it runs
+    "_monitor_cli": "aiochronicle.metrics is imported only when `metrics` runs",
 }
 
 
