@@ -97,20 +97,30 @@ def jvm_reader_loaded(spark: SparkSession) -> bool:
 def register(spark: SparkSession) -> None:
     """Register ``format("chronicle")`` with ``spark`` (idempotent).
 
-    When the session's JVM holds the JVM reader (its jar in ``spark.jars``; else
-    it is added now with ``ADD JAR`` if this package carries it), that reader is
-    ``chronicle`` and the Python data source is registered as ``chronicle_python``
-    for what the JVM hands to it; otherwise the Python data source is ``chronicle``.
+    Unless the session's Spark context already ships the JVM reader's jar to its
+    executors (given in ``spark.jars`` or ``--jars``, or added before), the jar
+    this package carries is added now with ``ADD JAR``, for the driver and every
+    executor.  When the driver can then load the JVM reader, it is ``chronicle``
+    and the Python data source is registered as ``chronicle_python`` for what the
+    JVM hands to it; otherwise the Python data source is ``chronicle``.
     """
     from ._source import ChronicleDataSource, PythonChronicleDataSource
 
     jar = jar_path()
-    if not jvm_reader_loaded(spark) and jar is not None:
+    if jar is not None and not _ships_jar(spark, jar.name):
         spark.sql(f"ADD JAR '{jar}'")
     if jvm_reader_loaded(spark):
         spark.dataSource.register(PythonChronicleDataSource)
     else:
         spark.dataSource.register(ChronicleDataSource)
+
+
+def _ships_jar(spark: SparkSession, name: str) -> bool:
+    """Whether ``spark``'s context ships a jar called ``name`` to its executors.
+    (The driver may load classes of a jar that a context stopped before it had:
+    a new context on the same JVM does not ship it.)"""
+    listed = str(spark.sparkContext._jsc.sc().listJars().mkString("\n"))
+    return any(url.rsplit("/", 1)[-1] == name for url in listed.splitlines())
 
 
 _AWS_SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}

@@ -5,7 +5,8 @@ standalone cluster, set up as the docs say (``session_config`` + ``register``).
     python cluster_job.py SPEC.json RESULT.json     # the driver
     python cluster_job.py --writer QUEUE            # the streaming part's appender
 
-Each part (batch, s3, stream) records its results or its error in RESULT, so
+Each part (batch, s3, stream, and a batch read again in a second session)
+records its results or its error in RESULT, so
 the test of one part fails alone.  The rows of batch reads carry the pid of the
 JVM that scanned them (``reflect`` runs in the scan's task) and that JVM's
 command line.
@@ -192,6 +193,10 @@ def main() -> None:
         part(result, "batch", lambda: scanned(spark, spec["queue"]))
         part(result, "s3", lambda: scanned(spark, spec["s3"]["url"]))
         part(result, "stream", lambda: stream(spark, spec))
+        # a new session on the same driver JVM, whose classes the old one loaded
+        spark.stop()
+        spark = session(spec)
+        part(result, "again", lambda: scanned(spark, spec["queue"]))
     finally:
         Path(sys.argv[2]).write_text(json.dumps(result))
         spark.stop()

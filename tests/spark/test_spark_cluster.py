@@ -142,6 +142,15 @@ def test_a_multi_cycle_queue_reads_exactly_in_the_executors(job: dict[str, Any])
     _on_executor(job, got)
 
 
+def test_a_second_session_ships_the_jar_again(job: dict[str, Any]) -> None:
+    """``register`` in a new session of the same driver JVM (which still loads the
+    JVM reader's classes) adds the jar again, so the new executors have it."""
+    got = _ok(job, "again")
+    assert got["rows"] == _library(job["spec"]["queue"])
+    _on_executor(job, got)
+    assert not set(got["pids"]) & set(job["batch"]["pids"])  # new executors
+
+
 def test_a_queue_in_s3_reads_through_s3a(job: dict[str, Any]) -> None:
     got = _ok(job, "s3")
     assert got["rows"] == _library(job["spec"]["queue"])
