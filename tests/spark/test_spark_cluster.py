@@ -15,6 +15,8 @@ process appends, are checked here against the library's own reads.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -82,6 +84,9 @@ def _queue(path: Path) -> None:
 def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Run the job once on a fresh cluster and S3 server; its results."""
     import boto3
+
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java (none on PATH or in JAVA_HOME)")
 
     tmp = tmp_path_factory.mktemp("cluster")
     queue = tmp / "q"
