@@ -1,9 +1,11 @@
-"""A Spark standalone cluster for tests: a master and a worker started from the
+"""A Spark standalone cluster on this host, for bench/spark.py ``--cluster`` and
+tests/spark/test_spark_cluster.py: a master and a worker started from the
 pip-installed PySpark (``bin/spark-class``), each its own JVM on 127.0.0.1.
 
 Both bind port 0 (the master's URL is read from its log, so no port is guessed);
-the worker offers one core and ``memory`` to executors.  Leaving the ``with``
-block stops both, however it is left.
+the worker offers ``cores`` and ``memory`` to executors, which it starts as its
+own child processes.  Leaving the ``with`` block stops them all, however it is
+left: each daemon is a process group of its own, ended as a group.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import os
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
+MASTER_URL = r"Starting Spark master at (spark://\S+)"
 REGISTERED = "Successfully registered with master"
 
 
@@ -54,9 +57,10 @@ class Daemon:
             self._lines.append("")  # end of output
             self._seen.notify_all()
 
-    def wait_for(self, pattern: re.Pattern[str] | str, timeout: float) -> re.Match[str] | str:
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
         """The first log line matching ``pattern`` (its match), waiting up to ``timeout`` s."""
-        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
         seen = 0
         with self._seen:
             while True:
@@ -68,7 +72,8 @@ class Daemon:
                     if m:
                         return m
                 seen = len(self._lines)
-                if not self._seen.wait(timeout):
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._seen.wait(left):
                     raise TimeoutError(f"{self.name}: no {rx.pattern!r} in {timeout:g} s: "
                                        f"{self.tail()}")
 
@@ -104,9 +109,7 @@ def standalone_cluster(base: Path, *, cores: int = 1, memory: str = "1g",
                                    "127.0.0.1", "--port", "0", "--webui-port", "0"],
                         env, base / "master.log")
         stack.callback(master.stop)
-        m = master.wait_for(MASTER_URL, timeout)
-        assert isinstance(m, re.Match)
-        url = m.group(1)
+        url = master.wait_for(MASTER_URL, timeout).group(1)
         worker = Daemon("worker", ["org.apache.spark.deploy.worker.Worker", "--host",
                                    "127.0.0.1", "--port", "0", "--webui-port", "0",
                                    "--cores", str(cores), "--memory", memory,

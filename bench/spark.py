@@ -233,6 +233,7 @@ def bench_batch(spark: Any, data: tuple[str, str, str, str], repeat: int,
     ]
     cases = [(name + suffix, agg, load) for name, agg, load in cases
              if only is None or name in only]
+    width = max(34, *(len(name) for name, _, _ in cases))
     # round-robin: every repetition runs each source in turn, so a burst of other
     # work on this shared machine slows all of them, not one; best per source
     best: dict[str, float] = {}
@@ -245,7 +246,7 @@ def bench_batch(spark: Any, data: tuple[str, str, str, str], repeat: int,
             try:
                 r = load().selectExpr(*agg).collect()[0]
             except Exception as exc:  # the JVM reader missing: say so, go on
-                print(f"  {name:34s} failed: {str(exc).splitlines()[0][:100]}", flush=True)
+                print(f"  {name:{width}s} failed: {str(exc).splitlines()[0][:100]}", flush=True)
                 continue
             took = time.perf_counter() - t0
             rows[name] = r["n"]
@@ -257,7 +258,7 @@ def bench_batch(spark: Any, data: tuple[str, str, str, str], repeat: int,
         out[name] = {"rows": rows[name], "seconds": best[name], "rate": rows[name] / best[name]}
         base = out.get(baseline(name))
         vs = f"  {out[name]['rate'] / base['rate']:5.2f}x Parquet" if base else ""
-        print(f"  {name:34s} {rows[name]:>10,} rows  best {best[name]:6.3f} s  "
+        print(f"  {name:{width}s} {rows[name]:>10,} rows  best {best[name]:6.3f} s  "
               f"{out[name]['rate']:>12,.0f} rows/s{vs}", flush=True)
     return out
 
