@@ -176,3 +176,26 @@ def test_a_restarted_stream_holds_every_appended_index_once(job: dict[str, Any])
     assert out == appended  # every index once, none missing, none twice
     # both runs of the one query (same id, from the checkpoint) read rows
     assert got["same_id"] and got["first"] >= 300 and got["second"] > 0
+
+
+def test_session_config_names_s3a_and_its_packages() -> None:
+    import pyspark
+
+    from aiochronicle.spark import s3a_packages, session_config
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    assert (jars / "hadoop-client-api-3.5.0.jar").is_file()  # PySpark 4.3.0's Hadoop
+    conf = session_config(s3a={"endpoint": "http://s3:9000", "fs.s3a.path.style.access": "true"},
+                          packages=["org.example:extra:1"], excludes=["org.example:big"])
+    assert conf == {
+        "spark.hadoop.fs.s3a.endpoint": "http://s3:9000",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.5.0,software.amazon.awssdk:s3:"
+                               "2.35.4,software.amazon.awssdk:s3-transfer-manager:2.35.4,"
+                               "org.example:extra:1",
+        "spark.jars.excludes": "software.amazon.awssdk:bundle,org.example:big"}
+    assert "spark.jars" not in session_config(s3a=True)  # register adds the jar
+    assert session_config() == {}
+    with pytest.raises(ValueError, match="aws_sdk="):
+        s3a_packages("3.9.9")
+    assert s3a_packages("3.9.9", "2.40.0")[0] == "org.apache.hadoop:hadoop-aws:3.9.9"
