@@ -108,12 +108,15 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                            "checkpoint": str(tmp / "ckpt"), "timeout": STREAM_TIMEOUT}}
         (tmp / "spec.json").write_text(json.dumps(spec))
         with (tmp / "job.log").open("w") as log:
-            proc = subprocess.run([sys.executable, str(HERE / "cluster_job.py"),
-                                   str(tmp / "spec.json"), str(tmp / "result.json")],
-                                  stdout=log, stderr=subprocess.STDOUT, timeout=JOB_TIMEOUT)
-        if proc.returncode != 0 or not (tmp / "result.json").exists():
-            pytest.fail(f"the job failed ({proc.returncode}): "
-                        f"{(tmp / 'job.log').read_text()[-4000:]}")
+            try:
+                rc: int | str = subprocess.run(
+                    [sys.executable, str(HERE / "cluster_job.py"), str(tmp / "spec.json"),
+                     str(tmp / "result.json")],
+                    stdout=log, stderr=subprocess.STDOUT, timeout=JOB_TIMEOUT).returncode
+            except subprocess.TimeoutExpired:
+                rc = f"not done in {JOB_TIMEOUT} s"
+        if rc != 0 or not (tmp / "result.json").exists():
+            pytest.fail(f"the job failed ({rc}): {(tmp / 'job.log').read_text()[-4000:]}")
         result = json.loads((tmp / "result.json").read_text())
     result["spec"] = spec
     yield result
