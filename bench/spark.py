@@ -1,7 +1,7 @@
 """Spark over Chronicle queues: batch read rate against Parquet, streaming and feeder latency.
 
 Run:  .venv/bin/python bench/spark.py [--quick] [--rows N] [--payload BYTES] [--dir DIR]
-      [--write-docs]
+      [--cluster] [--write-docs]
 
 One local Spark session (``local[2]``), in one run:
 
@@ -27,6 +27,10 @@ One local Spark session (``local[2]``), in one run:
   the table included); latency = callback time - time written, per excerpt.
   p50/p95.  What a Spark action on such a DataFrame then costs is printed
   beside it (it is the callback's work, not the feeder's).
+* with ``--cluster``, **batch reads on a standalone cluster**: the JVM reader's
+  cases and their Parquet baselines again, on a master and a worker (two cores)
+  started from PySpark's ``spark-class`` on this host, the scans in the
+  worker's executor JVM, not the driver's.
 
 This machine is small and shared (2 vCPU): compare the figures within one run.
 ``--write-docs`` puts the tables into docs/performance.md (the ``spark-bench``
@@ -61,7 +65,11 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
 
-def session() -> Any:
+SMALL = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+         "spark.sql.shuffle.partitions": "2"}
+
+
+def session(master: str = "local[2]", **conf: str) -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Spark's Python workers import _spark_messages from this directory
@@ -69,10 +77,8 @@ def session() -> Any:
         p for p in (_report.BENCH, os.environ.get("PYTHONPATH", "")) if p)
     from pyspark.sql import SparkSession
 
-    s = (SparkSession.builder.master("local[2]").appName("aiochronicle-bench")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g")
-         .getOrCreate())
+    s = (SparkSession.builder.master(master).appName("aiochronicle-bench")
+         .config("spark.driver.memory", "2g").config(map={**SMALL, **conf}).getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     from aiochronicle.spark import jvm_reader_loaded, register
 
@@ -186,10 +192,26 @@ BASELINES = {"chronicle JVM, raw columns": "Parquet, raw columns",
              "chronicle Python, decoded struct": "Parquet, decoded columns"}
 """Each batch source's baseline: Parquet holding the same columns."""
 
+CLUSTER = " (standalone cluster)"
+"""The suffix of the batch sources' names when read on the standalone cluster."""
 
-def bench_batch(spark: Any, data: tuple[str, str, str, str],
-                repeat: int) -> dict[str, dict[str, float]]:
-    """Per source: rows read, the best time (s) and rows/s."""
+CLUSTER_CASES = ("Parquet, raw columns", "chronicle JVM, raw columns",
+                 "Parquet, decoded columns", "chronicle JVM, decoded struct")
+"""The batch sources read again on the standalone cluster (the JVM reader and its
+baselines: the Python data source's workers are the same processes as in local mode)."""
+
+
+def baseline(name: str) -> str:
+    """The name of ``name``'s baseline (on the cluster too), or ``""``."""
+    base = name.removesuffix(CLUSTER)
+    return BASELINES[base] + name[len(base):] if base in BASELINES else ""
+
+
+def bench_batch(spark: Any, data: tuple[str, str, str, str], repeat: int,
+                only: tuple[str, ...] | None = None, suffix: str = ""
+                ) -> dict[str, dict[str, float]]:
+    """Per source (of ``only``, default all; its name + ``suffix``): rows read,
+    the best time (s) and rows/s."""
     qdir, pdir, sdir, spdir = data
 
     def chronicle(path: str, engine: str, **opts: str) -> Any:
@@ -209,6 +231,9 @@ def bench_batch(spark: Any, data: tuple[str, str, str, str],
         ("chronicle Python, decoded struct", DECODED_AGG,
          lambda: chronicle(sdir, "python", **struct)),
     ]
+    cases = [(name + suffix, agg, load) for name, agg, load in cases
+             if only is None or name in only]
+    width = max(34, *(len(name) for name, _, _ in cases))
     # round-robin: every repetition runs each source in turn, so a burst of other
     # work on this shared machine slows all of them, not one; best per source
     best: dict[str, float] = {}
@@ -221,7 +246,7 @@ def bench_batch(spark: Any, data: tuple[str, str, str, str],
             try:
                 r = load().selectExpr(*agg).collect()[0]
             except Exception as exc:  # the JVM reader missing: say so, go on
-                print(f"  {name:34s} failed: {str(exc).splitlines()[0][:100]}", flush=True)
+                print(f"  {name:{width}s} failed: {str(exc).splitlines()[0][:100]}", flush=True)
                 continue
             took = time.perf_counter() - t0
             rows[name] = r["n"]
@@ -231,11 +256,31 @@ def bench_batch(spark: Any, data: tuple[str, str, str, str],
         if name not in best:
             continue
         out[name] = {"rows": rows[name], "seconds": best[name], "rate": rows[name] / best[name]}
-        base = out.get(BASELINES.get(name, ""))
+        base = out.get(baseline(name))
         vs = f"  {out[name]['rate'] / base['rate']:5.2f}x Parquet" if base else ""
-        print(f"  {name:34s} {rows[name]:>10,} rows  best {best[name]:6.3f} s  "
+        print(f"  {name:{width}s} {rows[name]:>10,} rows  best {best[name]:6.3f} s  "
               f"{out[name]['rate']:>12,.0f} rows/s{vs}", flush=True)
     return out
+
+
+def bench_cluster(base: str, data: tuple[str, str, str, str], repeat: int,
+                  memory: str) -> dict[str, dict[str, float]]:
+    """:data:`CLUSTER_CASES` on a standalone cluster on this host (a master and a
+    worker of two cores, as separate JVMs; one executor of ``memory``)."""
+    from pathlib import Path
+
+    from _standalone import standalone_cluster
+
+    worker = f"{int(memory.rstrip('g')) + 1}g"
+    with standalone_cluster(Path(base) / "cluster", cores=2, memory=worker) as url:
+        spark = session(url, **{"spark.driver.host": "127.0.0.1",
+                                "spark.driver.bindAddress": "127.0.0.1",
+                                "spark.executor.memory": memory, "spark.executor.cores": "2",
+                                "spark.cores.max": "2"})
+        try:
+            return bench_batch(spark, data, repeat, CLUSTER_CASES, CLUSTER)
+        finally:
+            spark.stop()
 
 
 # -- latency -------------------------------------------------------------------
@@ -390,7 +435,7 @@ def docs_lines(batch: dict[str, dict[str, float]], lats: list[tuple[str, dict[st
                ) -> list[str]:
     rows = []
     for name, b in batch.items():
-        base = batch.get(BASELINES.get(name, name))
+        base = batch.get(baseline(name))
         rows.append([name, f"{b['rows']:,.0f}", f"{b['seconds']:.2f}", _report.rate(b["rate"]),
                      _report.ratio(b["rate"], base["rate"]) if base else "-"])
     out = [f"Batch reads of {args.rows:,} rows (raw: distinct random {args.payload}-byte "
@@ -479,6 +524,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--linger", type=float, default=0.002,
                     help="feeder: seconds a micro-batch waits for more after its first")
     ap.add_argument("--uvloop", action="store_true", help="run the feeder on uvloop")
+    ap.add_argument("--cluster", action="store_true",
+                    help="also read the JVM reader's batch cases and their Parquet baselines "
+                         "on a standalone cluster (master, worker, executor JVMs) on this host")
+    ap.add_argument("--executor-memory", default="2g", help="--cluster: the executor's memory")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--write-docs", action="store_true",
                     help="write the tables into docs/performance.md and docs/spark.png")
@@ -519,6 +568,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{statistics.median(actions):.0f} ms of {len(actions)})", flush=True)
         version = spark.version
         spark.stop()
+        if args.cluster:
+            print("batch read on a standalone cluster (1 worker, 2 cores, executor "
+                  f"{args.executor_memory}):", flush=True)
+            batch.update(bench_cluster(base, data, args.repeat, args.executor_memory))
     finally:
         if args.dir is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -528,7 +581,10 @@ def main(argv: list[str] | None = None) -> int:
         png = "spark.png"
         body = [_report.measured_by(
                     "spark.py", load0, load1,
-                    [f"Spark {version} in `local[2]` (one JVM, two cores, driver memory 2g)"]),
+                    [f"Spark {version} in `local[2]` (one JVM, two cores, driver memory 2g)",
+                     *([f"rows marked {CLUSTER.strip()}: a master, a worker and its "
+                        f"executor (2 cores, {args.executor_memory}) as separate JVMs on "
+                        "the same host"] if args.cluster else [])]),
                 "",
                 *docs_lines(batch, lats, means, actions, args)]
         if plot(batch, lats, png):
