@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import types
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Awaitable, Generator
 from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueClosedError
@@ -70,12 +70,14 @@ class AsyncTailerMixin:
         def _check(self) -> None: ...
         def close(self) -> None: ...
 
-    checkpoint_every: int = 64
-    """``read()`` gives the event loop a turn at least once per this many
-    excerpts returned without waiting, so a backlog never starves the loop."""
+        # members of native/hot.c's HotTailer: read() and ``async for`` give
+        # the loop a turn at least once per ``checkpoint_every`` excerpts
+        checkpoint_every: int
+        _unyielded: int
+
+        def __anext__(self) -> Awaitable[Excerpt]: ...
 
     _pauser: Pauser | None = None
-    _unyielded: int = 0
     _wait_guard: threading.RLock | None = None
 
     # -- the pauser --------------------------------------------------------
@@ -217,9 +219,10 @@ class AsyncTailerMixin:
     def __aiter__(self) -> AsyncIterator[Excerpt]:
         return self
 
-    async def __anext__(self) -> Excerpt:
-        """The next excerpt; the iteration ends when the tailer (or its queue)
-        is closed."""
+    async def _anext(self) -> Excerpt:
+        """``__anext__`` when no excerpt is ready (``native/hot.c`` returns a
+        ready one itself): the next excerpt; the iteration ends when the
+        tailer (or its queue) is closed."""
         try:
             return await self.read()
         except QueueClosedError:

@@ -1,5 +1,5 @@
 # Types of the C extension aiochronicle._hot (native/hot.c, native/wirecall.c).
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from typing_extensions import Buffer
@@ -9,6 +9,9 @@ class HotAppender:
     def append(self, data: bytes | bytearray | memoryview | str, /) -> int: ...
 
 class HotTailer:
+    checkpoint_every: int
+    _unyielded: int
+    def __anext__(self) -> Awaitable[Any]: ...
     def _bind_native(self, address: int, forward: bool, plain: bool = ..., /) -> None: ...
     def read_nowait(self) -> Any: ...
     def read_blocking(self, timeout: float | None = None) -> Any: ...
