@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import types
-from collections.abc import AsyncIterator, Awaitable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueClosedError
@@ -150,9 +150,14 @@ class AsyncTailerMixin:
         if ex is not None:
             self._unyielded += 1
             return ex
-        return await self._wait()
+        ex = await self._wait(None)
+        assert ex is not None
+        return ex
 
-    async def _wait(self) -> Excerpt:
+    async def _wait(self, until: Callable[[], bool] | None) -> Excerpt | None:
+        """Wait for the next excerpt with the pauser; with ``until``, return
+        None as soon as it is true after a step that found nothing (whoever
+        makes it true calls ``pauser.unpause()`` to end a spin or park)."""
         pauser = self.pauser
         pauser.reset()
         stop = pauser._stop
@@ -165,6 +170,8 @@ class AsyncTailerMixin:
         count = 0
         try:
             while True:
+                if until is not None and until():
+                    return None
                 count += 1
                 kind, ns = pauser._plan(_mono_ns())
                 if kind == SPIN:

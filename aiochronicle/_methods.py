@@ -22,6 +22,7 @@ import inspect
 import keyword
 import logging
 import typing
+from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass
 from time import monotonic_ns as _mono_ns
@@ -54,6 +55,7 @@ from ._history import (
     outgoing_wire_bytes,
 )
 from ._hooks import HOOKS
+from ._native import dispatch_mp
 from ._wire import HistoryBytes, PlainReader, WireError, WireWriter
 
 if TYPE_CHECKING:
@@ -631,9 +633,12 @@ class MethodReader:
                 e.filtered = True
                 e.refresh()
         self._has_async = any(e.has_async for e in self._by_name.values())
+        # the common msgpack calls, dispatched in C: name -> (decode, handler)
+        self._fast_mp = {k: (e.mp_dec.decode, e.fast) for k, e in self._names.items()
+                         if e.fast is not None}
+        self._fast_done = array("q", [0])
         self._read = self._dispatched = self._unknown = self._ignored = self._errors = 0
         self._stopping = False
-        self._waiter: asyncio.Future[Excerpt] | None = None
         self._last: tuple[str, tuple[Any, ...], Incoming | None] | None = None
         self._recording = False  # keep _last (for async iteration)
         # an unnamed forward tailer is read ahead in batches (see the class doc)
@@ -697,8 +702,10 @@ class MethodReader:
         n = len(batch)
         if not n:
             return False
-        # a bytes copy, so payload slices are hashable read-only memoryviews
-        self._pend_data = memoryview(bytes(batch.data))
+        # payload slices must be hashable read-only memoryviews: a small batch
+        # is one already (read_many copied it out), a large one is copied
+        data = batch.data
+        self._pend_data = data if data.readonly else memoryview(bytes(data))
         self._pend_off = batch.offsets
         self._pend_idx = batch.indices
         self._pend_i = 0
@@ -733,10 +740,34 @@ class MethodReader:
         """
         if self._has_async:
             raise TypeError("this reader has async handlers: use await aread_one() or run()")
-        got = self._take()
-        if got is None:
-            return False
-        self._process(*got)
+        if self._pend_i >= self._pend_n:
+            if not self._batch:
+                ex = self.tailer.read_nowait()
+                if ex is None:
+                    return False
+                self._process(ex.payload, ex.index)
+                self._done()
+                return True
+            if not self._refill():
+                return False
+        i = self._pend_i
+        if self._fast_mp and not self._track and not self._recording:
+            done = self._fast_done
+            try:
+                j = dispatch_mp(self._pend_data, self._pend_off, i, i + 1, self._fast_mp, done)
+            except BaseException:
+                self._pend_i = done[0]  # consumed, if its handler raised
+                self._read += done[0] - i
+                self._dispatched += done[0] - i
+                raise
+            if j > i:
+                self._pend_i = j
+                self._read += 1
+                self._dispatched += 1
+                if self._named:
+                    self._done()
+                return True
+        self._drain(1)  # from the pending batch, without slicing it out first
         self._done()
         return True
 
@@ -779,9 +810,15 @@ class MethodReader:
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         general = self._process_general
         common = self._dispatch_common if not self._track else None
+        native = (self._fast_mp and common is not None and not self._recording
+                  and type(o) is array)
         self._common_at = i
         try:
             while i < end:
+                if native:
+                    i = self._dispatch_native(data, o, i, end)
+                    if i >= end:
+                        break
                 if common is not None:
                     i = common(data, o, idx, i, end)
                     if i >= end:
@@ -812,27 +849,22 @@ class MethodReader:
     def _closed(self) -> bool:
         return self.tailer._closed or self.tailer.queue.closed
 
+    def _stopped(self) -> bool:
+        return self._stopping
+
     async def _wait(self) -> tuple[bytes | memoryview, int] | None:
-        """The next excerpt, waiting with the tailer's pauser; None once the
+        """The next excerpt, waiting with the tailer's pauser in this task (no
+        Task of its own: :meth:`stop` unpauses the pauser); None once the
         reader is stopped or the tailer closed."""
         if self._stopping:
             return None
-        fut = self._waiter = asyncio.ensure_future(self.tailer.read())
         try:
-            ex = await fut
-        except asyncio.CancelledError:
-            if self._stopping and not _current_task_cancelling():
-                return None
-            raise
+            ex = await self.tailer._wait(self._stopped)
         except QueueClosedError:
             if self._closed():
                 return None
             raise
-        finally:
-            self._waiter = None
-            if not fut.done():
-                fut.cancel()
-        return ex.payload, ex.index
+        return None if ex is None else (ex.payload, ex.index)
 
     def _poll(self) -> tuple[bytes | memoryview, int] | None:
         try:
@@ -895,9 +927,7 @@ class MethodReader:
     def stop(self) -> None:
         """Make :meth:`run` (and ``async for``) return after the current excerpt."""
         self._stopping = True
-        w = self._waiter
-        if w is not None and not w.done():
-            w.cancel()
+        self.tailer.pauser.unpause()  # ends a wait in progress (from any thread)
 
     def __aiter__(self) -> AsyncIterator[MethodCall]:
         return self._iterate()
@@ -948,6 +978,23 @@ class MethodReader:
         if b0 == 0x5B:
             return self._process_json(p, idx)
         return self._process_wire(p, idx)
+
+    def _dispatch_native(self, data: memoryview, off: array[int], i: int, end: int) -> int:
+        """:meth:`_dispatch_common` for the msgpack calls of one sync handler, in
+        C (``native/hot.c``); returns where it stopped."""
+        done = self._fast_done
+        done[0] = i
+        try:
+            j: int = dispatch_mp(data, off, i, end, self._fast_mp, done)
+        except BaseException:
+            j = done[0]  # the excerpt whose handler raised was consumed
+            self._common_at = max(self._common_at, j)
+            raise
+        finally:
+            k = done[0] - i
+            self._read += k
+            self._dispatched += k
+        return j
 
     def _dispatch_common(self, data: bytes | memoryview, off: Any, idx: Any, i: int,
                          end: int) -> int:
@@ -1310,11 +1357,6 @@ async def _drive(gen: Generator[Awaitable[Any], Any, None], aw: Awaitable[Any]) 
             aw = gen.send(res)
         except StopIteration:
             return
-
-
-def _current_task_cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 def _body(buf: Any, pos: int, end: int) -> tuple[int, int]:

@@ -493,7 +493,119 @@ static PyObject *version(PyObject *mod, PyObject *unused) {
     return PyUnicode_FromString(AIOCHRONICLE_VERSION);
 }
 
+/* ------------------------------------------------------------------ */
+/* method readers: the common msgpack call, dispatched in C            */
+
+/* _dispatch_mp(data, offsets, start, end, fast, done) -> int
+ *
+ * Excerpt k of a batch is data[offsets[k]:offsets[k + 1]].  From ``start``
+ * on, while an excerpt is a msgpack call ``[name, arg]`` (0x92, a fixstr)
+ * whose name (bytes) ``fast`` maps to ``(decode, handler)``: decode the
+ * argument and call the handler with it.  Stops (returning where) at the
+ * first other excerpt, at one whose argument does not decode (Python's
+ * path decodes it again and reports it), or at ``end``.  ``done[0]`` (an
+ * int64 buffer) is the index after the last excerpt consumed, set before
+ * its handler is called: when a handler raises, that is where reading
+ * goes on.  Bounded by ``end - start`` excerpts; calls Python only to
+ * decode and to call the handlers the caller gave. */
+static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_dispatch_mp(data, offsets, start, end, fast, done)");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[2]);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[3]);
+    if (end == -1 && PyErr_Occurred()) return NULL;
+    PyObject *fast = args[4];
+    if (!PyDict_Check(fast)) {
+        PyErr_SetString(PyExc_TypeError, "fast must be a dict");
+        return NULL;
+    }
+    Py_buffer data, offs, done;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &offs, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[5], &done, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&offs);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    PyObject *last_key = NULL, *last_entry = NULL;
+    const int64_t *off = (const int64_t *)offs.buf;
+    Py_ssize_t n_off = offs.len / (Py_ssize_t)sizeof(int64_t);
+    int64_t *out = (int64_t *)done.buf;
+    const uint8_t *base = (const uint8_t *)data.buf;
+    if (done.len < (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off) {
+        PyErr_SetString(PyExc_ValueError, "_dispatch_mp: bad range or buffers");
+        goto out;
+    }
+    *out = i;
+    for (; i < end; i++) {
+        int64_t a = off[i], b = off[i + 1];
+        if (a < 0 || b < a || b > (int64_t)data.len) {
+            PyErr_SetString(PyExc_ValueError, "_dispatch_mp: offsets outside the data");
+            goto out;
+        }
+        const uint8_t *p = base + a;
+        int64_t len = b - a;
+        if (len < 2 || p[0] != 0x92 || p[1] < 0xA0 || p[1] > 0xBF) break;
+        Py_ssize_t klen = p[1] - 0xA0;
+        if (2 + klen > len) break;
+        PyObject *entry;
+        if (last_key != NULL && PyBytes_GET_SIZE(last_key) == klen &&
+            memcmp(PyBytes_AS_STRING(last_key), p + 2, (size_t)klen) == 0) {
+            entry = last_entry;
+        } else {
+            PyObject *key = PyBytes_FromStringAndSize((const char *)p + 2, klen);
+            if (key == NULL) goto out;
+            entry = PyDict_GetItemWithError(fast, key);
+            if (entry == NULL) {
+                Py_DECREF(key);
+                if (PyErr_Occurred()) goto out;
+                break;
+            }
+            if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+                Py_DECREF(key);
+                PyErr_SetString(PyExc_TypeError, "fast maps names to (decode, handler)");
+                goto out;
+            }
+            Py_XSETREF(last_key, key);
+            Py_XSETREF(last_entry, Py_NewRef(entry)); /* the handler may change fast */
+        }
+        PyObject *body = PyBytes_FromStringAndSize((const char *)p + 2 + klen,
+                                                   (Py_ssize_t)(len - 2 - klen));
+        if (body == NULL) goto out;
+        PyObject *arg = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 0), body);
+        Py_DECREF(body);
+        if (arg == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) goto out;
+            PyErr_Clear(); /* not decodable: Python's path reports it */
+            break;
+        }
+        *out = i + 1;
+        PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg);
+        Py_DECREF(arg);
+        if (r == NULL) goto out;
+        Py_DECREF(r);
+    }
+    result = PyLong_FromSsize_t(i);
+out:
+    Py_XDECREF(last_key);
+    Py_XDECREF(last_entry);
+    PyBuffer_Release(&done);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"_dispatch_mp", (PyCFunction)(void (*)(void))dispatch_mp, METH_FASTCALL,
+     "Dispatch the common msgpack method calls of a batch (see native/hot.c)."},
     {"set_excerpt_type", set_excerpt_type, METH_O, "Register aiochronicle.Excerpt."},
     {"version", version, METH_NOARGS, "The version this module was built for."},
     {NULL, NULL, 0, NULL},
