@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import QueueClosedError
 from ._excerpt import SCRATCH, Excerpt, TailerDirection
 from ._native import ffi, lib
-from ._notify import Notifier, notifier_for
+from ._notify import Notifier, notifier_for, running_loop
 from ._pauser import SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ _cq_spin = lib.cq_spin
 _mono_ns = time.monotonic_ns
 _unpack = ffi.unpack
 _tuple_new = tuple.__new__
+_running_loop = running_loop
 
 
 @types.coroutine
@@ -168,6 +169,7 @@ class AsyncTailerMixin:
         guard = self._guard()
         t0 = _mono_ns()
         count = 0
+        loop = None
         try:
             while True:
                 if until is not None and until():
@@ -202,7 +204,9 @@ class AsyncTailerMixin:
                 else:
                     # announce the park (the loop's parked bit, else the
                     # futex), then one more look before parking (see _notify)
-                    waker = notifier.loop_waker() if notifier is not None else None
+                    if loop is None:
+                        loop = _running_loop()  # once per wait: it costs a getpid()
+                    waker = notifier.loop_waker(loop) if notifier is not None else None
                     futs = waker.futs if waker is not None and waker.arm() else None
                     snapshot = None
                     if futs is None and notifier is not None:
@@ -213,7 +217,7 @@ class AsyncTailerMixin:
                             self._unyielded = 1
                             return ex
                     await pauser._apark(ns, notifier if snapshot is not None else None,
-                                        snapshot or 0, futs)
+                                        snapshot or 0, futs, loop)
                 self._unyielded = 0
                 ex = self.read_nowait()
                 if ex is not None:

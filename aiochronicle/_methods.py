@@ -896,7 +896,9 @@ class MethodReader:
                     await r
                 self._done()
             else:
-                got = self._poll()
+                # in batches the refill just found nothing: straight to waiting
+                # (which looks once more after announcing its park)
+                got = None if self._batch else self._poll()
                 if got is None:
                     if until_end or self._stopping:
                         break

@@ -195,14 +195,16 @@ class Pauser:
                           max_park_ns=max_millis * MS, spin_slice=spin_slice)
 
     @staticmethod
-    def notify(spin: float = 0.0, *, min_park: float = 0.001, max_park: float = 0.100,
+    def notify(spin: float = 0.0, *, min_park: float = 0.020, max_park: float = 0.100,
                spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> Pauser:
         """Spin for ``spin`` seconds after the first pause (default none), then
         park for ``min_park`` growing to ``max_park`` seconds; a tailer's park
         ends within microseconds when an aiochronicle appender of the queue,
         in any process, commits an excerpt.  Excerpts from writers that do not
         notify (Java) are still found at the end of each park (so within
-        ``max_park`` seconds).
+        ``min_park`` seconds of the last excerpt read, growing to
+        ``max_park``).  Parks start long (20 ms) because a commit ends them:
+        a park that ends on its timer wakes the loop for nothing.
 
         Outside a tailer it parks as :meth:`sleepy` does.
         """
@@ -305,14 +307,16 @@ class Pauser:
             self._time += _mono_ns() - t0
 
     async def _apark(self, ns: int, notifier: Notifier | None, snapshot: int,
-                     wakers: set[asyncio.Future[None]] | None = None) -> None:
-        """Sleep ``ns`` on the running loop; :meth:`unpause` ends it early, and
-        so does a notify of the queue, given a notifier (and the futex
-        snapshot), or the loop's own wake-up, given its set of parked futures
-        (``wakers``)."""
-        import asyncio
+                     wakers: set[asyncio.Future[None]] | None = None,
+                     loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Sleep ``ns`` on ``loop`` (the running loop); :meth:`unpause` ends it
+        early, and so does a notify of the queue, given a notifier (and the
+        futex snapshot), or the loop's own wake-up, given its set of parked
+        futures (``wakers``)."""
+        if loop is None:
+            import asyncio
 
-        loop = asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         timer = loop.call_later(ns / 1e9, _wake_future, fut)
         with self._lock:
