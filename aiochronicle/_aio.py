@@ -79,6 +79,7 @@ class AsyncTailerMixin:
         def __anext__(self) -> Awaitable[Excerpt]: ...
 
     _pauser: Pauser | None = None
+    _notifier_of_queue: Notifier | None = None
     _wait_guard: threading.RLock | None = None
 
     # -- the pauser --------------------------------------------------------
@@ -116,7 +117,10 @@ class AsyncTailerMixin:
     def _notifier(self, pauser: Pauser) -> Notifier | None:
         if not pauser.notify_wakeup:
             return None
-        return notifier_for(self.queue)
+        n = self._notifier_of_queue
+        if n is None:  # looked up once (the queue keeps it until it closes)
+            n = self._notifier_of_queue = notifier_for(self.queue)
+        return n
 
     def _taken(self, n: int) -> Excerpt | None:
         """The excerpt a native read returned ``n`` for (guard held)."""
