@@ -636,7 +636,8 @@ class MethodReader:
         # the common msgpack calls, dispatched in C: name -> (decode, handler)
         self._fast_mp = {k: (e.mp_dec.decode, e.fast) for k, e in self._names.items()
                          if e.fast is not None}
-        self._fast_done = array("q", [0])
+        # [where the last native dispatch got to, how many calls it handled in all]
+        self._fast_done = array("q", [0, 0])
         self._read = self._dispatched = self._unknown = self._ignored = self._errors = 0
         self._stopping = False
         self._last: tuple[str, tuple[Any, ...], Incoming | None] | None = None
@@ -652,6 +653,9 @@ class MethodReader:
         self._pend_i = self._pend_n = 0
         self._named = tailer.name is not None
         self._common_at = 0  # see _dispatch_common
+        #: read_one() may dispatch in C (cleared when async iteration records calls)
+        self._one_native = bool(self._fast_mp) and not self._track and not self._named \
+            and not self._has_async
 
     def _done(self) -> None:
         """A named tailer's saved position moves past what has been handled
@@ -692,8 +696,9 @@ class MethodReader:
 
     def statistics(self) -> MethodReaderStatistics:
         """The counters so far."""
-        return MethodReaderStatistics(self._read, self._dispatched, self._unknown,
-                                      self._ignored, self._errors)
+        native = self._fast_done[1]  # calls read and dispatched in C
+        return MethodReaderStatistics(self._read + native, self._dispatched + native,
+                                      self._unknown, self._ignored, self._errors)
 
     # -- taking excerpts ----------------------------------------------------
     def _refill(self) -> bool:
@@ -738,6 +743,21 @@ class MethodReader:
             TypeError: a handler method is ``async def`` (use ``await
                 aread_one()`` or ``run()``).
         """
+        i = self._pend_i
+        if i < self._pend_n and self._one_native:
+            # the common call, from the pending batch, decoded and handled in C
+            try:
+                j = dispatch_mp(self._pend_data, self._pend_off, i, i + 1, self._fast_mp,
+                                self._fast_done)
+            except BaseException:
+                self._pend_i = self._fast_done[0]  # consumed, if its handler raised
+                raise
+            if j > i:
+                self._pend_i = j
+                return True
+        return self._read_one_slow()
+
+    def _read_one_slow(self) -> bool:
         if self._has_async:
             raise TypeError("this reader has async handlers: use await aread_one() or run()")
         if self._pend_i >= self._pend_n:
@@ -750,23 +770,8 @@ class MethodReader:
                 return True
             if not self._refill():
                 return False
-        i = self._pend_i
-        if self._fast_mp and not self._track and not self._recording:
-            done = self._fast_done
-            try:
-                j = dispatch_mp(self._pend_data, self._pend_off, i, i + 1, self._fast_mp, done)
-            except BaseException:
-                self._pend_i = done[0]  # consumed, if its handler raised
-                self._read += done[0] - i
-                self._dispatched += done[0] - i
-                raise
-            if j > i:
-                self._pend_i = j
-                self._read += 1
-                self._dispatched += 1
-                if self._named:
-                    self._done()
-                return True
+            if self._one_native:
+                return self.read_one()
         self._drain(1)  # from the pending batch, without slicing it out first
         self._done()
         return True
@@ -937,6 +942,7 @@ class MethodReader:
     async def _iterate(self) -> AsyncIterator[MethodCall]:
         self._stopping = False
         self._recording = True
+        self._one_native = False
         every = max(1, self.tailer.checkpoint_every)
         k = 0
         while not self._stopping:
@@ -985,17 +991,12 @@ class MethodReader:
         """:meth:`_dispatch_common` for the msgpack calls of one sync handler, in
         C (``native/hot.c``); returns where it stopped."""
         done = self._fast_done
-        done[0] = i
         try:
             j: int = dispatch_mp(data, off, i, end, self._fast_mp, done)
         except BaseException:
             j = done[0]  # the excerpt whose handler raised was consumed
             self._common_at = max(self._common_at, j)
             raise
-        finally:
-            k = done[0] - i
-            self._read += k
-            self._dispatched += k
         return j
 
     def _dispatch_common(self, data: bytes | memoryview, off: Any, idx: Any, i: int,

@@ -503,10 +503,10 @@ static PyObject *version(PyObject *mod, PyObject *unused) {
  * whose name (bytes) ``fast`` maps to ``(decode, handler)``: decode the
  * argument and call the handler with it.  Stops (returning where) at the
  * first other excerpt, at one whose argument does not decode (Python's
- * path decodes it again and reports it), or at ``end``.  ``done[0]`` (an
- * int64 buffer) is the index after the last excerpt consumed, set before
- * its handler is called: when a handler raises, that is where reading
- * goes on.  Bounded by ``end - start`` excerpts; calls Python only to
+ * path decodes it again and reports it), or at ``end``.  ``done`` is two
+ * int64: done[0] is the index after the last excerpt consumed, set before
+ * its handler is called (when a handler raises, that is where reading goes
+ * on); done[1] counts the calls consumed, in all.  Bounded by ``end - start`` excerpts; calls Python only to
  * decode and to call the handlers the caller gave. */
 static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6) {
@@ -540,11 +540,11 @@ static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t na
     Py_ssize_t n_off = offs.len / (Py_ssize_t)sizeof(int64_t);
     int64_t *out = (int64_t *)done.buf;
     const uint8_t *base = (const uint8_t *)data.buf;
-    if (done.len < (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off) {
+    if (done.len < 2 * (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off) {
         PyErr_SetString(PyExc_ValueError, "_dispatch_mp: bad range or buffers");
         goto out;
     }
-    *out = i;
+    out[0] = i;
     for (; i < end; i++) {
         int64_t a = off[i], b = off[i + 1];
         if (a < 0 || b < a || b > (int64_t)data.len) {
@@ -587,7 +587,8 @@ static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t na
             PyErr_Clear(); /* not decodable: Python's path reports it */
             break;
         }
-        *out = i + 1;
+        out[0] = i + 1;
+        out[1]++;
         PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg);
         Py_DECREF(arg);
         if (r == NULL) goto out;
