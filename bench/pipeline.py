@@ -43,20 +43,26 @@ import os
 import random
 import shutil
 import struct
+import sys
 import tempfile
 import time
 from array import array
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import Any
 
 import _report  # bench/_report.py (this directory is on sys.path)
 import msgspec
 
 import aiochronicle as ac
 
+# the Structs, interfaces and strategy rule of examples/pipeline
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "examples", "pipeline"))
+import messages
+from strategy import MomentumRule
+
 now_ns = time.monotonic_ns
-SYMBOLS = ("EURUSD", "GBPUSD", "USDJPY", "AUDUSD")
 BURST = 20
 PIPELINES = ["aio notify", "aio balanced", "aio busy", "sockets"]
 BASELINE = "sockets"
@@ -65,68 +71,38 @@ PAUSERS: dict[str, Callable[[], ac.Pauser]] = {
     "notify": ac.Pauser.notify, "balanced": ac.Pauser.balanced, "busy": ac.Pauser.busy}
 
 
-class Tick(msgspec.Struct):
-    """A top-of-book update, stamped by the gateway as it writes it."""
+class Tick(messages.Tick):
+    """``examples/pipeline``'s tick, stamped by the gateway as it writes it."""
 
-    symbol: str
-    bid: float
-    ask: float
-    seq: int
     t_gateway: int
 
 
-class Order(msgspec.Struct):
-    """A child order, with the stamps of the tick it came from."""
+class Order(messages.Order):
+    """``examples/pipeline``'s order, with the stamps of the tick it came from."""
 
-    symbol: str
-    side: str
-    qty: int
-    limit: float
-    tick_seq: int
     t_gateway: int
     t_strategy_in: int
     t_strategy_out: int
 
 
-class MarketData(Protocol):
-    def on_tick(self, tick: Tick) -> None: ...
-
-    def end_of_day(self, ticks: int) -> None: ...
-
-
-class OrderFlow(Protocol):
-    def on_order(self, order: Order) -> None: ...
-
-    def end_of_day(self, orders: int) -> None: ...
-
-
 # -- the services' own logic (the same for both pipelines) --------------------
 
 class Momentum:
-    """The strategy: buys after three upticks of a symbol, sells after three
-    downticks (``examples/pipeline/strategy.py``'s rule)."""
+    """The strategy: ``examples/pipeline/strategy.py``'s rule (buy after three
+    upticks of a symbol, sell after three downticks), orders carrying stamps."""
 
-    def __init__(self, orders: OrderFlow, done: Callable[[], None]) -> None:
+    def __init__(self, orders: messages.OrderFlow, done: Callable[[], None]) -> None:
         self.orders = orders
         self.done = done
-        self.last: dict[str, float] = {}
-        self.run: dict[str, int] = {}
+        self.rule = MomentumRule()
         self.sent = 0
         self.meter = Meter()
 
     def on_tick(self, tick: Tick) -> None:
         t_in = now_ns()
         self.meter.tick()
-        mid = (tick.bid + tick.ask) / 2
-        prev = self.last.get(tick.symbol, mid)
-        self.last[tick.symbol] = mid
-        step = 1 if mid > prev else -1 if mid < prev else 0
-        run = self.run.get(tick.symbol, 0)
-        run = run + step if step and (run == 0 or (run > 0) == (step > 0)) else step
-        self.run[tick.symbol] = run
-        if abs(run) >= 3:
-            self.run[tick.symbol] = 0
-            side = "BUY" if run > 0 else "SELL"
+        side = self.rule.side(tick)
+        if side is not None:
             limit = tick.ask if side == "BUY" else tick.bid
             self.orders.on_order(Order(tick.symbol, side, 1_000_000, limit, tick.seq,
                                        tick.t_gateway, t_in, now_ns()))
@@ -181,9 +157,9 @@ class Meter:
 def ticks(n: int) -> Any:
     """The gateway's feed: (seq, Tick fields but the stamp), a seeded random walk."""
     rnd = random.Random(7)
-    mids = dict.fromkeys(SYMBOLS, 1.0)
+    mids = dict.fromkeys(messages.SYMBOLS, 1.0)
     for seq in range(n):
-        sym = SYMBOLS[seq % len(SYMBOLS)]
+        sym = messages.SYMBOLS[seq % len(messages.SYMBOLS)]
         mid = mids[sym] = round(mids[sym] + rnd.choice((-1, 1)) * 0.0001, 5)
         yield seq, sym, round(mid - 0.00005, 5), round(mid + 0.00005, 5)
 
@@ -209,7 +185,7 @@ def aio_gateway(cfg: dict[str, Any]) -> dict[str, Any]:
 
     async def main() -> None:
         with ac.open_queue(cfg["md"]) as md:
-            feed = md.appender().method_writer(MarketData)
+            feed = md.appender().method_writer(messages.MarketData)
             cfg["go"].wait()
             await publish(feed.on_tick, cfg["ticks"], cfg["rate"], meter)
             feed.end_of_day(cfg["ticks"])
@@ -229,7 +205,7 @@ def aio_strategy(cfg: dict[str, Any]) -> dict[str, Any]:
                 assert reader is not None
                 reader.stop()
 
-            strategy = Momentum(out.appender().method_writer(OrderFlow), done)
+            strategy = Momentum(out.appender().method_writer(messages.OrderFlow), done)
             reader = md.tailer(pauser=pauser()).method_reader(strategy)
             cfg["ready"].release()
             await reader.run()
