@@ -871,6 +871,17 @@ class MethodReader:
             raise
         return None if ex is None else (ex.payload, ex.index)
 
+    def _poll_one(self) -> tuple[bytes | memoryview, int] | None:
+        """One excerpt read from the tailer (none pending), or None."""
+        try:
+            ex = self.tailer.read_nowait()
+        except QueueClosedError:
+            if self._closed():
+                self._stopping = True
+                return None
+            raise
+        return None if ex is None else (ex.payload, ex.index)
+
     def _poll(self) -> tuple[bytes | memoryview, int] | None:
         try:
             return self._take()
@@ -892,8 +903,10 @@ class MethodReader:
         self._stopping = False
         every = max(1, self.tailer.checkpoint_every)
         n = since = 0
+        woke = False  # the last excerpt came out of a wait
         while not self._stopping:
-            if self._pend_i < self._pend_n or (self._batch and self._refill_open()):
+            if self._pend_i < self._pend_n or (
+                    self._batch and not woke and self._refill_open()):
                 k, r = self._drain(every - since)
                 n += k
                 since += k
@@ -901,9 +914,12 @@ class MethodReader:
                     await r
                 self._done()
             else:
-                # in batches the refill just found nothing: straight to waiting
-                # (which looks once more after announcing its park)
-                got = None if self._batch else self._poll()
+                # after a wake-up, one look (a C call) before a batch read: a
+                # lone excerpt is the common case; in batches the refill just
+                # found nothing: straight to waiting (which looks once more
+                # after announcing its park)
+                got = self._poll_one() if woke else None if self._batch else self._poll()
+                woke = False
                 if got is None:
                     if until_end or self._stopping:
                         break
@@ -911,6 +927,7 @@ class MethodReader:
                     if got is None:
                         break
                     since = 0
+                    woke = True
                 r = self._process(*got)
                 n += 1
                 since += 1
