@@ -755,6 +755,9 @@ class MethodReader:
             if j > i:
                 self._pend_i = j
                 return True
+            self._drain(1, native=False)  # not the common call: the general way
+            self._done()
+            return True
         return self._read_one_slow()
 
     def _read_one_slow(self) -> bool:
@@ -806,7 +809,7 @@ class MethodReader:
                 left -= k
         return n
 
-    def _drain(self, limit: int) -> tuple[int, Awaitable[None] | None]:
+    def _drain(self, limit: int, native: bool = True) -> tuple[int, Awaitable[None] | None]:
         """Handle excerpts of the pending batch (at most ``limit``, all if < 0)
         until it is used up or an async handler's awaitable needs awaiting;
         returns how many were handled and that awaitable."""
@@ -815,8 +818,8 @@ class MethodReader:
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         general = self._process_general
         common = self._dispatch_common if not self._track else None
-        native = (self._fast_mp and common is not None and not self._recording
-                  and type(o) is array)
+        native = (native and bool(self._fast_mp) and common is not None
+                  and not self._recording and type(o) is array)
         self._common_at = i
         try:
             while i < end:
