@@ -172,14 +172,12 @@ class AsyncTailerMixin:
         notifier = self._notifier(pauser)
         guard = self._guard()
         t0 = _mono_ns()
-        count = 0
         loop = None
         try:
             while True:
                 if until is not None and until():
                     return None
-                count += 1
-                kind, ns = pauser._plan(_mono_ns())
+                kind, ns = pauser._next(_mono_ns(), slice_ns)
                 if kind == SPIN:
                     ex = None
                     with guard:
@@ -189,14 +187,14 @@ class AsyncTailerMixin:
                         if forward:
                             # spins in C with the GIL released; an excerpt comes
                             # back built (no cffi call, no copy through Python)
-                            r = self._spin_read(min(ns, slice_ns), stop_addr, seen)
+                            r = self._spin_read(ns, stop_addr, seen)
                             if type(r) is int:
                                 n = r
                             else:
                                 ex, n = r, 0
                         else:
                             n = _NONE
-                            _cq_spin(min(ns, slice_ns), stop, seen)
+                            _cq_spin(ns, stop, seen)
                     if n != _NONE:
                         ex = self._after(n, ex)
                         if ex is not None:
@@ -228,7 +226,6 @@ class AsyncTailerMixin:
                     self._unyielded = 1
                     return ex
         finally:
-            pauser._count += count
             pauser._time += _mono_ns() - t0
 
     def __aiter__(self) -> AsyncIterator[Excerpt]:
@@ -289,15 +286,13 @@ class AsyncTailerMixin:
         guard = self._guard()
         t0 = _mono_ns()
         deadline = None if timeout is None else t0 + int(timeout * 1e9)
-        count = 0
         try:
             while True:
                 now = _mono_ns()
                 left = SYNC_SPIN_SLICE * 1000 if deadline is None else deadline - now
                 if left <= 0:
                     return None
-                count += 1
-                kind, ns = pauser._plan(now)
+                kind, ns = pauser._next(now, SYNC_SPIN_SLICE, left)
                 ex = None
                 n = _NONE
                 with guard:
@@ -305,20 +300,18 @@ class AsyncTailerMixin:
                         self._check()
                     seen = stop[0]
                     if kind == SPIN:
-                        budget = min(ns, SYNC_SPIN_SLICE, left)
                         if forward:
-                            r = self._spin_read(budget, stop_addr, seen)
+                            r = self._spin_read(ns, stop_addr, seen)
                             if type(r) is int:
                                 n = r
                             else:
                                 ex, n = r, 0
                         else:
-                            _cq_spin(budget, stop, seen)
+                            _cq_spin(ns, stop, seen)
                     elif kind == YIELD:
                         lib.cq_yield()
                     else:
-                        n = pauser._sync_park(c if forward else ffi.NULL, min(ns, left),
-                                              notifier, seen)
+                        n = pauser._sync_park(c if forward else ffi.NULL, ns, notifier, seen)
                         if n == lib.CQ_BAD_STATE and not forward:
                             n = _NONE
                     if n >= 0 and ex is None:
@@ -327,5 +320,4 @@ class AsyncTailerMixin:
                 if ex is not None:
                     return ex
         finally:
-            pauser._count += count
             pauser._time += _mono_ns() - t0
