@@ -292,6 +292,14 @@ class OrderSender(Sender):
         self.call(1, orders)
 
 
+async def flush_close(transport: asyncio.WriteTransport) -> None:
+    """Close once everything written has left: a loop that stops with data
+    still buffered (a reader behind, its socket buffer full) drops it."""
+    while transport.get_write_buffer_size():
+        await asyncio.sleep(0.001)
+    transport.close()
+
+
 def sock_gateway(cfg: dict[str, Any]) -> dict[str, Any]:
     meter = Meter()
 
@@ -302,7 +310,7 @@ def sock_gateway(cfg: dict[str, Any]) -> dict[str, Any]:
         feed = TickSender(transport)
         await publish(feed.on_tick, cfg["ticks"], cfg["rate"], meter)
         feed.end_of_day(cfg["ticks"])
-        transport.close()
+        await flush_close(transport)
 
     run_loop(cfg, main())
     return {"cpu": meter.cpu, "wall": meter.wall}
@@ -339,7 +347,7 @@ def sock_strategy(cfg: dict[str, Any]) -> dict[str, Any]:
         strategy = Momentum(OrderSender(transport), lambda: finished.set_result(None))
         await serve(cfg["md"], strategy, msgspec.msgpack.Decoder(Tick).decode, cfg["ready"],
                     finished)
-        transport.close()
+        await flush_close(transport)
         return strategy
 
     cfg["router_up"].acquire()  # the router listens before the strategy connects
