@@ -192,11 +192,13 @@ def test_cancelled_read_loses_nothing(run: Run[None], tmp_path: Path,
     run(main())
 
 
+@pytest.mark.parametrize("how", ["read", "anext"])
 def test_timeouts_around_reads_lose_nothing_under_load(run: Run[None], tmp_path: Path,
                                                        pauser_factory: Callable[[], ac.Pauser],
-                                                       ) -> None:
+                                                       how: str) -> None:
     """A writer appends in bursts while the reader keeps timing out: every excerpt
-    still arrives exactly once, in order."""
+    still arrives exactly once, in order (``await read()``, and ``anext()`` as
+    ``async for`` awaits, whose waits run inside the native awaitable)."""
     n = 2000
 
     async def main() -> None:
@@ -217,7 +219,7 @@ def test_timeouts_around_reads_lose_nothing_under_load(run: Run[None], tmp_path:
             while len(got) < n:
                 try:
                     async with asyncio.timeout(rnd.random() * 0.001):
-                        ex = await t.read()
+                        ex = await (t.read() if how == "read" else anext(t))
                 except TimeoutError:
                     timeouts += 1
                     continue
@@ -292,6 +294,44 @@ def test_backlog_does_not_starve_the_loop(run: Run[None], tmp_path: Path) -> Non
             done = True
             await tick_task
             assert ticks >= n // t.checkpoint_every // 2
+
+    run(main())
+
+
+def test_anext_of_a_ready_excerpt_never_loses_it(run: Run[None], tmp_path: Path) -> None:
+    """``__anext__`` returns an awaitable that reads an excerpt already there in
+    its first step (``native/hot.c``): dropped unawaited, or in a task cancelled
+    before its first step, it reads nothing; awaited, it is the excerpt, once."""
+
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            idx = [q.appender().append(b"m%d" % i) for i in range(4)]
+            t = q.tailer()
+            aw = t.__anext__()
+            del aw  # dropped: nothing consumed
+            task = asyncio.ensure_future(t.__anext__())
+            task.cancel()  # before its first step
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            aw = t.__anext__()
+            assert await aw == (idx[0], b"m0")
+            with pytest.raises(RuntimeError):
+                await aw  # taken already
+            it = t.__anext__().__await__()  # the iterator protocol, step by step
+            with pytest.raises(StopIteration) as stop:
+                next(it)
+            assert stop.value.value == (idx[1], b"m1")
+            late = t.__anext__()  # reads when awaited, not when made
+            assert t.read_nowait() == (idx[2], b"m2")
+            assert await late == (idx[3], b"m3")
+            assert t.read_nowait() is None
+            got = []
+            t.to_start()
+            async for ex in t:
+                got.append(ex)
+                if len(got) == 4:
+                    break
+            assert got == [(i, b"m%d" % k) for k, i in enumerate(idx)]
 
     run(main())
 

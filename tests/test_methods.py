@@ -9,6 +9,7 @@ import enum
 import logging
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -58,6 +59,7 @@ class Recorder:
 
 
 P1 = Price("EURUSD", 1.1, 1.2, 5)
+P2 = Price("GBPUSD", 1.3, 1.4, 7)
 
 
 @pytest.fixture
@@ -340,6 +342,50 @@ def test_handler_exceptions_propagate(queue: ac.Queue) -> None:
     assert reader.read_one() and h.n == 2  # the next message follows
 
 
+@pytest.mark.parametrize("how", ["read_one", "read_available", "run"])
+def test_a_raising_handler_consumes_only_its_own_call(queue: ac.Queue, how: str,
+                                                      run: Callable[[Awaitable[Any]], Any],
+                                                      ) -> None:
+    """One-argument msgpack calls are dispatched in C (native/hot.c): a handler
+    raising mid-batch has consumed its call and no other; an argument that
+    does not decode goes to the error handler; the counters add up."""
+    w = queue.appender().method_writer(PriceListener)
+    for i in range(6):
+        w.on_price(Price("S", 1.0, 2.0, i))
+        if i == 2:
+            queue.appender().append(ac.Codecs.MSGPACK.encode(["on_price", {"symbol": 1}]))
+
+    class Boom:
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def on_price(self, price: Price) -> None:
+            self.seen.append(price.qty)
+            if price.qty in (1, 4):
+                raise RuntimeError(price.qty)
+
+    h = Boom()
+    errors: list[Exception] = []
+    reader = queue.tailer().method_reader(h, on_error=lambda e, ex: errors.append(e))
+    raised = []
+    for _ in range(20):
+        try:
+            if how == "read_one":
+                if not reader.read_one():
+                    break
+            elif how == "read_available":
+                if not reader.read_available():
+                    break
+            elif not run(reader.run(until_end=True)):
+                break
+        except RuntimeError as exc:
+            raised.append(exc.args[0])
+    assert h.seen == [0, 1, 2, 3, 4, 5] and raised == [1, 4]
+    assert len(errors) == 1
+    stats = reader.statistics()
+    assert (stats.read, stats.dispatched, stats.errors) == (7, 6, 1)
+
+
 def test_named_tailer_resumes_after_the_last_call_handled(queue: ac.Queue) -> None:
     w = queue.appender().method_writer(PriceListener)
     for i in range(5):
@@ -513,6 +559,38 @@ def test_run_waits_for_new_calls_and_stops(queue: ac.Queue,
         assert h.calls == [P1]
         reader.stop()
         assert await asyncio.wait_for(task, 5) == 1
+
+    run(main())
+
+
+@pytest.mark.parametrize("pauser", ["busy", "balanced", "notify"])
+def test_stop_from_another_thread_ends_a_waiting_run(queue: ac.Queue,
+                                                     run: Callable[[Awaitable[Any]], Any],
+                                                     pauser: str) -> None:
+    """run() waits in its own task (no Task per wait): a notify park is the
+    only future, and stop() from any thread ends the wait, spin or park."""
+
+    async def main() -> None:
+        w = queue.appender().method_writer(PriceListener)
+        rec = Recorder()
+        p = getattr(ac.Pauser, pauser)()
+        reader = queue.tailer(pauser=p).method_reader(rec, interfaces=[PriceListener])
+        task = asyncio.create_task(reader.run())
+        w.on_price(P1)
+        for _ in range(2000):
+            if rec.calls and (pauser != "notify" or p._parks):
+                break
+            await asyncio.sleep(0.002)
+        assert rec.calls == [("on_price", P1)]
+        if pauser == "notify":  # parked now: nothing but this test's and run()'s task
+            assert asyncio.all_tasks() == {task, asyncio.current_task()}
+        stopper = threading.Thread(target=reader.stop)
+        stopper.start()
+        assert await asyncio.wait_for(task, 10) == 1
+        stopper.join()
+        w.on_price(P2)  # written after the stop: left to the next run
+        assert await asyncio.wait_for(reader.run(until_end=True), 10) == 1
+        assert rec.calls == [("on_price", P1), ("on_price", P2)]
 
     run(main())
 

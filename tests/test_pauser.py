@@ -149,6 +149,27 @@ def test_counters_and_statistics() -> None:
         s.count_paused = 0  # type: ignore[misc]
 
 
+def test_one_planner_cuts_steps_and_counts_them() -> None:
+    """Every waiter takes its next step from Pauser._next: a spin cut to the
+    waiter's slice, any step to what is left of its deadline, each step
+    counted once, a step refused by the timeout not counted."""
+    busy = ac.Pauser.busy()
+    now = time.monotonic_ns()
+    assert busy._next(now, 50_000) == (0, 50_000)  # SPIN, the async slice
+    assert busy._next(now, 1_000_000, 20_000) == (0, 20_000)  # the deadline is nearer
+    sleepy = ac.Pauser.sleepy()
+    sleepy._next(now, 50_000)  # yields first
+    kind, ns = sleepy._next(now + 10 * MS, 50_000)  # then parks, 500 µs at first
+    assert kind == 2 and ns == 500_000
+    assert sleepy._next(now + 20 * MS, 50_000, 100_000) == (2, 100_000)
+    assert (busy.count_paused, sleepy.count_paused) == (2, 3)
+    timed = ac.Pauser.timed_busy()
+    timed._next(now, 1000, timeout=0.001)
+    with pytest.raises(TimeoutError):
+        timed._next(now + 2 * MS, 1000, timeout=0.001)
+    assert timed.count_paused == 1
+
+
 def test_unpause_wakes_a_parked_thread() -> None:
     park = 20.0
     p = ac.Pauser.millis(int(park * 1000))
