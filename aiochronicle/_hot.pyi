@@ -17,6 +17,30 @@ class HotTailer:
     def read_blocking(self, timeout: float | None = None) -> Any: ...
     def _spin_read(self, budget_ns: int, stop_address: int, stop_seen: int, /) -> Any: ...
 
+class HotReader:
+    """The pending batch and ``read_one()`` of a MethodReader."""
+
+    _pend_i: int
+    _pend_n: int
+    _one_native: bool
+    _pend_data: Any
+    _pend_off: Any
+    _pend_idx: Any
+    _fast_mp: dict[bytes, tuple[Callable[[Any], Any], Callable[[Any], Any]]]
+    _fast_done: Any
+    def read_one(self) -> bool: ...
+
+class WriterMethod:
+    """A method writer's method: positional calls encoded (``prefix +
+    encode(arg) + suffix``) and appended in C; any other call is ``fallback``."""
+
+    fallback: Callable[..., None]
+    def __init__(self, appender: Any, append: Callable[[bytes], int],
+                 encode: Callable[[Any], bytes], prefix: bytes, suffix: bytes, arity: int,
+                 pack: bool, direct: bool, fallback: Callable[..., None], /) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> None: ...
+    def __get__(self, obj: object, cls: type | None = None) -> Any: ...
+
 _PlanNode = tuple[int, int, int, int, bytes | None, type | None, str | None]
 
 class WireEncoder:

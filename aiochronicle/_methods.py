@@ -55,7 +55,7 @@ from ._history import (
     outgoing_wire_bytes,
 )
 from ._hooks import HOOKS
-from ._native import dispatch_mp
+from ._native import HotAppender, HotReader, WriterMethod, dispatch_mp
 from ._wire import HistoryBytes, PlainReader, WireError, WireWriter
 
 if TYPE_CHECKING:
@@ -384,29 +384,30 @@ def _compile(spec: MethodSpec, body: str, env: dict[str, Any]) -> Callable[..., 
 
 def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
                 history: bool,
-                chain: Callable[[type], Callable[[bytes], Any]] | None = None
-                ) -> Callable[..., None]:
-    """One proxy method: encode the call, then append it."""
+                chain: Callable[[type], Callable[[bytes], Any]] | None = None,
+                appender: Appender | None = None) -> Callable[..., None]:
+    """One proxy method: encode the call, then append it.  A call by position
+    of a method without history or chaining is encoded and appended in C
+    (``WriterMethod``, native/hot.c); the Python function does the rest."""
     env: dict[str, Any] = {"_ac_append": append}
     key: Any = spec.id if spec.id is not None else spec.name
     # msgpack and JSON: the whole envelope in one msgspec call, which measured
     # faster than encode_into a scratch buffer plus the copy append() needs
     arg = {0: "None", 1: "{single}"}.get(spec.arity, "{args}")
     env["_ac_key"] = key
-    if codec is Codecs.MSGPACK:
-        env["_ac_enc"] = _MP_ENC.encode
+    native: tuple[Callable[[Any], bytes], bytes, bytes, bool] | None = None
+    if codec is Codecs.MSGPACK or codec is Codecs.JSON:
+        enc = _MP_ENC.encode if codec is Codecs.MSGPACK else _JSON_ENC.encode
+        env["_ac_enc"] = enc
         if history:
-            env["_ac_hist"] = _mp_history
+            env["_ac_hist"] = _mp_history if codec is Codecs.MSGPACK else outgoing_plain
             body = f"_ac_append(_ac_enc((_ac_hist(), _ac_key, {arg})))"
         else:
             body = f"_ac_append(_ac_enc((_ac_key, {arg})))"
-    elif codec is Codecs.JSON:
-        env["_ac_enc"] = _JSON_ENC.encode
-        if history:
-            env["_ac_hist"] = outgoing_plain
-            body = f"_ac_append(_ac_enc((_ac_hist(), _ac_key, {arg})))"
-        else:
-            body = f"_ac_append(_ac_enc((_ac_key, {arg})))"
+            # the envelope around the argument(s), as the encoder writes it
+            whole, none = enc((key, None)), enc(None)
+            cut = whole.rindex(none)
+            native = enc, whole[:cut], whole[cut + len(none):], spec.arity > 1
     elif codec is Codecs.BINARY_WIRE:
         env["_ac_enc"] = _wire_encoder(spec)
         hist = ", _ac_hist()" if history else ""
@@ -417,9 +418,20 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
             body = f"return _ac_chain(_ac_enc({{args}}{hist}))"
         else:
             body = f"_ac_append(_ac_enc({{args}}{hist}))"
+            if not history:
+                native = env["_ac_enc"], b"", b"", True
     else:
         raise ValueError(f"the {codec.name} codec cannot carry method calls")
-    return _compile(spec, body, env)
+    fn = _compile(spec, body, env)
+    if native is None or appender is None or any(
+            p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in spec.params):
+        return fn
+    encode, prefix, suffix, pack = native
+    direct = type(appender).append is HotAppender.append
+    m = WriterMethod(appender, append, encode, prefix, suffix, spec.arity, pack, direct, fn)
+    m.__name__ = m.__qualname__ = spec.name  # type: ignore[attr-defined]
+    m.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    return m
 
 
 def make_method_writer(appender: Appender, iface: type[T] | Callable[..., T], *,
@@ -452,7 +464,7 @@ def make_method_writer(appender: Appender, iface: type[T] | Callable[..., T], *,
         history = bool(record_history)
     append = appender.append
     chain = _chain_maker(append)
-    ns: dict[str, Any] = {name: _method_for(spec, c, append, history, chain)
+    ns: dict[str, Any] = {name: _method_for(spec, c, append, history, chain, appender)
                           for name, spec in specs.items()}
     ns["__slots__"] = ()
     ns["__init__"] = _proxy_init
@@ -642,7 +654,7 @@ class _Entry:
 _Live = list[_Target]
 
 
-class MethodReader:
+class MethodReader(HotReader):
     """Reads excerpts from a tailer and calls the matching handler methods.
 
     Create one with :meth:`Tailer.method_reader`.  Every public method of every
@@ -717,8 +729,8 @@ class MethodReader:
             tailer.direction == TailerDirection.FORWARD)
         self._batch_count = 1024
         self._batch_bytes = 256 << 10
-        self._pend_data: memoryview = memoryview(b"")
-        self._pend_off: Any = ()
+        self._pend_data = memoryview(b"")
+        self._pend_off = ()
         self._pend_idx: Any = ()
         self._pend_i = self._pend_n = 0
         self._named = tailer.name is not None
@@ -803,32 +815,25 @@ class MethodReader:
         return self._pend_data[o[i]:o[i + 1]], self._pend_idx[i]
 
     # -- the sync API ------------------------------------------------------
-    def read_one(self) -> bool:
-        """Read and handle one excerpt; False when there is none yet.
+    # read_one() is HotReader's (native/hot.c): the common msgpack call of
+    # the pending batch handled in C, else _read_one_slow or _read_one_general
+    if TYPE_CHECKING:
+        def read_one(self) -> bool:
+            """Read and handle one excerpt; False when there is none yet.
 
-        True means an excerpt was consumed: dispatched, skipped as unknown,
-        filtered out, or handed to the error handler.
+            True means an excerpt was consumed: dispatched, skipped as unknown,
+            filtered out, or handed to the error handler.
 
-        Raises:
-            TypeError: a handler method is ``async def`` (use ``await
-                aread_one()`` or ``run()``).
-        """
-        i = self._pend_i
-        if i < self._pend_n and self._one_native:
-            # the common call, from the pending batch, decoded and handled in C
-            try:
-                j = dispatch_mp(self._pend_data, self._pend_off, i, i + 1, self._fast_mp,
-                                self._fast_done)
-            except BaseException:
-                self._pend_i = self._fast_done[0]  # consumed, if its handler raised
-                raise
-            if j > i:
-                self._pend_i = j
-                return True
-            self._drain(1, native=False)  # not the common call: the general way
-            self._done()
-            return True
-        return self._read_one_slow()
+            Raises:
+                TypeError: a handler method is ``async def`` (use ``await
+                    aread_one()`` or ``run()``).
+            """
+
+    def _read_one_general(self) -> bool:
+        """:meth:`read_one` of a pending excerpt that is not the common call."""
+        self._drain(1, native=False)
+        self._done()
+        return True
 
     def _read_one_slow(self) -> bool:
         if self._has_async:

@@ -114,6 +114,223 @@ static PyTypeObject HotAppenderType = {
 };
 
 /* ------------------------------------------------------------------ */
+/* Method writers: one proxy method, encoded and appended in C          */
+
+/* The method of a method writer's proxy for the common calls: every
+ * argument given by position, as many as the method has.  The payload is
+ * prefix + encode(argument) + suffix (the argument alone, or the tuple of
+ * them when ``pack``), copied once into the excerpt by cq_append; any other
+ * call (keywords, defaults, too few or too many arguments) is the Python
+ * method ``fallback``, which does the same thing slower or raises as
+ * Python does.  It is a method descriptor, as a function in a class is:
+ * ``proxy.method(...)`` calls it with the proxy first, and no bound method
+ * is made.  When the appender's ``append`` is
+ * HotAppender's own (``direct``), the excerpt is appended here; otherwise
+ * (an appender whose append does more) through that bound ``append``.  The
+ * encoder may run Python code; nothing here is shared between calls, so a
+ * thread switch inside it is harmless. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *appender; /* HotAppender (direct) */
+    PyObject *append;   /* its bound append (not direct) */
+    PyObject *encode;   /* one argument -> bytes */
+    PyObject *prefix;   /* bytes */
+    PyObject *suffix;   /* bytes */
+    PyObject *fallback; /* function(self, *args, **kwargs) */
+    PyObject *dict;     /* __name__, __doc__, ... for introspection */
+    Py_ssize_t arity;
+    int pack;
+    int direct;
+} WriterMethod;
+
+#define WM_STACK 512
+
+/* Append payload[0:len] as the appender's append() would; returns 0 or -1. */
+static int wm_append(WriterMethod *self, const char *payload, Py_ssize_t len, PyObject *whole) {
+    PyObject *data = NULL;
+    if (self->direct) {
+        HotAppender *ha = (HotAppender *)self->appender;
+        cq_appender *a = ha->a;
+        int64_t r = 0;
+        if (a != NULL) {
+            uint64_t spin = a->lock_spin_ns;
+            a->lock_spin_ns = 0;
+            r = cq_append(a, (const uint8_t *)payload, (uint64_t)len, 0);
+            a->lock_spin_ns = spin;
+            if (r >= 0) return 0;
+        }
+        data = whole ? Py_NewRef(whole) : PyBytes_FromStringAndSize(payload, len);
+        if (data == NULL) return -1;
+        PyObject *got = slow_append(ha, r, data);
+        Py_DECREF(data);
+        if (got == NULL) return -1;
+        Py_DECREF(got);
+        return 0;
+    }
+    data = whole ? Py_NewRef(whole) : PyBytes_FromStringAndSize(payload, len);
+    if (data == NULL) return -1;
+    PyObject *got = PyObject_CallOneArg(self->append, data);
+    Py_DECREF(data);
+    if (got == NULL) return -1;
+    Py_DECREF(got);
+    return 0;
+}
+
+static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargsf,
+                         PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf) - 1; /* args[0] is the proxy */
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || nargs != self->arity)
+        return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    args++;
+    PyObject *arg;
+    if (self->pack) {
+        arg = PyTuple_New(nargs);
+        if (arg == NULL) return NULL;
+        for (Py_ssize_t k = 0; k < nargs; k++) PyTuple_SET_ITEM(arg, k, Py_NewRef(args[k]));
+    } else {
+        arg = Py_NewRef(nargs ? args[0] : Py_None);
+    }
+    PyObject *body = PyObject_CallOneArg(self->encode, arg);
+    Py_DECREF(arg);
+    if (body == NULL) return NULL;
+    if (!PyBytes_Check(body)) {
+        PyErr_Format(PyExc_TypeError, "a method writer's encoder returned %.100s, not bytes",
+                     Py_TYPE(body)->tp_name);
+        Py_DECREF(body);
+        return NULL;
+    }
+    Py_ssize_t np = PyBytes_GET_SIZE(self->prefix), nb = PyBytes_GET_SIZE(body),
+               ns = PyBytes_GET_SIZE(self->suffix);
+    int rc;
+    if (np == 0 && ns == 0) {
+        rc = wm_append(self, PyBytes_AS_STRING(body), nb, body);
+    } else {
+        char small[WM_STACK];
+        Py_ssize_t len = np + nb + ns;
+        char *buf = len <= WM_STACK ? small : PyMem_Malloc((size_t)len);
+        if (buf == NULL) {
+            Py_DECREF(body);
+            return PyErr_NoMemory();
+        }
+        memcpy(buf, PyBytes_AS_STRING(self->prefix), (size_t)np);
+        memcpy(buf + np, PyBytes_AS_STRING(body), (size_t)nb);
+        memcpy(buf + np + nb, PyBytes_AS_STRING(self->suffix), (size_t)ns);
+        rc = wm_append(self, buf, len, NULL);
+        if (buf != small) PyMem_Free(buf);
+    }
+    Py_DECREF(body);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *wm_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *appender, *append, *encode, *prefix, *suffix, *fallback;
+    Py_ssize_t arity;
+    int pack, direct;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
+        PyErr_SetString(PyExc_TypeError, "WriterMethod takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOOSSnppO:WriterMethod", &appender, &append, &encode,
+                          &prefix, &suffix, &arity, &pack, &direct, &fallback))
+        return NULL;
+    if (direct && !PyObject_TypeCheck(appender, &HotAppenderType)) {
+        PyErr_SetString(PyExc_TypeError, "direct appends need a HotAppender");
+        return NULL;
+    }
+    if (!PyCallable_Check(append) || !PyCallable_Check(encode) || !PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "append, encode and fallback must be callable");
+        return NULL;
+    }
+    if (arity < 0 || (!pack && arity > 1)) {
+        PyErr_SetString(PyExc_ValueError, "more than one argument needs pack");
+        return NULL;
+    }
+    WriterMethod *self = PyObject_GC_New(WriterMethod, type);
+    if (self == NULL) return NULL;
+    self->vectorcall = (vectorcallfunc)wm_call;
+    self->appender = Py_NewRef(appender);
+    self->append = Py_NewRef(append);
+    self->encode = Py_NewRef(encode);
+    self->prefix = Py_NewRef(prefix);
+    self->suffix = Py_NewRef(suffix);
+    self->fallback = Py_NewRef(fallback);
+    self->dict = NULL;
+    self->arity = arity;
+    self->pack = pack;
+    self->direct = direct;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static int wm_traverse(WriterMethod *self, visitproc visit, void *arg) {
+    Py_VISIT(self->appender);
+    Py_VISIT(self->append);
+    Py_VISIT(self->encode);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int wm_clear(WriterMethod *self) {
+    Py_CLEAR(self->appender);
+    Py_CLEAR(self->append);
+    Py_CLEAR(self->encode);
+    Py_CLEAR(self->prefix);
+    Py_CLEAR(self->suffix);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void wm_dealloc(WriterMethod *self) {
+    PyObject_GC_UnTrack(self);
+    wm_clear(self);
+    PyObject_GC_Del(self);
+}
+
+/* As a function's __get__: a bound method on an instance, itself on the class. */
+static PyObject *wm_get(WriterMethod *self, PyObject *obj, PyObject *type) {
+    if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+    return PyMethod_New((PyObject *)self, obj);
+}
+
+static PyObject *wm_call_slow(PyObject *self, PyObject *args, PyObject *kwargs) {
+    return PyVectorcall_Call(self, args, kwargs);
+}
+
+static PyMemberDef wm_members[] = {
+    {"fallback", T_OBJECT, offsetof(WriterMethod, fallback), READONLY,
+     "The Python method for the calls not made here."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef wm_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject WriterMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiochronicle._hot.WriterMethod",
+    .tp_basicsize = sizeof(WriterMethod),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "A method writer's method: the call encoded and appended in C.",
+    .tp_dealloc = (destructor)wm_dealloc,
+    .tp_traverse = (traverseproc)wm_traverse,
+    .tp_clear = (inquiry)wm_clear,
+    .tp_vectorcall_offset = offsetof(WriterMethod, vectorcall),
+    .tp_call = wm_call_slow,
+    .tp_descr_get = (descrgetfunc)wm_get,
+    .tp_dictoffset = offsetof(WriterMethod, dict),
+    .tp_members = wm_members,
+    .tp_getset = wm_getset,
+    .tp_new = wm_new,
+};
+
+/* ------------------------------------------------------------------ */
 /* Tailer                                                              */
 
 typedef struct {
@@ -154,6 +371,11 @@ static PyObject *call_self(HotTailer *self, PyObject *name, PyObject *arg) {
     PyObject *args[2] = {(PyObject *)self, arg};
     return PyObject_VectorcallMethod(name, args,
                                      (arg ? 2 : 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static PyObject *call_self_obj(PyObject *self, PyObject *name) {
+    PyObject *args[1] = {self};
+    return PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
 /* An Excerpt(index, payload) built as tuple.__new__(Excerpt, ...) does. */
@@ -508,6 +730,73 @@ static PyObject *version(PyObject *mod, PyObject *unused) {
  * its handler is called (when a handler raises, that is where reading goes
  * on); done[1] counts the calls consumed, in all.  Bounded by ``end - start`` excerpts; calls Python only to
  * decode and to call the handlers the caller gave. */
+/* One excerpt p[0:len]: if it is a common call, decode it and call its
+ * handler.  Before the handler is called, the excerpt is counted as
+ * consumed: out[0] = next, out[1] += 1, and *cursor = next (if cursor).
+ * ``last_key``/``last_entry`` (owned references, NULL at first) cache the
+ * last name looked up in ``fast``. */
+enum { MP_OTHER = 0, MP_HANDLED = 1, MP_FAILED = -1 };
+
+static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **last_key,
+                   PyObject **last_entry, int64_t *out, int64_t next, Py_ssize_t *cursor) {
+    if (len < 2 || p[0] != 0x92 || p[1] < 0xA0 || p[1] > 0xBF) return MP_OTHER;
+    Py_ssize_t klen = p[1] - 0xA0;
+    if (2 + klen > len) return MP_OTHER;
+    PyObject *entry;
+    if (*last_key != NULL && PyBytes_GET_SIZE(*last_key) == klen &&
+        memcmp(PyBytes_AS_STRING(*last_key), p + 2, (size_t)klen) == 0) {
+        entry = *last_entry;
+    } else {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)p + 2, klen);
+        if (key == NULL) return MP_FAILED;
+        entry = PyDict_GetItemWithError(fast, key);
+        if (entry == NULL) {
+            Py_DECREF(key);
+            return PyErr_Occurred() ? MP_FAILED : MP_OTHER;
+        }
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+            Py_DECREF(key);
+            PyErr_SetString(PyExc_TypeError, "fast maps names to (decode, handler)");
+            return MP_FAILED;
+        }
+        Py_XSETREF(*last_key, key);
+        Py_XSETREF(*last_entry, Py_NewRef(entry)); /* the handler may change fast */
+    }
+    PyObject *body = PyBytes_FromStringAndSize((const char *)p + 2 + klen,
+                                               (Py_ssize_t)(len - 2 - klen));
+    if (body == NULL) return MP_FAILED;
+    Py_INCREF(entry); /* a handler may replace the cache */
+    PyObject *arg = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 0), body);
+    Py_DECREF(body);
+    if (arg == NULL) {
+        Py_DECREF(entry);
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return MP_FAILED;
+        PyErr_Clear(); /* not decodable: Python's path reports it */
+        return MP_OTHER;
+    }
+    out[0] = next;
+    out[1]++;
+    if (cursor) *cursor = (Py_ssize_t)next;
+    PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg);
+    Py_DECREF(arg);
+    Py_DECREF(entry);
+    if (r == NULL) return MP_FAILED;
+    Py_DECREF(r);
+    return MP_HANDLED;
+}
+
+/* _dispatch_mp(data, offsets, start, end, fast, done) -> int
+ *
+ * Excerpt k of a batch is data[offsets[k]:offsets[k + 1]].  From ``start``
+ * on, while an excerpt is a msgpack call ``[name, arg]`` (0x92, a fixstr)
+ * whose name (bytes) ``fast`` maps to ``(decode, handler)``: decode the
+ * argument and call the handler with it.  Stops (returning where) at the
+ * first other excerpt, at one whose argument does not decode (Python's
+ * path decodes it again and reports it), or at ``end``.  ``done`` is two
+ * int64: done[0] is the index after the last excerpt consumed, set before
+ * its handler is called (when a handler raises, that is where reading goes
+ * on); done[1] counts the calls consumed, in all.  Bounded by ``end - start`` excerpts; calls Python only to
+ * decode and to call the handlers the caller gave. */
 static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError,
@@ -551,48 +840,9 @@ static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t na
             PyErr_SetString(PyExc_ValueError, "_dispatch_mp: offsets outside the data");
             goto out;
         }
-        const uint8_t *p = base + a;
-        int64_t len = b - a;
-        if (len < 2 || p[0] != 0x92 || p[1] < 0xA0 || p[1] > 0xBF) break;
-        Py_ssize_t klen = p[1] - 0xA0;
-        if (2 + klen > len) break;
-        PyObject *entry;
-        if (last_key != NULL && PyBytes_GET_SIZE(last_key) == klen &&
-            memcmp(PyBytes_AS_STRING(last_key), p + 2, (size_t)klen) == 0) {
-            entry = last_entry;
-        } else {
-            PyObject *key = PyBytes_FromStringAndSize((const char *)p + 2, klen);
-            if (key == NULL) goto out;
-            entry = PyDict_GetItemWithError(fast, key);
-            if (entry == NULL) {
-                Py_DECREF(key);
-                if (PyErr_Occurred()) goto out;
-                break;
-            }
-            if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
-                Py_DECREF(key);
-                PyErr_SetString(PyExc_TypeError, "fast maps names to (decode, handler)");
-                goto out;
-            }
-            Py_XSETREF(last_key, key);
-            Py_XSETREF(last_entry, Py_NewRef(entry)); /* the handler may change fast */
-        }
-        PyObject *body = PyBytes_FromStringAndSize((const char *)p + 2 + klen,
-                                                   (Py_ssize_t)(len - 2 - klen));
-        if (body == NULL) goto out;
-        PyObject *arg = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 0), body);
-        Py_DECREF(body);
-        if (arg == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_Exception)) goto out;
-            PyErr_Clear(); /* not decodable: Python's path reports it */
-            break;
-        }
-        out[0] = i + 1;
-        out[1]++;
-        PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg);
-        Py_DECREF(arg);
-        if (r == NULL) goto out;
-        Py_DECREF(r);
+        int r = mp_call(base + a, b - a, fast, &last_key, &last_entry, out, i + 1, NULL);
+        if (r == MP_FAILED) goto out;
+        if (r == MP_OTHER) break;
     }
     result = PyLong_FromSsize_t(i);
 out:
@@ -603,6 +853,188 @@ out:
     PyBuffer_Release(&data);
     return result;
 }
+
+/* ------------------------------------------------------------------ */
+/* method readers: the pending batch, and read_one(), in C             */
+
+/* The base of aiochronicle.MethodReader: the batch read ahead (its payloads
+ * ``_pend_data``, offsets ``_pend_off`` and indices ``_pend_idx``; excerpts
+ * ``_pend_i`` to ``_pend_n`` are still to handle) with the buffers of the
+ * first two held while they are pending, so read_one() handles the common
+ * msgpack call (as _dispatch_mp) with no Python frame of its own.  Anything
+ * else is the Python methods' (_read_one_slow, _read_one_general). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *data, *off, *idx, *fast, *done_obj;
+    Py_buffer data_view, off_view, done_view; /* held when *_ok */
+    int data_ok, off_ok, done_ok;
+    Py_ssize_t pend_i, pend_n;
+    char one_native;
+    PyObject *last_key, *last_entry; /* the cache of mp_call */
+} HotReader;
+
+static PyObject *str_read_one_slow;    /* "_read_one_slow" */
+static PyObject *str_read_one_general; /* "_read_one_general" */
+
+static void hr_release(Py_buffer *v, int *ok) {
+    if (*ok) PyBuffer_Release(v);
+    *ok = 0;
+}
+
+static int hr_traverse(HotReader *self, visitproc visit, void *arg) {
+    Py_VISIT(self->data);
+    Py_VISIT(self->off);
+    Py_VISIT(self->idx);
+    Py_VISIT(self->fast);
+    Py_VISIT(self->done_obj);
+    Py_VISIT(self->last_key);
+    Py_VISIT(self->last_entry);
+    return 0;
+}
+
+static int hr_clear(HotReader *self) {
+    hr_release(&self->data_view, &self->data_ok);
+    hr_release(&self->off_view, &self->off_ok);
+    hr_release(&self->done_view, &self->done_ok);
+    Py_CLEAR(self->data);
+    Py_CLEAR(self->off);
+    Py_CLEAR(self->idx);
+    Py_CLEAR(self->fast);
+    Py_CLEAR(self->done_obj);
+    Py_CLEAR(self->last_key);
+    Py_CLEAR(self->last_entry);
+    return 0;
+}
+
+static void hr_dealloc(HotReader *self) {
+    PyObject_GC_UnTrack(self);
+    hr_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *hr_get(HotReader *self, void *which) {
+    PyObject *v = *(PyObject **)((char *)self + (Py_ssize_t)which);
+    return Py_NewRef(v ? v : Py_None);
+}
+
+/* an int64 buffer (array('q'), ...), or 0 (not one: read the Python way) */
+static int hr_int64s(PyObject *v, Py_buffer *view, int writable) {
+    if (PyObject_GetBuffer(v, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS |
+                                        (writable ? PyBUF_WRITABLE : 0)) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *f = view->format ? view->format : "B";
+    if (view->itemsize != 8 || !(strcmp(f, "q") == 0 || strcmp(f, "l") == 0 ||
+                                 strcmp(f, "=q") == 0 || strcmp(f, "@q") == 0)) {
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
+static int hr_set(HotReader *self, PyObject *v, void *which) {
+    Py_ssize_t at = (Py_ssize_t)which;
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete this attribute");
+        return -1;
+    }
+    if (at == offsetof(HotReader, data)) {
+        hr_release(&self->data_view, &self->data_ok);
+        if (PyObject_GetBuffer(v, &self->data_view, PyBUF_SIMPLE) == 0) self->data_ok = 1;
+        else PyErr_Clear();
+    } else if (at == offsetof(HotReader, off)) {
+        hr_release(&self->off_view, &self->off_ok);
+        self->off_ok = hr_int64s(v, &self->off_view, 0);
+    } else if (at == offsetof(HotReader, done_obj)) {
+        hr_release(&self->done_view, &self->done_ok);
+        self->done_ok = hr_int64s(v, &self->done_view, 1);
+        if (self->done_ok && self->done_view.len < 2 * 8) hr_release(&self->done_view, &self->done_ok);
+    } else if (at == offsetof(HotReader, fast)) {
+        if (!PyDict_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "_fast_mp must be a dict");
+            return -1;
+        }
+        Py_CLEAR(self->last_key);
+        Py_CLEAR(self->last_entry);
+    }
+    PyObject **slot = (PyObject **)((char *)self + at);
+    Py_XSETREF(*slot, Py_NewRef(v));
+    return 0;
+}
+
+/* read_one() -> bool: see MethodReader.read_one */
+static PyObject *hr_read_one(HotReader *self, PyObject *unused) {
+    Py_ssize_t i = self->pend_i;
+    if (i >= 0 && i < self->pend_n && self->one_native && self->data_ok && self->off_ok &&
+        self->done_ok && self->fast != NULL &&
+        i + 1 < self->off_view.len / (Py_ssize_t)sizeof(int64_t)) {
+        const int64_t *off = (const int64_t *)self->off_view.buf;
+        int64_t a = off[i], b = off[i + 1];
+        if (a < 0 || b < a || b > (int64_t)self->data_view.len) {
+            PyErr_SetString(PyExc_ValueError, "read_one: offsets outside the data");
+            return NULL;
+        }
+        int64_t *out = (int64_t *)self->done_view.buf;
+        /* _pend_i moves past the excerpt before its handler runs (a handler
+         * raising, or reading on itself, finds it consumed) */
+        int r = mp_call((const uint8_t *)self->data_view.buf + a, b - a, self->fast,
+                        &self->last_key, &self->last_entry, out, i + 1, &self->pend_i);
+        if (r == MP_HANDLED) Py_RETURN_TRUE;
+        if (r == MP_FAILED) return NULL;
+        return call_self_obj((PyObject *)self, str_read_one_general);
+    }
+    return call_self_obj((PyObject *)self, str_read_one_slow);
+}
+
+static PyMemberDef hr_members[] = {
+    {"_pend_i", T_PYSSIZET, offsetof(HotReader, pend_i), 0,
+     "The next pending excerpt of the batch."},
+    {"_pend_n", T_PYSSIZET, offsetof(HotReader, pend_n), 0, "The batch's excerpt count."},
+    {"_one_native", T_BOOL, offsetof(HotReader, one_native), 0,
+     "read_one() may dispatch in C."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+#define HR_FIELD(name, field, doc) \
+    {name, (getter)hr_get, (setter)hr_set, doc, (void *)offsetof(HotReader, field)}
+
+static PyGetSetDef hr_getset[] = {
+    HR_FIELD("_pend_data", data, "The pending batch's payloads (a read-only buffer)."),
+    HR_FIELD("_pend_off", off, "Its offsets: excerpt k is _pend_data[off[k]:off[k + 1]]."),
+    HR_FIELD("_pend_idx", idx, "Its indices."),
+    HR_FIELD("_fast_mp", fast, "The common msgpack calls: name -> (decode, handler)."),
+    HR_FIELD("_fast_done", done_obj, "Where the last native dispatch got to, and how "
+                                     "many calls it handled in all (two int64)."),
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef hr_methods[] = {
+    {"read_one", (PyCFunction)hr_read_one, METH_NOARGS,
+     "read_one() -> bool\n--\n\n"
+     "Read and handle one excerpt; False when there is none yet.\n\n"
+     "True means an excerpt was consumed: dispatched, skipped as unknown,\n"
+     "filtered out, or handed to the error handler.\n\n"
+     "Raises:\n"
+     "    TypeError: a handler method is ``async def`` (use ``await\n"
+     "        aread_one()`` or ``run()``)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject HotReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiochronicle._hot.HotReader",
+    .tp_basicsize = sizeof(HotReader),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The pending batch and read_one() of a MethodReader (C API).",
+    .tp_dealloc = (destructor)hr_dealloc,
+    .tp_traverse = (traverseproc)hr_traverse,
+    .tp_clear = (inquiry)hr_clear,
+    .tp_members = hr_members,
+    .tp_getset = hr_getset,
+    .tp_methods = hr_methods,
+    .tp_new = PyType_GenericNew,
+};
 
 static PyMethodDef module_methods[] = {
     {"_dispatch_mp", (PyCFunction)(void (*)(void))dispatch_mp, METH_FASTCALL,
@@ -620,13 +1052,17 @@ static struct PyModuleDef hot_module = {
 
 PyMODINIT_FUNC PyInit__hot(void) {
     if (PyType_Ready(&HotAppenderType) < 0 || PyType_Ready(&HotTailerType) < 0 ||
-        PyType_Ready(&NextType) < 0)
+        PyType_Ready(&NextType) < 0 || PyType_Ready(&WriterMethodType) < 0 ||
+        PyType_Ready(&HotReaderType) < 0)
         return NULL;
     str_append_slow = PyUnicode_InternFromString("_append_native_failed");
     str_read_slow = PyUnicode_InternFromString("_read_slow");
     str_read_other = PyUnicode_InternFromString("_read_other");
     str_read_blocking = PyUnicode_InternFromString("_read_blocking");
     str_anext = PyUnicode_InternFromString("_anext");
+    str_read_one_slow = PyUnicode_InternFromString("_read_one_slow");
+    str_read_one_general = PyUnicode_InternFromString("_read_one_general");
+    if (!str_read_one_slow || !str_read_one_general) return NULL;
     if (!str_append_slow || !str_read_slow || !str_read_other || !str_read_blocking ||
         !str_anext)
         return NULL;
@@ -634,6 +1070,8 @@ PyMODINIT_FUNC PyInit__hot(void) {
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "HotAppender", (PyObject *)&HotAppenderType) < 0 ||
         PyModule_AddObjectRef(m, "HotTailer", (PyObject *)&HotTailerType) < 0 ||
+        PyModule_AddObjectRef(m, "WriterMethod", (PyObject *)&WriterMethodType) < 0 ||
+        PyModule_AddObjectRef(m, "HotReader", (PyObject *)&HotReaderType) < 0 ||
         aiochronicle_wirecall_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
