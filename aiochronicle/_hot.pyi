@@ -32,12 +32,14 @@ class HotReader:
 
 class WriterMethod:
     """A method writer's method: positional calls encoded (``prefix +
-    encode(arg) + suffix``) and appended in C; any other call is ``fallback``."""
+    encode(arg) + suffix``, or through ``into``, msgspec's ``encode_into``)
+    and appended in C; any other call is ``fallback``."""
 
     fallback: Callable[..., None]
     def __init__(self, appender: Any, append: Callable[[bytes], int],
                  encode: Callable[[Any], bytes], prefix: bytes, suffix: bytes, arity: int,
-                 pack: bool, direct: bool, fallback: Callable[..., None], /) -> None: ...
+                 pack: bool, direct: bool, fallback: Callable[..., None],
+                 into: Callable[[Any, bytearray], None] | None = None, /) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> None: ...
     def __get__(self, obj: object, cls: type | None = None) -> Any: ...
 

@@ -396,8 +396,10 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
     arg = {0: "None", 1: "{single}"}.get(spec.arity, "{args}")
     env["_ac_key"] = key
     native: tuple[Callable[[Any], bytes], bytes, bytes, bool] | None = None
+    into: Callable[[Any, bytearray], None] | None = None
     if codec is Codecs.MSGPACK or codec is Codecs.JSON:
-        enc = _MP_ENC.encode if codec is Codecs.MSGPACK else _JSON_ENC.encode
+        encoder = _MP_ENC if codec is Codecs.MSGPACK else _JSON_ENC
+        enc, into = encoder.encode, encoder.encode_into
         env["_ac_enc"] = enc
         if history:
             env["_ac_hist"] = _mp_history if codec is Codecs.MSGPACK else outgoing_plain
@@ -428,7 +430,8 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
         return fn
     encode, prefix, suffix, pack = native
     direct = type(appender).append is HotAppender.append
-    m = WriterMethod(appender, append, encode, prefix, suffix, spec.arity, pack, direct, fn)
+    m = WriterMethod(appender, append, encode, prefix, suffix, spec.arity, pack, direct, fn,
+                     into)
     m.__name__ = m.__qualname__ = spec.name  # type: ignore[attr-defined]
     m.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
     return m

@@ -126,9 +126,11 @@ static PyTypeObject HotAppenderType = {
  * ``proxy.method(...)`` calls it with the proxy first, and no bound method
  * is made.  When the appender's ``append`` is
  * HotAppender's own (``direct``), the excerpt is appended here; otherwise
- * (an appender whose append does more) through that bound ``append``.  The
- * encoder may run Python code; nothing here is shared between calls, so a
- * thread switch inside it is harmless. */
+ * (an appender whose append does more) through that bound ``append``.
+ * With ``into`` (msgspec's encode_into), the argument is encoded into a
+ * bytearray kept for the next call (no bytes object made and shrunk per
+ * call); the encoder may run Python code (an enc_hook), so a call that
+ * comes in meanwhile, from this thread or another, uses ``encode``. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -138,6 +140,9 @@ typedef struct {
     PyObject *prefix;   /* bytes */
     PyObject *suffix;   /* bytes */
     PyObject *fallback; /* function(self, *args, **kwargs) */
+    PyObject *into;     /* encode_into(arg, bytearray), or None */
+    PyObject *buf;      /* the bytearray encode_into writes (while not busy) */
+    int busy;           /* buf is in use (an encoder that calls back in: encode) */
     PyObject *dict;     /* __name__, __doc__, ... for introspection */
     Py_ssize_t arity;
     int pack;
@@ -177,8 +182,32 @@ static int wm_append(WriterMethod *self, const char *payload, Py_ssize_t len, Py
     return 0;
 }
 
+/* Append prefix + body[0:nb] + suffix (``whole``: body as a bytes object,
+ * if it is one); returns 0 or -1. */
+static int wm_join(WriterMethod *self, const char *body, Py_ssize_t nb, PyObject *whole) {
+    Py_ssize_t np = PyBytes_GET_SIZE(self->prefix), ns = PyBytes_GET_SIZE(self->suffix);
+    if (np == 0 && ns == 0) return wm_append(self, body, nb, whole);
+    char small[WM_STACK];
+    Py_ssize_t len = np + nb + ns;
+    char *buf = len <= WM_STACK ? small : PyMem_Malloc((size_t)len);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(buf, PyBytes_AS_STRING(self->prefix), (size_t)np);
+    memcpy(buf + np, body, (size_t)nb);
+    memcpy(buf + np + nb, PyBytes_AS_STRING(self->suffix), (size_t)ns);
+    int rc = wm_append(self, buf, len, NULL);
+    if (buf != small) PyMem_Free(buf);
+    return rc;
+}
+
 static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargsf,
                          PyObject *kwnames) {
+    if (self->encode == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "this method writer is being collected");
+        return NULL;
+    }
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf) - 1; /* args[0] is the proxy */
     if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || nargs != self->arity)
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
@@ -191,6 +220,29 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
     } else {
         arg = Py_NewRef(nargs ? args[0] : Py_None);
     }
+    if (self->into != Py_None && !self->busy) {
+        self->busy = 1;
+        PyObject *in[2] = {arg, self->buf};
+        PyObject *r = PyObject_Vectorcall(self->into, in, 2, NULL);
+        Py_DECREF(arg);
+        if (r == NULL) {
+            self->busy = 0;
+            return NULL;
+        }
+        Py_DECREF(r);
+        /* no Python code runs from here until busy is cleared */
+        int rc = wm_join(self, PyByteArray_AS_STRING(self->buf),
+                         PyByteArray_GET_SIZE(self->buf), NULL);
+        if (PyByteArray_GET_SIZE(self->buf) > (1 << 16)) {
+            /* a large call: let its memory go (the next call grows a new one) */
+            PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0);
+            if (fresh == NULL) rc = -1;
+            else Py_SETREF(self->buf, fresh);
+        }
+        self->busy = 0;
+        if (rc < 0) return NULL;
+        Py_RETURN_NONE;
+    }
     PyObject *body = PyObject_CallOneArg(self->encode, arg);
     Py_DECREF(arg);
     if (body == NULL) return NULL;
@@ -200,41 +252,29 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
         Py_DECREF(body);
         return NULL;
     }
-    Py_ssize_t np = PyBytes_GET_SIZE(self->prefix), nb = PyBytes_GET_SIZE(body),
-               ns = PyBytes_GET_SIZE(self->suffix);
-    int rc;
-    if (np == 0 && ns == 0) {
-        rc = wm_append(self, PyBytes_AS_STRING(body), nb, body);
-    } else {
-        char small[WM_STACK];
-        Py_ssize_t len = np + nb + ns;
-        char *buf = len <= WM_STACK ? small : PyMem_Malloc((size_t)len);
-        if (buf == NULL) {
-            Py_DECREF(body);
-            return PyErr_NoMemory();
-        }
-        memcpy(buf, PyBytes_AS_STRING(self->prefix), (size_t)np);
-        memcpy(buf + np, PyBytes_AS_STRING(body), (size_t)nb);
-        memcpy(buf + np + nb, PyBytes_AS_STRING(self->suffix), (size_t)ns);
-        rc = wm_append(self, buf, len, NULL);
-        if (buf != small) PyMem_Free(buf);
-    }
+    int rc = wm_join(self, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), body);
     Py_DECREF(body);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *wm_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *appender, *append, *encode, *prefix, *suffix, *fallback;
+    PyObject *appender, *append, *encode, *prefix, *suffix, *fallback, *into = Py_None;
     Py_ssize_t arity;
     int pack, direct;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
         PyErr_SetString(PyExc_TypeError, "WriterMethod takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OOOSSnppO:WriterMethod", &appender, &append, &encode,
-                          &prefix, &suffix, &arity, &pack, &direct, &fallback))
+    if (!PyArg_ParseTuple(args, "OOOSSnppO|O:WriterMethod", &appender, &append, &encode,
+                          &prefix, &suffix, &arity, &pack, &direct, &fallback, &into))
         return NULL;
+    if (into != Py_None && !PyCallable_Check(into)) {
+        PyErr_SetString(PyExc_TypeError, "into must be callable or None");
+        return NULL;
+    }
+    PyObject *buf = PyByteArray_FromStringAndSize(NULL, 0);
+    if (buf == NULL) return NULL;
     if (direct && !PyObject_TypeCheck(appender, &HotAppenderType)) {
         PyErr_SetString(PyExc_TypeError, "direct appends need a HotAppender");
         return NULL;
@@ -248,7 +288,13 @@ static PyObject *wm_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         return NULL;
     }
     WriterMethod *self = PyObject_GC_New(WriterMethod, type);
-    if (self == NULL) return NULL;
+    if (self == NULL) {
+        Py_DECREF(buf);
+        return NULL;
+    }
+    self->into = Py_NewRef(into);
+    self->buf = buf;
+    self->busy = 0;
     self->vectorcall = (vectorcallfunc)wm_call;
     self->appender = Py_NewRef(appender);
     self->append = Py_NewRef(append);
@@ -269,6 +315,7 @@ static int wm_traverse(WriterMethod *self, visitproc visit, void *arg) {
     Py_VISIT(self->append);
     Py_VISIT(self->encode);
     Py_VISIT(self->fallback);
+    Py_VISIT(self->into);
     Py_VISIT(self->dict);
     return 0;
 }
@@ -280,6 +327,8 @@ static int wm_clear(WriterMethod *self) {
     Py_CLEAR(self->prefix);
     Py_CLEAR(self->suffix);
     Py_CLEAR(self->fallback);
+    Py_CLEAR(self->into);
+    Py_CLEAR(self->buf);
     Py_CLEAR(self->dict);
     return 0;
 }
