@@ -205,6 +205,46 @@ SANITIZED_RUN = textwrap.dedent(
             pass
         assert sink.got == [v for v in range(50) if v != 7], sink.got
         w.close()
+        # method writers' calls encoded and appended in C (WriterMethod), in
+        # each codec, across rolls, past the stack buffer and the kept
+        # bytearray's limit, by keyword (the Python method) and with an
+        # argument that does not encode; read back through read_one()
+        class Calls:
+            def on_value(self, v: int) -> None: ...
+            def on_pair(self, a: int, b: str) -> None: ...
+            def on_none(self) -> None: ...
+        class Got(Calls):
+            def __init__(self):
+                self.got = []
+            def on_value(self, v: int) -> None:
+                self.got.append(v)
+            def on_pair(self, a: int, b: str) -> None:
+                self.got.append((a, len(b)))
+            def on_none(self) -> None:
+                self.got.append(None)
+        for codec in ("msgpack", "json", "binary_wire"):
+            with ac.open_queue(d + codec, roll_cycle=ac.RollCycles.TEST_SECONDLY,
+                               time_provider=clock) as mq:
+                mw = mq.appender().method_writer(Calls, codec=codec)
+                want = []
+                for i in range(400):
+                    mw.on_value(i)
+                    mw.on_pair(i, "x" * (i * 250))
+                    want += [i, (i, i * 250)]
+                    if i % 100 == 99:
+                        clock.advance_millis(1000)
+                mw.on_none()
+                mw.on_value(v=-1)
+                want += [None, -1]
+                try:
+                    mw.on_value(object())
+                except (TypeError, ac.ChronicleError):
+                    pass
+                seen = Got()
+                mr = mq.tailer().method_reader(seen)
+                while mr.read_one():
+                    pass
+                assert seen.got == want, (codec, len(seen.got), len(want))
         try:
             app.append(memoryview(b"abcdef")[::2])
         except (TypeError, ValueError, BufferError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import enum
+import inspect
 import logging
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 import aiochronicle as ac
 from aiochronicle._codecs import recorded_codec
+from aiochronicle._native import WriterMethod
 
 uvloop = pytest.importorskip("uvloop")
 
@@ -384,6 +386,84 @@ def test_a_raising_handler_consumes_only_its_own_call(queue: ac.Queue, how: str,
     assert len(errors) == 1
     stats = reader.statistics()
     assert (stats.read, stats.dispatched, stats.errors) == (7, 6, 1)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_calls_by_position_are_encoded_in_c_as_python_encodes_them(queue: ac.Queue,
+                                                                  codec: str) -> None:
+    """A call with every argument by position is encoded and appended in C
+    (WriterMethod); by keyword, with a default left out, or through the class
+    it is the Python method: the excerpts are the same bytes."""
+    w = queue.appender().method_writer(PriceListener, codec=codec)
+    proxy = type(w)
+    assert all(isinstance(vars(proxy)[m], WriterMethod)
+               for m in ("on_price", "on_pair", "heartbeat"))
+    pairs: list[tuple[Callable[[], None], Callable[[], None]]] = [
+        (lambda: w.on_price(P1), lambda: w.on_price(price=P1)),
+        (lambda: w.on_pair("X", 3, "v"), lambda: w.on_pair(symbol="X", qty=3, venue="v")),
+        (lambda: w.on_pair("X", 3, "any"), lambda: w.on_pair("X", 3)),
+        (lambda: w.heartbeat(), lambda: proxy.heartbeat(w)),
+        (lambda: w.on_price(P2), lambda: proxy.on_price(w, P2)),
+    ]
+    for native, python in pairs:
+        native()
+        python()
+    t = queue.tailer()
+    got = [bytes(ex.payload) for ex in iter(t.read_nowait, None)]
+    assert len(got) == 2 * len(pairs)
+    assert got[0::2] == got[1::2]
+    assert len(set(got[0::2])) == len(pairs)
+    assert list(inspect.signature(w.on_pair).parameters) == ["symbol", "qty", "venue"]
+    assert w.on_pair.__name__ == "on_pair"
+    with pytest.raises(TypeError):
+        w.on_pair("X", 1, "v", "extra")  # type: ignore[call-arg]
+    rec = Recorder()
+    assert queue.tailer().method_reader(rec).read_available() == len(got)
+    assert rec.calls[:2] == [("on_price", P1)] * 2
+
+
+def test_calls_go_through_an_appender_whose_append_does_more(tmp_path: Path) -> None:
+    """With a Python clock the appender's append() reads it first: the method
+    writer's C path appends through that append()."""
+
+    class Clock:
+        def __init__(self) -> None:
+            self.reads = 0
+
+        def current_time_millis(self) -> int:
+            self.reads += 1
+            return 1_700_000_000_000
+
+    clock = Clock()
+    with ac.open_queue(tmp_path / "q", time_provider=clock) as q:
+        w = q.appender().method_writer(PriceListener)
+        w.on_price(P1)
+        before = clock.reads
+        for _ in range(5):
+            w.on_price(P1)
+        assert clock.reads - before >= 5
+        rec = Recorder()
+        assert q.tailer().method_reader(rec).read_available() == 6
+
+
+def test_a_handler_reading_on_in_read_one_reads_the_next_call(queue: ac.Queue) -> None:
+    """read_one() consumes its excerpt before calling the handler, so a handler
+    that reads on (the same reader) gets the next call, never the same one."""
+    w = queue.appender().method_writer(PriceListener)
+    for i in range(4):
+        w.on_price(Price("S", 1.0, 2.0, i))
+    seen: list[int] = []
+
+    class Nested:
+        def on_price(self, price: Price) -> None:
+            seen.append(price.qty)
+            if price.qty == 0:
+                assert reader.read_one()
+
+    reader = queue.tailer().method_reader(Nested())
+    while reader.read_one():
+        pass
+    assert seen == [0, 1, 2, 3]
 
 
 def test_named_tailer_resumes_after_the_last_call_handled(queue: ac.Queue) -> None:
