@@ -30,7 +30,7 @@ from ._native import HDR_NOT_COMPLETE, UNLOCKED
 from ._notify import attach_appender, close_notifier
 from ._pauser import Pauser
 from ._pretoucher import Pretoucher
-from ._resource import _Resource, single_threaded
+from ._resource import _Resource
 from ._rollcycles import (
     CycleNamer,
     RollCycle,
@@ -397,13 +397,14 @@ class Queue(_Resource):
                         child._save()
             self._closed = True
             for child in list(self._children):
+                # one with no call in flight lets its cycle file go now (the
+                # last holder unmaps it); one in a call, when the call leaves
                 child._detach()
             close_notifier(self)  # asyncio: the notify helper thread (_notify)
-            alone = single_threaded()
             for store in self._stores.values():
-                # with no other thread, no native call can be using the files:
-                # unmap and close them now, not when the objects are garbage
-                store.close(now=alone)
+                # still held: by a call in flight (an appender's or tailer's,
+                # a pretoucher's, a tool's); its last release unmaps it
+                store.close(now=store.refs <= 0)
                 self._store_event("on_released", store)
             self._stores.clear()
             if self._meta is not None:
@@ -577,10 +578,14 @@ class Queue(_Resource):
             return
         with self._lock:
             st.refs -= 1
-            if st.refs <= 0 and self._stores.get(st.cycle) is st:
+            if st.refs > 0:
+                return
+            if self._stores.get(st.cycle) is st:
                 del self._stores[st.cycle]
                 st.close(now=True)
                 self._store_event("on_released", st)
+            elif self._closed:
+                st.close(now=True)  # the queue closed while this was held
 
     def _on_file_created(self, cycle: int) -> None:
         cached = self._listing_cache

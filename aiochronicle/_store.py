@@ -189,7 +189,7 @@ class CycleStore:
     """One open cycle file: its mapping (shared by every appender and tailer of
     this queue object) and its parsed header."""
 
-    __slots__ = ("_marks", "_marks_lock", "cycle", "file", "kept", "layout", "path", "refs")
+    __slots__ = ("_marks", "_marks_lock", "cycle", "file", "layout", "path", "refs")
 
     def __init__(self, path: str, cycle: int, file: MappedFile, layout: StoreLayout) -> None:
         self.path = path
@@ -202,10 +202,6 @@ class CycleStore:
         # backwards) walk at most MARK_EVERY excerpts
         self._marks = array("Q", [0]) if layout.headerless else None
         self._marks_lock = threading.Lock()
-        # closed appenders/tailers that still point at this store (a call of
-        # theirs may be in flight on another thread): then it is never
-        # unmapped by close(now=True), only when it is garbage
-        self.kept = 0
         c = file.c
         c.cycle = cycle
         c.align = layout.align
@@ -314,11 +310,10 @@ class CycleStore:
                                 "end-of-file marker was written", self.path)
 
     def close(self, now: bool = False) -> None:
-        """Mark the file closed; with ``now`` (the last user let go, on the
-        thread that used it) also unmap it at once, unless a closed appender
-        or tailer still points at it."""
+        """Mark the file closed; with ``now`` (nobody holds it: no call can be
+        using it) also unmap it at once."""
         self.file.close()
-        if now and not self.kept:
+        if now:
             self.file.release()
 
 

@@ -1,0 +1,266 @@
+"""A close landing at a chosen point inside a call of the same object.
+
+Each case stops a call at one point of its slow path (a trace function on the
+calling thread) and closes there: from a SIGTERM handler (the handler runs on
+the same thread, inside the interrupted call), from another thread (handshake
+with events), or from the main thread while the call runs in a thread started
+outside ``threading`` (``_thread.start_new_thread``, as a C library or a JVM
+bridge starts threads).  The call must return normally or raise
+``QueueClosedError``; nothing may crash, raise anything else or read freed
+memory, and once the call is over and the queue closed no cycle file may stay
+mapped (the close let the mapping go when the last call left it, not at
+garbage collection: the children run with ``gc`` off).
+
+Each case runs in a child process, so a segfault fails its test only.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PRELUDE = textwrap.dedent("""
+    import _thread, gc, linecache, signal, sys, threading
+    import aiochronicle as ac
+    from aiochronicle._native import NEED_MAP
+
+    gc.disable()
+    path, closer, what = sys.argv[1:4]
+    fired = []
+
+    def mapped():
+        with open("/proc/self/maps") as f:
+            return sum(1 for line in f if path in line and line.rstrip().endswith(".cq4"))
+
+    def hook(func, filename, line=None, when=lambda frame: True):
+        # a trace function that runs fire() once: where `func` of `filename`
+        # starts, or where its first line starting with `line` is about to run
+        def local(frame, event, arg):
+            if (event == "line" and not fired and linecache.getline(
+                    frame.f_code.co_filename, frame.f_lineno).strip().startswith(line)):
+                fire()
+            return local
+        def tracer(frame, event, arg):
+            code = frame.f_code
+            if (fired or event != "call" or code.co_name != func
+                    or not code.co_filename.endswith(filename) or not when(frame)):
+                return None
+            if line is not None:
+                return local
+            fire()
+            return None
+        return tracer
+""")
+
+# what each case sets up: `q` (closed by the "queue" cases), `obj` (closed by
+# the "object" cases), `op()` (the call that is interrupted) and `trace` (where)
+CASES = {
+    # the appender's first append reserves disk blocks (NO_SPACE -> _reserve)
+    "appender_reserve": """
+        q = ac.open_queue(path)
+        obj = q.appender()
+        op = lambda: obj.append(b"x" * 100)
+        trace = hook("_reserve", "_appender.py")
+    """,
+    # a read meets the end of cycle 1 (EOF -> _next_cycle)
+    "tailer_next_cycle": """
+        clock = ac.SetTimeProvider(1_700_000_000_000)
+        q = ac.open_queue(path, time_provider=clock)
+        a = q.appender()
+        a.append(b"one")
+        clock.advance_millis(86_400_000)
+        a.append(b"two")
+        a.close()
+        obj = q.tailer()
+        assert obj.read_nowait().payload == b"one"
+        def op():
+            ex = obj.read_nowait()
+            assert ex is None or ex.payload == b"two", ex
+        trace = hook("_next_cycle", "_tailer.py")
+    """,
+    # the reader's mapping is shorter than the file another queue object grew
+    # (NEED_MAP -> _read_slow), and the excerpt read after the remap (_excerpt)
+    "tailer_need_map": """
+        writer = ac.open_queue(path, block_size=1 << 16)
+        w = writer.appender()
+        w.append(b"first")
+        q = ac.open_queue(path, block_size=1 << 16)
+        obj = q.tailer()
+        assert obj.read_nowait().payload == b"first"
+        for i in range(200):
+            w.append(bytes([i]) * 2000)
+        writer.close()
+        def op():
+            i = 0
+            while (ex := obj.read_nowait()) is not None:
+                assert ex.payload == bytes([i]) * 2000, (i, ex.payload[:8])
+                i += 1
+        trace = hook("_read_slow", "_tailer.py", when=lambda f: f.f_locals["n"] == NEED_MAP)
+    """,
+    "tailer_excerpt_after_map": """
+        writer = ac.open_queue(path, block_size=1 << 16)
+        w = writer.appender()
+        w.append(b"first")
+        q = ac.open_queue(path, block_size=1 << 16)
+        obj = q.tailer()
+        assert obj.read_nowait().payload == b"first"
+        for i in range(200):
+            w.append(bytes([i]) * 2000)
+        writer.close()
+        def op():
+            i = 0
+            while (ex := obj.read_nowait()) is not None:
+                assert ex.payload == bytes([i]) * 2000, (i, ex.payload[:8])
+                i += 1
+        trace = hook("_excerpt", "_tailer.py")
+    """,
+    # a backward read: the native read found the excerpt, _excerpt copies it
+    "tailer_excerpt_backward": """
+        q = ac.open_queue(path)
+        a = q.appender()
+        for i in range(3):
+            a.append(bytes([65 + i]) * 3000)
+        a.close()
+        obj = q.tailer(direction=ac.TailerDirection.BACKWARD)
+        def op():
+            ex = obj.read_nowait()
+            assert ex is None or ex.payload == b"C" * 3000, ex.payload[:8]
+        trace = hook("_excerpt", "_tailer.py")
+    """,
+    # an in-place document: the bytes are copied through the mapping
+    "document_write": """
+        q = ac.open_queue(path)
+        obj = q.appender()
+        obj.append(b"warm")
+        def op():
+            with obj.writing_document() as dc:
+                dc.write(b"a" * 100)
+                dc.write(b"b" * 100)
+        trace = hook("_doc_write", "_appender.py", line="ffi.memmove(")
+    """,
+    # a blocking read about to park: the close's wake-up must not be missed
+    # (the park would last its full 600 s; the child's deadline is 60 s)
+    "read_blocking_park": """
+        q = ac.open_queue(path)
+        a = q.appender()
+        a.append(b"x")
+        a.close()
+        obj = q.tailer(pauser=ac.Pauser.millis(600_000))
+        assert obj.read_nowait() is not None
+        op = lambda: obj.read_blocking(600)
+        trace = hook("_read_blocking", "_aio.py", line="seen = stop[0]")
+    """,
+}
+
+CLOSERS = {
+    # a SIGTERM handler closes: it runs on this thread, inside the call
+    "signal": """
+        def on_term(signum, frame):
+            (q if what == "queue" else obj).close()
+        signal.signal(signal.SIGTERM, on_term)
+        def fire():
+            fired.append(1)
+            signal.raise_signal(signal.SIGTERM)
+        outcome = []
+        sys.settrace(trace)
+        try:
+            outcome.append(op())
+        except ac.QueueClosedError:
+            outcome.append("closed")
+        finally:
+            sys.settrace(None)
+    """,
+    # another thread closes while this one waits at the point
+    "thread": """
+        go, done = threading.Event(), threading.Event()
+        def fire():
+            fired.append(1)
+            go.set()
+            assert done.wait(60)
+        def close_it():
+            assert go.wait(60)
+            (q if what == "queue" else obj).close()
+            done.set()
+        th = threading.Thread(target=close_it)
+        th.start()
+        outcome = []
+        sys.settrace(trace)
+        try:
+            outcome.append(op())
+        except ac.QueueClosedError:
+            outcome.append("closed")
+        finally:
+            sys.settrace(None)
+        th.join()
+    """,
+    # the call runs in a thread threading does not know; the main thread closes
+    "foreign": """
+        go, done, over = (_thread.allocate_lock() for _ in range(3))
+        for lk in (go, done, over):
+            lk.acquire()
+        def fire():
+            fired.append(1)
+            go.release()
+            done.acquire()
+        outcome = []
+        def body():
+            sys.settrace(trace)
+            try:
+                outcome.append(op())
+            except ac.QueueClosedError:
+                outcome.append("closed")
+            except BaseException as exc:
+                outcome.append(repr(exc))
+            finally:
+                sys.settrace(None)
+                over.release()
+        _thread.start_new_thread(body, ())
+        go.acquire()
+        assert threading.active_count() == 1  # the case this closer is about
+        (q if what == "queue" else obj).close()
+        done.release()
+        over.acquire()
+        assert len(outcome) == 1 and not str(outcome[0]).startswith(("<", "Assert")), outcome
+    """,
+}
+
+EPILOGUE = """
+    assert fired == [1], "the point was never reached"
+    if not q.closed:
+        # the queue still works after one of its objects closed under a call
+        n = q.appender().append(b"after")
+        t = q.tailer()
+        assert t.move_to_index(n) and t.read_nowait().payload == b"after"
+    q.close()
+    assert mapped() == 0, f"{mapped()} cycle file mapping(s) left after the close"
+    print("OK", outcome)
+"""
+
+
+def _params() -> list[tuple[str, str, str]]:
+    out = []
+    for case in CASES:
+        for closer in CLOSERS:
+            if case == "read_blocking_park" and closer != "signal":
+                continue  # threads: the closer waits for the park to end (_abort_wait)
+            for what in ("queue", "object"):
+                out.append((case, closer, what))
+    return out
+
+
+@pytest.mark.parametrize(("case", "closer", "what"), _params())
+def test_a_close_inside_a_call(case: str, closer: str, what: str, tmp_path: Path) -> None:
+    script = (PRELUDE + textwrap.dedent(CASES[case]) + textwrap.dedent(CLOSERS[closer])
+              + textwrap.dedent(EPILOGUE))
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "q"), closer, what],
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode < 0:
+        pytest.fail(f"the process died of {signal.Signals(-proc.returncode).name}: "
+                    f"{proc.stderr[-2000:]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("OK"), proc.stdout
