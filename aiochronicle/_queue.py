@@ -50,7 +50,7 @@ from ._settings import (
     metadata_header,
     options_from,
 )
-from ._store import CycleStore, create_or_open_store, open_store
+from ._store import CycleStore, create_or_open_store, creator_gone, open_store, unwritten_age
 from ._tablestore import TableStore
 from ._tailer import Tailer, _AckedNamedTailer, _AckedTailer, _NamedTailer
 from ._writelock import WriteLock, recover_dead_locks
@@ -529,7 +529,13 @@ class Queue(_Resource):
         earlier = [c for c in cs if c < cycle]
         return earlier[-1] if earlier else None
 
-    def _acquire_store(self, cycle: int, create: bool = False) -> CycleStore | None:
+    def _acquire_store(self, cycle: int, create: bool = False,
+                       wait: bool = False) -> CycleStore | None:
+        """The open store of ``cycle`` (one more holder: ``_release_store`` it),
+        or None when the cycle has no file or its header is not written.
+        Only ``create`` (an appender) and ``wait`` (an appender closing older
+        cycles) wait for a creator still writing a header; reads never wait.
+        """
         with self._lock:
             self._check_open()
             st = self._stores.get(cycle)
@@ -550,20 +556,28 @@ class Queue(_Resource):
                         return None
                     st = open_store(path, cycle, writable=writable, chunk=self.block_size,
                                     overlap=self._overlap, timeout=self.timeout,
-                                    roll_index=self._roll_index())
+                                    roll_index=self._roll_index(), wait=wait)
                     if st is None:
-                        # absent, or its creator died before finishing the header
-                        # (open_store waited `timeout`): remember the latter, so
-                        # tailers do not wait for it again (an appender that needs
-                        # the cycle moves the file aside and creates it anew)
-                        with contextlib.suppress(OSError):
-                            info = os.stat(path)
-                            self._dead_files[path] = (info.st_dev, info.st_ino)
+                        # absent, not written yet (nothing to read yet), or its
+                        # creator died before writing the header: remember the
+                        # latter, so it is not opened again (an appender that
+                        # needs the cycle moves the file aside and creates it anew)
+                        if creator_gone(path, self.timeout):
+                            with contextlib.suppress(OSError):
+                                info = os.stat(path)
+                                self._dead_files[path] = (info.st_dev, info.st_ino)
                         return None
                 self._stores[cycle] = st
                 self._store_event("on_acquired", st)
             st.refs += 1
             return st
+
+    def _cycle_pending(self, cycle: int) -> bool:
+        """``cycle``'s file is there without its header for less than
+        ``timeout`` seconds: its creator may still write it (a reader waits for
+        it rather than skip to a later cycle)."""
+        age = unwritten_age(self.cycle_path(cycle))
+        return age is not None and age < self.timeout
 
     def _roll_index(self) -> tuple[int, int]:
         """(index count, spacing) for cycle files without a header (libchronicle's)."""

@@ -410,6 +410,8 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
             self._use_store(st, cyc)
             self._position_at(cyc, seq)
             return True
+        if q._cycle_pending(cyc):
+            return False  # its header is not written yet: nothing to read yet
         nxt = q._next_cycle(cyc, 1)
         if nxt is None:
             return False
@@ -449,6 +451,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
             c.seq = seq
             n = _cq_read(c)
         if n < 0:
+            self._check()  # CQ_BAD_STATE: closed meanwhile
             raise CorruptQueueError("cannot read an indexed excerpt", st.path, pos)
         return self._excerpt(n)
 

@@ -148,6 +148,36 @@ SCENARIOS = {
             n = q.appender().append(b"after")
             assert q.tailer().move_to_index(n)
     """,
+    # a SIGTERM handler closes the queue (a common shutdown): it runs on the
+    # main thread, inside whatever read or append the signal interrupted
+    "signal_close": """
+        import os, signal
+        closing = []
+        signal.signal(signal.SIGTERM, lambda signum, frame: closing[0].close())
+        for trial in range(30):
+            q = ac.open_queue(path)
+            closing[:] = [q]
+            t = q.tailer(direction=ac.TailerDirection.BACKWARD if trial % 3 == 2
+                         else ac.TailerDirection.FORWARD)
+            a = q.appender()
+            ready = threading.Event()
+            killer = threading.Thread(
+                target=lambda: ready.wait(120) and os.kill(os.getpid(), signal.SIGTERM))
+            killer.start()
+            goal, n = 1 + 41 * trial, 0
+            try:
+                while True:
+                    n += 1
+                    if n == goal:
+                        ready.set()
+                    if n % 5 == 0:
+                        a.append(LARGE)
+                    elif t.read_nowait() is None:
+                        t.to_start()
+            except ac.QueueClosedError:
+                pass
+            killer.join()
+    """,
     # an async tailer on the loop thread; the queue closed from a plain thread
     # (the last trials close once everything is read: while the tailer spins)
     "async_close": """
