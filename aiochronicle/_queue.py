@@ -50,7 +50,14 @@ from ._settings import (
     metadata_header,
     options_from,
 )
-from ._store import CycleStore, create_or_open_store, creator_gone, open_store, unwritten_age
+from ._store import (
+    CycleStore,
+    create_or_open_store,
+    creator_gone,
+    first_word,
+    open_store,
+    unwritten_age,
+)
 from ._tablestore import TableStore
 from ._tailer import Tailer, _AckedNamedTailer, _AckedTailer, _NamedTailer
 from ._writelock import WriteLock, recover_dead_locks
@@ -64,18 +71,10 @@ __all__ = ["Queue", "is_queue_dir", "open_existing_queue", "open_queue"]
 def _still_dead(path: str, dead: tuple[int, int]) -> bool:
     """True if ``path`` is still the file found half-created earlier, its header
     still unfinished (a cheap look, not another wait of ``timeout``)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+    got = first_word(path)
+    if got is None or (got[0].st_dev, got[0].st_ino) != dead:
         return False
-    try:
-        info = os.fstat(fd)
-        if (info.st_dev, info.st_ino) != dead:
-            return False
-        word = int.from_bytes(os.pread(fd, 4, 0).ljust(4, b"\0"), "little")
-        return word == 0 or bool(word & HDR_NOT_COMPLETE)
-    finally:
-        os.close(fd)
+    return got[1] == 0 or bool(got[1] & HDR_NOT_COMPLETE)
 
 
 

@@ -19,8 +19,8 @@ from ._native import HDR_LENGTH_MASK as LENGTH_MASK
 from ._rollcycles import cycle_shift_for
 from ._wire import Document, WireError, WireWriter, parse_document
 
-__all__ = ["CycleStore", "StoreLayout", "create_or_open_store", "creator_gone", "open_store",
-           "store_image", "unwritten_age"]
+__all__ = ["CycleStore", "StoreLayout", "create_or_open_store", "creator_gone", "first_word",
+           "open_store", "store_image", "unwritten_age"]
 
 MAX_HEADER = 1 << 20
 #: in a file without an index, a seek walks at most this many excerpts
@@ -333,6 +333,15 @@ def unwritten_age(path: str) -> float | None:
     place): a file still without one ``timeout`` seconds on lost its creator.
     A look with ``pread``, no mapping, no wait.
     """
+    got = first_word(path)
+    if got is None or _header_written(got[1]):
+        return None
+    return max(0.0, time.time() - got[0].st_mtime)
+
+
+def first_word(path: str) -> tuple[os.stat_result, int] | None:
+    """(status, first header word) of the regular file at ``path``, read with
+    ``pread`` (no mapping); None when there is none or it cannot be read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
@@ -341,12 +350,11 @@ def unwritten_age(path: str) -> float | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return None
-        word = int.from_bytes(os.pread(fd, 4, 0).ljust(4, b"\0"), "little")
+        return info, int.from_bytes(os.pread(fd, 4, 0).ljust(4, b"\0"), "little")
+    except OSError:
+        return None
     finally:
         os.close(fd)
-    if _header_written(word):
-        return None
-    return max(0.0, time.time() - info.st_mtime)
 
 
 def creator_gone(path: str, timeout: float) -> bool:

@@ -55,7 +55,37 @@ PRELUDE = textwrap.dedent("""
             fire()
             return None
         return tracer
+
+    outcome = []
+
+    def run_op():
+        # op() on this thread with the trace on: its value, or "closed"
+        sys.settrace(trace)
+        try:
+            outcome.append(op())
+        except ac.QueueClosedError:
+            outcome.append("closed")
+        finally:
+            sys.settrace(None)
 """)
+
+# a reader whose mapping is shorter than the file another queue object grew
+GROWN = """
+    writer = ac.open_queue(path, block_size=1 << 16)
+    w = writer.appender()
+    w.append(b"first")
+    q = ac.open_queue(path, block_size=1 << 16)
+    obj = q.tailer()
+    assert obj.read_nowait().payload == b"first"
+    for i in range(200):
+        w.append(bytes([i]) * 2000)
+    writer.close()
+    def op():
+        i = 0
+        while (ex := obj.read_nowait()) is not None:
+            assert ex.payload == bytes([i]) * 2000, (i, ex.payload[:8])
+            i += 1
+"""
 
 # what each case sets up: `q` (closed by the "queue" cases), `obj` (closed by
 # the "object" cases), `op()` (the call that is interrupted) and `trace` (where)
@@ -85,40 +115,12 @@ CASES = {
     """,
     # the reader's mapping is shorter than the file another queue object grew
     # (NEED_MAP -> _read_slow), and the excerpt read after the remap (_excerpt)
-    "tailer_need_map": """
-        writer = ac.open_queue(path, block_size=1 << 16)
-        w = writer.appender()
-        w.append(b"first")
-        q = ac.open_queue(path, block_size=1 << 16)
-        obj = q.tailer()
-        assert obj.read_nowait().payload == b"first"
-        for i in range(200):
-            w.append(bytes([i]) * 2000)
-        writer.close()
-        def op():
-            i = 0
-            while (ex := obj.read_nowait()) is not None:
-                assert ex.payload == bytes([i]) * 2000, (i, ex.payload[:8])
-                i += 1
-        trace = hook("_read_slow", "_tailer.py", when=lambda f: f.f_locals["n"] == NEED_MAP)
-    """,
-    "tailer_excerpt_after_map": """
-        writer = ac.open_queue(path, block_size=1 << 16)
-        w = writer.appender()
-        w.append(b"first")
-        q = ac.open_queue(path, block_size=1 << 16)
-        obj = q.tailer()
-        assert obj.read_nowait().payload == b"first"
-        for i in range(200):
-            w.append(bytes([i]) * 2000)
-        writer.close()
-        def op():
-            i = 0
-            while (ex := obj.read_nowait()) is not None:
-                assert ex.payload == bytes([i]) * 2000, (i, ex.payload[:8])
-                i += 1
-        trace = hook("_excerpt", "_tailer.py")
-    """,
+    "tailer_need_map": GROWN + """
+    trace = hook("_read_slow", "_tailer.py", when=lambda f: f.f_locals["n"] == NEED_MAP)
+""",
+    "tailer_excerpt_after_map": GROWN + """
+    trace = hook("_excerpt", "_tailer.py")
+""",
     # a backward read: the native read found the excerpt, _excerpt copies it
     "tailer_excerpt_backward": """
         q = ac.open_queue(path)
@@ -166,14 +168,7 @@ CLOSERS = {
         def fire():
             fired.append(1)
             signal.raise_signal(signal.SIGTERM)
-        outcome = []
-        sys.settrace(trace)
-        try:
-            outcome.append(op())
-        except ac.QueueClosedError:
-            outcome.append("closed")
-        finally:
-            sys.settrace(None)
+        run_op()
     """,
     # another thread closes while this one waits at the point
     "thread": """
@@ -188,14 +183,7 @@ CLOSERS = {
             done.set()
         th = threading.Thread(target=close_it)
         th.start()
-        outcome = []
-        sys.settrace(trace)
-        try:
-            outcome.append(op())
-        except ac.QueueClosedError:
-            outcome.append("closed")
-        finally:
-            sys.settrace(None)
+        run_op()
         th.join()
     """,
     # the call runs in a thread threading does not know; the main thread closes
@@ -207,17 +195,12 @@ CLOSERS = {
             fired.append(1)
             go.release()
             done.acquire()
-        outcome = []
         def body():
-            sys.settrace(trace)
             try:
-                outcome.append(op())
-            except ac.QueueClosedError:
-                outcome.append("closed")
+                run_op()
             except BaseException as exc:
                 outcome.append(repr(exc))
             finally:
-                sys.settrace(None)
                 over.release()
         _thread.start_new_thread(body, ())
         go.acquire()
@@ -264,3 +247,33 @@ def test_a_close_inside_a_call(case: str, closer: str, what: str, tmp_path: Path
                     f"{proc.stderr[-2000:]}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("OK"), proc.stdout
+
+
+def test_closing_while_a_document_grows_its_claim_lets_the_lock_go(tmp_path: Path) -> None:
+    """A document's writer grows its claim in two steps (the header CAS, then
+    the length it records); a close from another thread between the two must
+    still turn the slot into padding and release the write lock (it found the
+    header changed and kept the lock for good: every other writer then timed
+    out, 1 run in 50 of the close-race test)."""
+    import aiochronicle as ac
+    from aiochronicle._native import HDR_EOF, UNLOCKED
+
+    with ac.open_queue(tmp_path / "q", lock_timeout=0.5) as q:
+        a = q.appender()
+        a.append(b"warm")
+        dc = a.writing_document()
+        dc.write(b"x" * 10)
+        pos, claim = int(a._c.doc_pos), int(a._c.doc_claim)
+        st = a._store
+        assert st is not None
+        # the owner's cq_doc_ensure halfway through growing to claim + 100
+        assert st.file.cas32(pos, HDR_EOF | claim, HDR_EOF | (claim + 100))
+        a.close()  # (as Queue.close from another thread would: the owner is mid-document)
+        assert q.table_store_get("chronicle.write.lock") == UNLOCKED
+        with pytest.raises(ac.QueueClosedError):
+            dc.write(b"y")
+        dc.close(rollback=True)
+        n = q.appender().append(b"after")
+        t = q.tailer()
+        assert t.move_to_index(n) and t.read_nowait().payload == b"after"  # type: ignore[union-attr]
+        assert [ex.payload for ex in q.tailer()] == [b"warm", b"after"]
