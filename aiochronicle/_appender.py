@@ -156,6 +156,11 @@ class Appender(HotAppender, _Resource):
     def _let_go(self) -> None:
         """Release the cycle file: on close with no call in flight, else when
         the last one leaves (``native/hot.c``)."""
+        c = self._c
+        if c.doc_open:
+            # a document begun while the close ran (its begin was waiting for
+            # the lock): end it as _detach does, while the file is still held
+            lib.cq_doc_abandon(c)
         st, self._store = self._store, None
         # no native call runs now and none will touch the store again (the
         # closed flag comes first): the struct lets go of it too

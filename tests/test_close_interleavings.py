@@ -16,13 +16,11 @@ Each case runs in a child process, so a segfault fails its test only.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from test_close_race import run_script
 
 PRELUDE = textwrap.dedent("""
     import _thread, gc, linecache, signal, sys, threading
@@ -240,13 +238,7 @@ def _params() -> list[tuple[str, str, str]]:
 def test_a_close_inside_a_call(case: str, closer: str, what: str, tmp_path: Path) -> None:
     script = (PRELUDE + textwrap.dedent(CASES[case]) + textwrap.dedent(CLOSERS[closer])
               + textwrap.dedent(EPILOGUE))
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "q"), closer, what],
-                          capture_output=True, text=True, timeout=60)
-    if proc.returncode < 0:
-        pytest.fail(f"the process died of {signal.Signals(-proc.returncode).name}: "
-                    f"{proc.stderr[-2000:]}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.startswith("OK"), proc.stdout
+    run_script(script, str(tmp_path / "q"), closer, what, timeout=60)
 
 
 def test_closing_while_a_document_grows_its_claim_lets_the_lock_go(tmp_path: Path) -> None:
@@ -277,3 +269,61 @@ def test_closing_while_a_document_grows_its_claim_lets_the_lock_go(tmp_path: Pat
         t = q.tailer()
         assert t.move_to_index(n) and t.read_nowait().payload == b"after"  # type: ignore[union-attr]
         assert [ex.payload for ex in q.tailer()] == [b"warm", b"after"]
+
+
+def test_a_close_while_a_document_waits_for_the_lock(tmp_path: Path) -> None:
+    """A document begun while its appender is closed from another thread: the
+    close finds no document open yet (the writer is waiting for the write lock
+    inside the native begin), the begin then succeeds, and the last call out
+    must end that document (padding, lock released) before it lets the cycle
+    file go; a rollback on the let-go file was a segfault."""
+    script = textwrap.dedent("""
+        import dis, sys, threading, time
+        import aiochronicle as ac
+
+        with ac.open_queue(sys.argv[1]) as q:
+            holder, a = q.appender(), q.appender()
+            holder.append(b"warm")
+            a.append(b"warm")
+            a._c.lock_spin_ns = 600 * 10**9  # waits for the lock inside cq_doc_begin
+            held = holder.writing_document()  # holds the write lock
+            held.write(b"held")
+            outcome = []
+            def write():
+                try:
+                    with a.writing_document() as dc:
+                        dc.write(b"never")
+                    outcome.append("written")
+                except ac.QueueClosedError:
+                    outcome.append("closed")
+            # a handshake by looking: the writer's frame stands at the call of
+            # cq_doc_begin while its thread burns 50 ms of CPU: it spins for
+            # the lock in there, past the closed check (the lock is held here,
+            # so the call cannot have returned)
+            code = ac.Appender.writing_document.__wrapped__.__code__
+            ins = list(dis.get_instructions(code))
+            at = next(i for i, x in enumerate(ins) if x.argval == "cq_doc_begin")
+            call = next(x.offset for x in ins[at:] if x.opname == "CALL")
+            th = threading.Thread(target=write)
+            th.start()
+            clock, since = time.pthread_getcpuclockid(th.ident), None
+            while True:
+                f = sys._current_frames().get(th.ident)
+                if f is None or f.f_code is not code or f.f_lasti != call:
+                    since = None
+                elif since is None:
+                    since = time.clock_gettime_ns(clock)
+                elif time.clock_gettime_ns(clock) - since > 50_000_000:
+                    break
+                assert th.is_alive()
+            a.close()
+            held.close()  # commits, lets the lock go: the begin goes on
+            th.join()
+            assert outcome == ["closed"], outcome
+            n = q.appender().append(b"after")
+            t = q.tailer()
+            assert t.move_to_index(n) and t.read_nowait().payload == b"after"
+            assert [ex.payload for ex in q.tailer()] == [b"warm", b"warm", b"held", b"after"]
+        print("OK")
+    """)
+    run_script(script, str(tmp_path / "q"), timeout=60)

@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 
 PRELUDE = textwrap.dedent("""
-    import asyncio, sys, threading
+    import asyncio, faulthandler, sys, threading
     import aiochronicle as ac
+
+    faulthandler.enable(all_threads=True)  # a crash shows every thread's stack
 
     path = sys.argv[1]
     # The busy loops below hold the GIL but for one short native call every
@@ -213,13 +215,21 @@ def test_closing_under_load_never_crashes(scenario: str, tmp_path: Path) -> None
         assert not unexpected, unexpected
         print("OK")
     """)
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "q")],
-                          capture_output=True, text=True, timeout=300)
+    run_script(script, str(tmp_path / "q"), timeout=300)
+
+
+def run_script(script: str, *args: str, timeout: float) -> str:
+    """Run ``script`` in a child process; fail with the signal that killed it
+    (and every thread's stack, from faulthandler), or with its error, unless
+    it ends by printing OK.  Returns what it printed."""
+    proc = subprocess.run([sys.executable, "-c", script, *args],
+                          capture_output=True, text=True, timeout=timeout)
     if proc.returncode < 0:
         pytest.fail(f"the process died of {signal.Signals(-proc.returncode).name}: "
-                    f"{proc.stderr[-2000:]}")
+                    f"{proc.stderr[-6000:]}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().endswith("OK"), proc.stdout
+    assert proc.stdout.strip().endswith("OK") or proc.stdout.startswith("OK"), proc.stdout
+    return proc.stdout
 
 
 def test_a_closed_tailer_keeps_its_mapping_until_it_is_gone(tmp_path: Path) -> None:
