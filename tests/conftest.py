@@ -1,8 +1,8 @@
 """Shared pytest fixtures.
 
-Golden data written by Java Chronicle Queue lives outside the repository, in
-``../shared/fixtures/java`` (see its README.md).  It is read-only: tests copy or
-extract what they need into ``tmp_path`` and never write there.
+Golden data written by Java Chronicle Queue lives in ``tests/fixtures/java`` (its
+README.md says what wrote each file and how).  Tests copy or extract what they need
+into ``tmp_path`` and never write there.
 """
 
 from __future__ import annotations
@@ -17,14 +17,13 @@ import pytest
 # interop/jvm.py builds and runs the Java interop programs (tests/test_java_live.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
 
-JAVA_FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "java"
+JAVA_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "java"
 
 
 @pytest.fixture(scope="session")
 def java_fixtures() -> Path:
-    """The directory of Java-written golden queues; skips the test if it is absent."""
-    if not JAVA_FIXTURES.is_dir():
-        pytest.skip(f"Java fixtures not found at {JAVA_FIXTURES}")
+    """The directory of Java-written golden queues (part of the repository)."""
+    assert (JAVA_FIXTURES / "README.md").is_file(), f"Java fixtures missing at {JAVA_FIXTURES}"
     return JAVA_FIXTURES
 
 
@@ -47,8 +46,7 @@ def extract_fixture(java_fixtures: Path, tmp_path: Path, _extracted_fixtures: di
 
     def extract(name: str, subdir: str | None = None) -> Path:
         archive = java_fixtures / name
-        if not archive.is_file():
-            pytest.skip(f"Java fixture {archive} not found")
+        assert archive.is_file(), f"no Java fixture {archive}"
         pristine = _extracted_fixtures.get(name)
         if pristine is None:
             pristine = tmp_path_factory.mktemp("java-fixture")

@@ -192,8 +192,7 @@ def test_suite_passes_against_the_installed_wheel(fresh_venv: tuple[Path, str],
     for name in (*INSTALLED_SUITE, *SUITE_HELPERS):
         shutil.copy(ROOT / "tests" / name, run / "tests" / name)
     (run / "tests" / "test_installed.py").write_text(INSTALLED_CHECK)
-    # conftest.py finds Java's fixtures at ../../shared from its own directory
-    (tmp_path / "shared").symlink_to(ROOT.parent / "shared")
+    shutil.copytree(ROOT / "tests" / "fixtures", run / "tests" / "fixtures")
     (run / "pytest.ini").write_text(
         "[pytest]\naddopts = -ra --strict-markers -p no:cacheprovider\n"
         "asyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
