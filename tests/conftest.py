@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from skips import listed, under_ci
 
 # interop/jvm.py builds and runs the Java interop programs (tests/test_java_live.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
@@ -61,3 +62,42 @@ def extract_fixture(java_fixtures: Path, tmp_path: Path, _extracted_fixtures: di
         return dest
 
     return extract
+
+
+# --------------------------------------------------------------------------
+# skips: only for a reason tests/skips.py names; under CI any other fails the run
+# --------------------------------------------------------------------------
+
+_UNLISTED_SKIPS: list[str] = []
+
+
+def _note_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    if not listed(reason):
+        _UNLISTED_SKIPS.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _note_skip(report)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _note_skip(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _UNLISTED_SKIPS:
+        verdict = "fail this CI run" if under_ci() else "would fail a CI run"
+        terminalreporter.section(f"skips for reasons tests/skips.py does not name ({verdict})")
+        for line in _UNLISTED_SKIPS:
+            terminalreporter.line(line)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _UNLISTED_SKIPS and under_ci() and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
