@@ -16,10 +16,12 @@ looks up modules named ``pyspark_*`` that define ``DefaultSource``.
 micro-batches to a callback as Arrow tables or DataFrames.
 
 Reads run in the JVM when Spark can load ``aiochronicle-spark.jar`` (shipped in
-the wheel, see :func:`jar_path`): the raw columns are read there, from cycle files
-reached through Hadoop's FileSystem API, and so are msgpack structs and method
-calls of scalar fields; other decoded columns, other schemas and writing are
-served by the Python data source, chosen automatically.
+the sdist and the wheel, see :func:`jar_path`): the raw columns are read there, from
+cycle files reached through Hadoop's FileSystem API, and so are msgpack structs and
+method calls of scalar fields; other decoded columns, other schemas and writing are
+served by the Python data source, chosen automatically.  When the JVM reader cannot
+be used, :func:`register` warns once with the reason (:class:`JvmReaderWarning`) and
+``option("engine", "jvm")`` fails with it.
 
 Nothing here is imported by ``import aiochronicle``; PySpark and PyArrow are
 imported when this package's members are first used.
@@ -27,8 +29,10 @@ imported when this package's members are first used.
 
 from __future__ import annotations
 
-from pathlib import Path
+import warnings
 from typing import TYPE_CHECKING, Any
+
+from ._jar import JVM_SOURCE, NO_JAR, jar_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,15 +55,13 @@ __all__ = [
     "CommitMessage",
     "Feeder",
     "FeederStatistics",
+    "JvmReaderWarning",
     "PythonChronicleDataSource",
     "committed_batch",
     "jar_path",
     "jvm_reader_loaded",
     "register",
 ]
-
-JVM_SOURCE = "io.aiochronicle.spark.ChronicleSource"
-"""The JVM data source's class (``format("chronicle")`` when its jar is loaded)."""
 
 _WHERE = {
     "ChronicleDataSource": "_source",
@@ -75,12 +77,12 @@ _WHERE = {
 }
 
 
-def jar_path() -> Path | None:
-    """The JVM reader's jar shipped in this package, or None if it was not built
-    (no ``javac`` where the wheel was built).  Give it to Spark before the session
-    starts: ``.config("spark.jars", str(jar_path()))`` or ``spark-submit --jars``."""
-    jar = Path(__file__).resolve().parent / "aiochronicle-spark.jar"
-    return jar if jar.is_file() else None
+class JvmReaderWarning(UserWarning):
+    """:func:`register` could not give the session the JVM reader (the message says
+    why): ``format("chronicle")`` reads with the Python data source."""
+
+
+_warned: list[str] = []  # the reason register() warned with, once per process
 
 
 def jvm_reader_loaded(spark: SparkSession) -> bool:
@@ -90,23 +92,47 @@ def jvm_reader_loaded(spark: SparkSession) -> bool:
     return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(JVM_SOURCE))
 
 
+def _load_jvm_reader(spark: SparkSession) -> str | None:
+    """Load the JVM reader into ``spark`` unless it is there; None, or why it cannot."""
+    try:
+        if jvm_reader_loaded(spark):
+            return None
+    except Exception as e:  # a Spark Connect session has no JVM in this process
+        return (f"this session's JVM cannot be reached from Python ({type(e).__name__}); "
+                "start its Spark with spark.jars set to aiochronicle.spark.jar_path()")
+    jar = jar_path()
+    if jar is None:
+        return NO_JAR
+    try:
+        spark.sql(f"ADD JAR '{jar}'")
+    except Exception as e:
+        return f"Spark refused ADD JAR '{jar}': {e}"
+    if not jvm_reader_loaded(spark):
+        return f"Spark added {jar} but cannot load {JVM_SOURCE} from it"
+    return None
+
+
 def register(spark: SparkSession) -> None:
     """Register ``format("chronicle")`` with ``spark`` (idempotent).
 
     When the session's JVM holds the JVM reader (its jar in ``spark.jars``; else
-    it is added now with ``ADD JAR`` if this package carries it), that reader is
-    ``chronicle`` and the Python data source is registered as ``chronicle_python``
-    for what the JVM hands to it; otherwise the Python data source is ``chronicle``.
+    it is added now with ``ADD JAR``), that reader is ``chronicle`` and the Python
+    data source is registered as ``chronicle_python`` for what the JVM hands to
+    it.  Otherwise the Python data source is ``chronicle``, and the first such
+    call in a process warns with the reason (:class:`JvmReaderWarning`).
     """
     from ._source import ChronicleDataSource, PythonChronicleDataSource
 
-    jar = jar_path()
-    if not jvm_reader_loaded(spark) and jar is not None:
-        spark.sql(f"ADD JAR '{jar}'")
-    if jvm_reader_loaded(spark):
+    problem = _load_jvm_reader(spark)
+    if problem is None:
         spark.dataSource.register(PythonChronicleDataSource)
-    else:
-        spark.dataSource.register(ChronicleDataSource)
+        return
+    spark.dataSource.register(ChronicleDataSource)
+    if not _warned:
+        _warned.append(problem)
+        warnings.warn(f"aiochronicle.spark: the JVM reader cannot be used: {problem}. "
+                      "format('chronicle') reads with the Python data source, and "
+                      "option('engine', 'jvm') fails", JvmReaderWarning, stacklevel=2)
 
 
 def __getattr__(name: str) -> Any:
