@@ -27,6 +27,9 @@ from skips import skip_unless
 
 NATIVE = Path(__file__).resolve().parents[1] / "native"
 
+# the native sources and a C compiler
+pytestmark = pytest.mark.checkout
+
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                      "invariant failed", "SUMMARY: UndefinedBehaviorSanitizer")
