@@ -28,10 +28,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 JAR = "aiochronicle/spark/aiochronicle-spark.jar"
-# what the installed-package run needs beside tests/: the examples, benchmarks, docs and
-# Java interop programs the tests run or read, and pyproject.toml for pytest's settings
-COPIED = ("tests", "examples", "bench", "docs", "interop", "README.md", "CHANGELOG.md",
-          "mkdocs.yml", "pyproject.toml", "LICENSE")
+# what the installed-package run needs beside tests/: the examples, benchmarks, docs (and
+# scripts/, for the docs site's griffe extension) and Java interop programs the tests run
+# or read, and pyproject.toml for pytest's settings
+COPIED = ("tests", "examples", "bench", "docs", "interop", "scripts", "README.md",
+          "CHANGELOG.md", "mkdocs.yml", "pyproject.toml", "LICENSE")
 # C compilers (and their target-prefixed names) left off the venv's PATH
 COMPILER = re.compile(r"^(.*-)?(cc|c\+\+|c89|c99|gcc|g\+\+|cpp|clang|clang\+\+|tcc)(-[\d.]+)?$")
 
