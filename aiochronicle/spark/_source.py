@@ -83,14 +83,15 @@ def shared_queue(path: str) -> Queue:
         return q
 
 
-def check_engine(options: Mapping[str, str]) -> None:
+def check_engine(options: Mapping[str, str], *, reading: bool) -> None:
     """The ``engine`` option as the Python data source sees it: ``auto`` and ``python``
-    are served here; ``jvm`` reaches it only when the JVM reader is not serving
-    ``format("chronicle")``, and fails saying why."""
+    are read here; a read with ``jvm`` reaches it only when the JVM reader is not
+    serving ``format("chronicle")``, and fails saying why.  (The JVM reader asks this
+    source for the schema of decoded columns whatever the engine: ``reading`` False.)"""
     engine = norm_options(options).get("engine", "auto").strip().lower()
     if engine not in ("auto", "jvm", "python"):
         raise ValueError(f"option engine must be auto, jvm or python, not {engine!r}")
-    if engine == "jvm":
+    if engine == "jvm" and reading:
         raise ValueError(f"option engine=jvm: the JVM reader is not serving this read: "
                          f"{not_serving()}")
 
@@ -412,7 +413,7 @@ class ChronicleDataSource(DataSource):
 
     def schema(self) -> StructType:
         """The default columns for the options given (see ``docs/spark.md``)."""
-        check_engine(self.options)
+        check_engine(self.options, reading=False)
         return Layout(self.options).schema
 
     def _user_schema(self, schema: StructType) -> bool:
@@ -420,12 +421,12 @@ class ChronicleDataSource(DataSource):
 
     def reader(self, schema: StructType) -> ChronicleReader:
         """Spark callback: a batch reader for ``spark.read``."""
-        check_engine(self.options)
+        check_engine(self.options, reading=True)
         return ChronicleReader(self.options, schema, self._user_schema(schema))
 
     def streamReader(self, schema: StructType) -> ChronicleStreamReader:
         """Spark callback: a streaming reader for ``spark.readStream``."""
-        check_engine(self.options)
+        check_engine(self.options, reading=True)
         return ChronicleStreamReader(self.options, schema, self._user_schema(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> ChronicleWriter:
