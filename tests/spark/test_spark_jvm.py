@@ -352,25 +352,169 @@ def test_structs_the_jvm_does_not_decode_go_to_python(spark: Any, tmp_path: Path
     assert df.collect()[0]["seq"] == 3
 
 
-def test_a_length_past_the_end_of_the_file_ends_the_read(spark: Any, tmp_path: Path) -> None:
-    """A corrupt header claiming ~1 GiB past the end of the file: the JVM reader
-    stops there (no huge allocation, no hang) and returns the excerpts before it."""
+def _headers(cycle_file: Path) -> list[tuple[int, int]]:
+    """(position, header word) of every document of a cycle file, in order."""
+    out = []
+    with open(cycle_file, "rb") as f:
+        pos = 0
+        f.seek(pos)
+        while (word := int.from_bytes(f.read(4), "little")) not in (0, 0xC0000000):
+            out.append((pos, word))
+            pos = (pos + 4 + (word & 0x3FFFFFFF) + 3) & ~3
+            f.seek(pos)
+    return out
+
+
+def _put32(cycle_file: Path, pos: int, value: int, size: int = 4) -> None:
+    with open(cycle_file, "r+b") as f:
+        f.seek(pos)
+        f.write(value.to_bytes(size, "little"))
+
+
+def _both_fail(spark: Any, path: Path, message: str) -> None:
+    """The library, the JVM reader and the Python data source all refuse the queue,
+    each with its named error."""
+    with pytest.raises(ac.CorruptQueueError, match=message):
+        tailed(path)
+    for engine in ("jvm", "python"):
+        df = spark.read.format("chronicle").option("engine", engine).load(str(path))
+        with pytest.raises(Exception, match=message) as err:
+            df.collect()
+        name = "CorruptQueueException" if engine == "jvm" else "CorruptQueueError"
+        assert name in str(err.value)
+
+
+@pytest.mark.parametrize("which", ["last", "middle"])
+def test_a_length_past_the_end_of_the_file_is_a_named_error(spark: Any, tmp_path: Path,
+                                                            which: str) -> None:
+    """A complete header claiming ~1 GiB past the end of the file: the JVM reader
+    allocates nothing from it and fails with CorruptQueueException, where the
+    library raises CorruptQueueError (no rows silently dropped after it)."""
     path = tmp_path / "q"
     with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
         a = q.appender()
         for i in range(5):
             a.append(f"e{i}".encode())
-    written = tailed(path)
     (cycle_file,) = path.glob("*.cq4")
-    with open(cycle_file, "r+b") as f:
-        pos = 0
-        while (word := int.from_bytes(f.read(4), "little")) != 0:
-            pos = (pos + 4 + (word & 0x3FFFFFFF) + 3) & ~3
-            f.seek(pos)
-        f.seek(pos)
-        f.write((0x3FFFFFF0).to_bytes(4, "little"))  # a complete data header, far too long
-    got = rows(spark.read.format("chronicle").option("engine", "jvm").load(str(path)))
-    assert [(r[0], r[3]) for r in got] == written
+    data = [pos for pos, word in _headers(cycle_file) if not word & 0x40000000]
+    end = data[-1] + 8
+    _put32(cycle_file, end if which == "last" else data[2], 0x3FFFFFF0)
+    _both_fail(spark, path, "runs past the end of the file")
+
+
+def test_a_shortened_length_that_hides_excerpts_is_a_named_error(spark: Any,
+                                                                 tmp_path: Path) -> None:
+    """A damaged length that leads the walk into unwritten bytes before the last
+    excerpt the header records: an error, not a queue that seems to end there."""
+    path = tmp_path / "q"
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        a = q.appender()
+        for i in range(6):
+            a.append(bytes([65 + i]) + bytes(60))
+    (cycle_file,) = path.glob("*.cq4")
+    data = [pos for pos, word in _headers(cycle_file) if not word & 0x40000000]
+    _put32(cycle_file, data[2], 8)  # lands in the zeros of its own payload
+    _both_fail(spark, path, "corrupt excerpt header")
+
+
+def _index_pages(cycle_file: Path) -> tuple[int, list[tuple[int, int]]]:
+    """The position of the index2index document, and of each index page in order:
+    (the page's header, its values[0])."""
+    docs = [pos for pos, word in _headers(cycle_file) if word & 0x40000000][1:]
+    raw = cycle_file.read_bytes()
+    return docs[0], [(pos, raw.index(b"\x8d", pos + 4) + 17) for pos in docs[1:]]
+
+
+def test_a_corrupt_index_is_skipped_never_trusted(spark: Any, tmp_path: Path) -> None:
+    """Index entries that do not check out (pointing past the end of the file, at
+    metadata, off the 4-byte grid, or at a "page" claiming ~1 GiB) are skipped, as the
+    library skips them: the reader walks from an earlier entry and returns every row,
+    allocating nothing sized from the damage."""
+    path = tmp_path / "q"
+    _many_index_pages(path)  # 32 slots of 4 excerpts a page: page p slot k is 128p + 4k
+    (cycle_file,) = path.glob("*.cq4")
+    i2i, pages = _index_pages(cycle_file)
+    size = cycle_file.stat().st_size
+    data = [pos for pos, word in _headers(cycle_file) if not word & 0x40000000]
+    bomb = data[504] + 4  # inside a payload of 20 bytes, off the walk
+    _put32(cycle_file, bomb, 0x40000000 | 0x3FFFFFF0)
+    expected = tailed(path)
+    # partitions of 37 start at 296 (page 2 slot 10), 333 (2, 19), 444 (3, 15), 703 (5, 15)
+    _put32(cycle_file, pages[2][1] + 8 * 10, size + 4096, 8)     # past the end of the file
+    _put32(cycle_file, pages[2][1] + 8 * 19, i2i, 8)             # at a metadata document
+    raw = cycle_file.read_bytes()
+    i2i_values = raw.index(b"\x8d", i2i + 4) + 17
+    _put32(cycle_file, i2i_values + 8 * 5, bomb, 8)              # page 5: ~1 GiB
+    for options in ({}, {"partitionSize": "37"}):
+        jvm, py = both(spark, path, **options)
+        assert jvm == py and [(r[0], r[3]) for r in jvm] == expected
+
+    def jvm_rows() -> list[tuple[int, bytes]]:
+        df = (spark.read.format("chronicle").option("engine", "jvm")
+              .option("partitionSize", "37").load(str(path)))
+        return [(r[0], r[3]) for r in rows(df)]
+
+    # off the 4-byte grid (the library takes this one and then fails on what it finds)
+    _put32(cycle_file, pages[3][1] + 8 * 15, pages[3][1] + 1, 8)
+    assert jvm_rows() == expected
+    at = raw.index(b"index2Index")
+    _put32(cycle_file, raw.index(b"\xa7", at) + 1, bomb, 8)     # index2index: ~1 GiB
+    assert jvm_rows() == expected
+
+
+def _libchronicle_queue(path: Path, n: int) -> list[tuple[int, bytes]]:
+    """``n`` excerpts in the layout libchronicle writes, over three hourly cycles with
+    an hour without a file between the second and the third."""
+    from libchronicle_format import LibchronicleStyleWriter, text_payload
+
+    first = 18949 * 24
+    w = LibchronicleStyleWriter(path, "yyyyMMdd-HH'F'", 3_600_000, first, "%Y%m%d-%HF")
+    written = []
+    try:
+        for i in range(n):
+            cycle = first + (0 if i < n // 2 else 1 if i < n - 40 else 3)
+            payload = text_payload(f"t{i}") if i % 3 == 0 else b"r%d" % i * (i % 9 + 1)
+            written.append((w.append(payload, cycle), payload))
+    finally:
+        w.close()
+    return written
+
+
+@pytest.mark.parametrize("options", [{}, {"partitionSize": "97", "includeMetadata": "true"},
+                                     {"startIndex": "SEQ333", "endIndex": "SEQ-20"}])
+def test_libchronicle_queues_read_the_same(spark: Any, tmp_path: Path,
+                                           options: dict[str, str]) -> None:
+    """Cycle files without a header document or index (libchronicle's): the JVM
+    reader walks them from offset 0 and returns the library's rows."""
+    path = tmp_path / "lcq"
+    written = _libchronicle_queue(path, 1000)
+    assert tailed(path) == written
+    idx = [i for i, _ in written]
+    opts = {k: str(idx[int(v[3:])]) if v.startswith("SEQ") else v for k, v in options.items()}
+    jvm, py = both(spark, path, **opts)
+    assert jvm == py
+    if not opts:
+        assert [(r[0], r[3]) for r in jvm] == written
+        stream = (spark.readStream.format("chronicle").option("engine", "jvm").load(str(path))
+                  .writeStream.format("memory").queryName("lcq").trigger(availableNow=True)
+                  .start())
+        assert stream.awaitTermination(120)
+        got = [(r["index"], bytes(r["payload"])) for r in
+               spark.sql("select * from lcq order by index").collect()]
+        assert got == written
+
+
+def test_a_file_that_starts_with_damaged_data_is_a_named_error(spark: Any,
+                                                               tmp_path: Path) -> None:
+    """A file whose first word is a data header but whose documents are not
+    libchronicle's either (here a length past the end): a named error, not 0 rows."""
+    path = tmp_path / "lcq"
+    _libchronicle_queue(path, 10)
+    first = sorted(path.glob("*.cq4"))[0]
+    _put32(first, 0, 0x3FFFFFF0)
+    with pytest.raises(Exception, match="not a complete metadata document") as err:
+        spark.read.format("chronicle").option("engine", "jvm").load(str(path)).collect()
+    assert "CorruptQueueException" in str(err.value)
 
 
 def _method_calls(path: Path) -> None:

@@ -140,10 +140,7 @@ final class SpanReaders implements PartitionReaderFactory {
                 if (!CycleFile.ready(w)) {
                     break; // never past a header that is not complete
                 }
-                if (!file.fits(pos, w)) {
-                    throw new IOException(span.file + ": the excerpt at " + pos
-                            + " runs past the end of the file (a corrupt cycle file)");
-                }
+                file.checkFits(pos, w);
                 int len = w & CycleFile.LENGTH_MASK;
                 boolean meta = (w & CycleFile.META) != 0;
                 long at = pos + 4;
