@@ -262,6 +262,11 @@ final class CycleFile implements Closeable {
         return buf;
     }
 
+    /** Whether {@code [pos, pos + n)} is in the bytes read last (reading it moves nothing). */
+    boolean inWindow(long pos, int n) {
+        return pos >= bufStart && pos + n <= bufStart + bufLen;
+    }
+
     int offset(long pos) {
         return (int) (pos - bufStart);
     }

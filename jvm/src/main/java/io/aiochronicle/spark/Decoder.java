@@ -65,14 +65,15 @@ abstract class Decoder implements Serializable {
     }
 
     /**
-     * The decoder for the decoded columns of {@code schema}: method calls when its
-     * {@code method} column says which, else a Struct's fields; null when a column
+     * The decoder for the decoded columns of {@code schema}: method calls (of any
+     * framing, {@link Calls}) when its {@code method} column says which, else a msgpack
+     * Struct's fields; null when a column
      * the reader does not produce itself lacks the metadata (the Python source reads).
      */
     static Decoder of(StructType schema, boolean failOnError) {
         for (StructField f : schema.fields()) {
             if (f.name().equals(MsgpackCalls.METHOD) && f.metadata().contains(META)) {
-                return MsgpackCalls.of(schema, failOnError);
+                return Calls.of(schema, failOnError);
             }
         }
         return MsgpackStruct.of(schema, failOnError);
