@@ -102,7 +102,9 @@ final class SpanReaders implements PartitionReaderFactory {
         private final OnHeapColumnVector sequence;
         private final PayloadVector payload;
         private final OnHeapColumnVector metadata;
-        private final OnHeapColumnVector[] heap; // every vector written row by row
+        // the decoded columns' vectors, reset before each batch (they hold nulls and
+        // appended bytes); the raw ones have neither: each row overwrites its slot
+        private final OnHeapColumnVector[] heap;
         private final WritableColumnVector[] decoded; // by the decoder's column (null: not read)
         private final ColumnarBatch batch;
         private boolean done;
@@ -123,9 +125,9 @@ final class SpanReaders implements PartitionReaderFactory {
                 }
                 OnHeapColumnVector v = new OnHeapColumnVector(batchRows, f[i].dataType());
                 all[i] = v;
-                written.add(v);
                 if (columns[i] >= DECODED) {
                     decoded[columns[i] - DECODED] = v;
+                    written.add(v);
                 } else {
                     byRaw[columns[i]] = v;
                 }
