@@ -771,3 +771,24 @@ def test_binary_wire_and_json_calls_decoded_in_the_jvm(spark: Any, tmp_path: Pat
     with pytest.raises(Exception, match="method call of spark_messages:Trading"):
         (spark.read.format("chronicle").option("interface", "spark_messages:Trading")
          .option("decodeErrors", "fail").load(str(path)).collect())
+
+
+def test_a_large_read_is_one_partition_a_core_across_cycles(spark: Any, tmp_path: Path) -> None:
+    """Three cycles on two cores are two equal tasks (a partition goes on from the end
+    of one cycle into the next), not three; every row once, in order."""
+    path = tmp_path / "q"
+    clock = ac.SetTimeProvider(T0)
+    per = 70_000  # three cycles of it: more than 65,536 excerpts a core
+    with ac.open_queue(path, time_provider=clock) as q:
+        a = q.appender()
+        for c in range(3):
+            data = b"".join(i.to_bytes(4, "little") for i in range(c * per, (c + 1) * per))
+            a.append_packed(data, list(range(0, 4 * per + 1, 4)))
+            clock.advance_millis(DAY)
+    df = spark.read.format("chronicle").option("engine", "jvm").load(str(path))
+    assert df.rdd.getNumPartitions() == 2
+    sizes = df.rdd.glom().map(len).collect()
+    assert sizes == [3 * per // 2] * 2
+    assert [(r[0], r[3]) for r in rows(df)] == tailed(path)
+    assert spark.read.format("chronicle").option("partitionSize", "100000").load(
+        str(path)).rdd.getNumPartitions() == 3  # asked for: by cycle, as before
