@@ -32,11 +32,6 @@ import org.apache.spark.sql.types.StructType;
  */
 final class Calls extends Decoder {
     private static final long serialVersionUID = 1L;
-    private static final int LONG = 0;
-    private static final int DOUBLE = 1;
-    private static final int STRING = 2;
-    private static final int BOOLEAN = 3;
-    private static final int BINARY = 4;
     private static final int MAP = 0;
     private static final int ARRAY = 1;
     private static final int PARAMS = 2;
@@ -70,21 +65,10 @@ final class Calls extends Decoder {
             for (int i = 0; i < n; i++) {
                 JsonNode f = fs.get(i);
                 keys[i] = f.get("key").asText();
-                switch (f.get("type").asText()) {
-                    case "long": types[i] = LONG; break;
-                    case "double": types[i] = DOUBLE; break;
-                    case "string": types[i] = STRING; break;
-                    case "boolean": types[i] = BOOLEAN; break;
-                    default: types[i] = BINARY; break;
-                }
+                types[i] = fieldType(f);
                 nullable[i] = f.get("nullable").asBoolean();
                 hasDefault[i] = f.get("hasDefault").asBoolean();
-                JsonNode d = f.get("default");
-                if (d != null && !d.isNull()) {
-                    defaults[i] = types[i] == LONG ? (Object) d.asLong() : types[i] == DOUBLE ? (Object) d.asDouble()
-                            : types[i] == BOOLEAN ? (Object) d.asBoolean()
-                            : d.asText().getBytes(StandardCharsets.UTF_8);
-                }
+                defaults[i] = fieldDefault(f, types[i]);
             }
         }
     }
