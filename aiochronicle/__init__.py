@@ -24,6 +24,7 @@ from ._errors import HeaderlessCycleError as HeaderlessCycleError
 from ._errors import IllegalIndexError as IllegalIndexError
 from ._errors import IndexFullError as IndexFullError
 from ._errors import MessageTooLargeError as MessageTooLargeError
+from ._errors import NoFallocateWarning as NoFallocateWarning
 from ._errors import NoSuchIndexError as NoSuchIndexError
 from ._errors import NotAQueueError as NotAQueueError
 from ._errors import QueueAccessError as QueueAccessError
@@ -109,6 +110,7 @@ __all__ = [
     "MethodCall",
     "MethodReader",
     "MethodReaderStatistics",
+    "NoFallocateWarning",
     "NoSuchIndexError",
     "NotAQueueError",
     "Pauser",

@@ -18,13 +18,13 @@ from __future__ import annotations
 import threading
 import time
 import types
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueClosedError
 from ._excerpt import SCRATCH, Excerpt, TailerDirection
 from ._native import ffi, lib
-from ._notify import Notifier, notifier_for
+from ._notify import Notifier, notifier_for, running_loop
 from ._pauser import SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ _cq_spin = lib.cq_spin
 _mono_ns = time.monotonic_ns
 _unpack = ffi.unpack
 _tuple_new = tuple.__new__
+_running_loop = running_loop
 
 
 @types.coroutine
@@ -70,12 +71,15 @@ class AsyncTailerMixin:
         def _check(self) -> None: ...
         def close(self) -> None: ...
 
-    checkpoint_every: int = 64
-    """``read()`` gives the event loop a turn at least once per this many
-    excerpts returned without waiting, so a backlog never starves the loop."""
+        # members of native/hot.c's HotTailer: read() and ``async for`` give
+        # the loop a turn at least once per ``checkpoint_every`` excerpts
+        checkpoint_every: int
+        _unyielded: int
+
+        def __anext__(self) -> Awaitable[Excerpt]: ...
 
     _pauser: Pauser | None = None
-    _unyielded: int = 0
+    _notifier_of_queue: Notifier | None = None
     _wait_guard: threading.RLock | None = None
 
     # -- the pauser --------------------------------------------------------
@@ -113,7 +117,10 @@ class AsyncTailerMixin:
     def _notifier(self, pauser: Pauser) -> Notifier | None:
         if not pauser.notify_wakeup:
             return None
-        return notifier_for(self.queue)
+        n = self._notifier_of_queue
+        if n is None:  # looked up once (the queue keeps it until it closes)
+            n = self._notifier_of_queue = notifier_for(self.queue)
+        return n
 
     def _taken(self, n: int) -> Excerpt | None:
         """The excerpt a native read returned ``n`` for (guard held)."""
@@ -148,9 +155,14 @@ class AsyncTailerMixin:
         if ex is not None:
             self._unyielded += 1
             return ex
-        return await self._wait()
+        ex = await self._wait(None)
+        assert ex is not None
+        return ex
 
-    async def _wait(self) -> Excerpt:
+    async def _wait(self, until: Callable[[], bool] | None) -> Excerpt | None:
+        """Wait for the next excerpt with the pauser; with ``until``, return
+        None as soon as it is true after a step that found nothing (whoever
+        makes it true calls ``pauser.unpause()`` to end a spin or park)."""
         pauser = self.pauser
         pauser.reset()
         stop = pauser._stop
@@ -160,11 +172,12 @@ class AsyncTailerMixin:
         notifier = self._notifier(pauser)
         guard = self._guard()
         t0 = _mono_ns()
-        count = 0
+        loop = None
         try:
             while True:
-                count += 1
-                kind, ns = pauser._plan(_mono_ns())
+                if until is not None and until():
+                    return None
+                kind, ns = pauser._next(_mono_ns(), slice_ns)
                 if kind == SPIN:
                     ex = None
                     with guard:
@@ -175,14 +188,14 @@ class AsyncTailerMixin:
                         if forward:
                             # spins in C with the GIL released; an excerpt comes
                             # back built (no cffi call, no copy through Python)
-                            r = self._spin_read(min(ns, slice_ns), stop_addr, seen)
+                            r = self._spin_read(ns, stop_addr, seen)
                             if type(r) is int:
                                 n = r
                             else:
                                 ex, n = r, 0
                         else:
                             n = _NONE
-                            _cq_spin(min(ns, slice_ns), stop, seen)
+                            _cq_spin(ns, stop, seen)
                     if n != _NONE:
                         ex = self._after(n, ex)
                         if ex is not None:
@@ -194,7 +207,9 @@ class AsyncTailerMixin:
                 else:
                     # announce the park (the loop's parked bit, else the
                     # futex), then one more look before parking (see _notify)
-                    waker = notifier.loop_waker() if notifier is not None else None
+                    if loop is None:
+                        loop = _running_loop()  # once per wait: it costs a getpid()
+                    waker = notifier.loop_waker(loop) if notifier is not None else None
                     futs = waker.futs if waker is not None and waker.arm() else None
                     snapshot = None
                     if futs is None and notifier is not None:
@@ -205,22 +220,22 @@ class AsyncTailerMixin:
                             self._unyielded = 1
                             return ex
                     await pauser._apark(ns, notifier if snapshot is not None else None,
-                                        snapshot or 0, futs)
+                                        snapshot or 0, futs, loop)
                 self._unyielded = 0
                 ex = self.read_nowait()
                 if ex is not None:
                     self._unyielded = 1
                     return ex
         finally:
-            pauser._count += count
             pauser._time += _mono_ns() - t0
 
     def __aiter__(self) -> AsyncIterator[Excerpt]:
         return self
 
-    async def __anext__(self) -> Excerpt:
-        """The next excerpt; the iteration ends when the tailer (or its queue)
-        is closed."""
+    async def _anext(self) -> Excerpt:
+        """``__anext__`` when no excerpt is ready (``native/hot.c`` returns a
+        ready one itself): the next excerpt; the iteration ends when the
+        tailer (or its queue) is closed."""
         try:
             return await self.read()
         except QueueClosedError:
@@ -272,15 +287,13 @@ class AsyncTailerMixin:
         guard = self._guard()
         t0 = _mono_ns()
         deadline = None if timeout is None else t0 + int(timeout * 1e9)
-        count = 0
         try:
             while True:
                 now = _mono_ns()
                 left = SYNC_SPIN_SLICE * 1000 if deadline is None else deadline - now
                 if left <= 0:
                     return None
-                count += 1
-                kind, ns = pauser._plan(now)
+                kind, ns = pauser._next(now, SYNC_SPIN_SLICE, left)
                 ex = None
                 n = _NONE
                 with guard:
@@ -290,20 +303,18 @@ class AsyncTailerMixin:
                     if self._closed:
                         self._check()
                     if kind == SPIN:
-                        budget = min(ns, SYNC_SPIN_SLICE, left)
                         if forward:
-                            r = self._spin_read(budget, stop_addr, seen)
+                            r = self._spin_read(ns, stop_addr, seen)
                             if type(r) is int:
                                 n = r
                             else:
                                 ex, n = r, 0
                         else:
-                            _cq_spin(budget, stop, seen)
+                            _cq_spin(ns, stop, seen)
                     elif kind == YIELD:
                         lib.cq_yield()
                     else:
-                        n = pauser._sync_park(c if forward else ffi.NULL, min(ns, left),
-                                              notifier, seen)
+                        n = pauser._sync_park(c if forward else ffi.NULL, ns, notifier, seen)
                         if n == lib.CQ_BAD_STATE and not forward:
                             n = _NONE
                     if n >= 0 and ex is None:
@@ -312,5 +323,4 @@ class AsyncTailerMixin:
                 if ex is not None:
                     return ex
         finally:
-            pauser._count += count
             pauser._time += _mono_ns() - t0

@@ -186,6 +186,12 @@ class Appender(HotAppender, _Resource):
         """The index of the last excerpt this appender wrote (-1 before any)."""
         return int(self._c.last_index)
 
+    @property
+    def excerpts_appended(self) -> int:
+        """How many excerpts this appender has written (a counter the native
+        core keeps as it commits: reading it costs nothing on the write path)."""
+        return int(self._c.appended)
+
     # -- appending -------------------------------------------------------
     if TYPE_CHECKING:
         def append(self, data: bytes | bytearray | memoryview | str) -> int:
@@ -312,7 +318,9 @@ class Appender(HotAppender, _Resource):
         start = int(c.allocated)
         end = max(need, min(start + RESERVE_STEP, st.file.size))
         if not st.file.reserve(start, end):
-            end = 1 << 62  # the file system cannot reserve: stop asking
+            # neither fallocate nor a populating fault works here (warned by
+            # MappedFile.reserve): nothing can be reserved, stop asking
+            end = 1 << 62
         c.allocated = end
 
     def _roll(self, want: int | None, after_eof: bool = False) -> None:

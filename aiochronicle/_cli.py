@@ -29,6 +29,7 @@ from ._codecs import payload_decoder
 from ._dump import dump_path
 from ._errors import ChronicleError
 from ._excerpt import TailerDirection
+from ._monitor_cli import add_parsers as _add_monitor_parsers
 from ._ops import (
     CheckFinding,
     NoSuchIndexError,
@@ -1091,6 +1092,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--json", action="store_true", help="JSON output")
     pp.add_argument("--role", choices=["ping", "echo"], default="ping", help=argparse.SUPPRESS)
     _add_replicate_parser(sub)
+    _add_monitor_parsers(sub, _seconds)
     return p
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "IllegalIndexError",
     "IndexFullError",
     "MessageTooLargeError",
+    "NoFallocateWarning",
     "NoSuchIndexError",
     "NotAQueueError",
     "QueueAccessError",
@@ -146,6 +147,13 @@ class WireError(ChronicleError, ValueError):
 
 class RollCycleMismatchWarning(UserWarning):
     """The roll cycle stored in an existing queue differs from the one asked for."""
+
+
+class NoFallocateWarning(UserWarning):
+    """The file system cannot reserve disk blocks with ``fallocate`` (NFS, FUSE,
+    some overlay file systems): blocks are reserved by faulting the pages in
+    writable ahead of the writers instead, so a full disk is still a
+    :class:`DiskFullError`.  Issued once per file system."""
 
 
 class ReplicationError(ChronicleError):

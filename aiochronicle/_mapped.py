@@ -20,9 +20,16 @@ import fcntl
 import os
 import stat
 import threading
+import warnings
 from typing import Any
 
-from ._errors import CorruptQueueError, DiskFullError, QueueAccessError, QueueClosedError
+from ._errors import (
+    CorruptQueueError,
+    DiskFullError,
+    NoFallocateWarning,
+    QueueAccessError,
+    QueueClosedError,
+)
 from ._native import ffi, lib
 
 __all__ = ["MappedFile", "list_dir", "open_regular"]
@@ -71,6 +78,24 @@ def list_dir(path: str) -> list[str]:
         return os.listdir(path)
     except PermissionError:
         raise QueueAccessError(path, "list the queue directory") from None
+
+
+#: the file systems (``st_dev``) already warned about in this process
+_no_fallocate_warned: set[int] = set()
+
+
+def _warn_no_fallocate(fd: int, path: str, err: int, faulting: bool) -> None:
+    """Warn once per file system that ``fallocate`` cannot reserve there, and
+    whether faulting the pages in does instead."""
+    dev = os.fstat(fd).st_dev
+    if dev in _no_fallocate_warned:
+        return
+    _no_fallocate_warned.add(dev)
+    how = ("disk blocks are reserved by faulting pages in ahead of the writers instead"
+           if faulting else "nor can this kernel fault pages in ahead of the writers: a full "
+           "disk may end the process with SIGBUS")
+    warnings.warn(f"the file system of {path} cannot fallocate ({os.strerror(err)}); {how}",
+                  NoFallocateWarning, stacklevel=4)
 
 
 class MappedFile:
@@ -161,18 +186,42 @@ class MappedFile:
 
     def reserve(self, start: int, end: int) -> bool:
         """Reserve disk blocks for ``[start, end)`` so writing them through the
-        mapping cannot hit a full disk (which would be a SIGBUS).  Raises
-        DiskFullError; returns False where the file system cannot reserve."""
+        mapping cannot hit a full disk (which would be a SIGBUS).
+
+        ``fallocate`` first; where the file system has none (NFS, FUSE, some
+        overlays) the mapped pages of the range are faulted in writable
+        instead (:meth:`_reserve_by_faulting`).  Raises DiskFullError; returns
+        False only where neither way works (a kernel without
+        ``MADV_POPULATE_WRITE`` on such a file system)."""
         if end <= start:
             return True
         rc = lib.cq_reserve(self._live(), start, end - start)
         if rc == lib.CQ_OK:
             return True
+        if rc != lib.CQ_NO_SPACE:
+            err = ffi.errno
+            rc = self._reserve_by_faulting(start, end)
+            _warn_no_fallocate(self.fd, self.path, err, rc != lib.CQ_ERRNO)
+            if rc == lib.CQ_OK:
+                return True
         if rc == lib.CQ_NO_SPACE:
             raise DiskFullError(errno.ENOSPC,
                                 f"no space left on the device for {self.path}; nothing was "
                                 "written")
         return False
+
+    def _reserve_by_faulting(self, start: int, end: int) -> int:
+        """``fallocate`` failed: make the file system give the
+        pages of ``[start, end)`` their blocks by faulting them in writable
+        (``MADV_POPULATE_WRITE``; bytes are not changed, so a writer in
+        another process may be writing there meanwhile).  A fault the file
+        system cannot back is reported (``CQ_NO_SPACE``) where a write through
+        the mapping would have been a SIGBUS.  Only the mapped part of the
+        range can be faulted; the rest is reserved when it is mapped."""
+        end = min(end, int(self.c.map_len))
+        if end <= start:
+            return int(lib.CQ_OK)
+        return int(lib.cq_populate(self.c.base, start, end))
 
     def ensure(self, need: int, grow: bool = True) -> bool:
         """Make the mapping cover ``need`` bytes; grow the file if writable
@@ -203,6 +252,27 @@ class MappedFile:
             return True
         return False
 
+    def unbacked(self, offset: int) -> bool:
+        """Whether the file has no block under ``offset`` (a hole, or past its
+        end): such bytes read as zero, but touching them through the mapping
+        makes some file systems (tmpfs) allocate a page, and on a full one
+        that is a SIGBUS.  A reader of a file it did not reserve asks first."""
+        try:
+            return os.lseek(self.fd, offset, os.SEEK_DATA) > offset
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data at or after offset
+                return True
+            if exc.errno == errno.EINVAL:  # no SEEK_DATA here: assume blocks
+                return False
+            raise
+
+    def pread(self, offset: int, length: int) -> bytes:
+        """Read bytes with ``pread`` rather than through the mapping: holes
+        read as zeros without a page being allocated for them (see
+        :meth:`unbacked`), so a tool can read a file it did not reserve on a
+        full disk."""
+        return os.pread(self.fd, length, offset)
+
     def view(self, offset: int, length: int) -> memoryview:
         """A memoryview of mapped bytes (valid until close)."""
         if offset < 0 or offset + length > self.c.map_len:
@@ -210,9 +280,12 @@ class MappedFile:
         return memoryview(ffi.buffer(self.c.base + offset, length))
 
     def read(self, offset: int, length: int) -> bytes:
-        """Copy mapped bytes."""
+        """Copy mapped bytes; a read-only file's with ``pread`` (:meth:`pread`:
+        it reserved nothing, and reading its holes must not allocate)."""
         if offset < 0 or offset + length > self.c.map_len:
             raise ValueError(f"range {offset}+{length} outside mapping of {self.c.map_len}")
+        if not self.writable:
+            return self.pread(offset, length)
         return bytes(ffi.buffer(self.c.base + offset, length))
 
     def write(self, offset: int, data: bytes) -> None:

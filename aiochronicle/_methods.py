@@ -22,6 +22,7 @@ import inspect
 import keyword
 import logging
 import typing
+from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass
 from time import monotonic_ns as _mono_ns
@@ -54,6 +55,7 @@ from ._history import (
     outgoing_wire_bytes,
 )
 from ._hooks import HOOKS
+from ._native import dispatch_mp
 from ._wire import HistoryBytes, PlainReader, WireError, WireWriter
 
 if TYPE_CHECKING:
@@ -219,6 +221,76 @@ def interface_methods(iface: type) -> dict[str, MethodSpec]:
                                 f"method id {s.id}")
             ids[s.id] = s.name
     return specs
+
+
+def _msgpack_history(p: bytes | memoryview) -> tuple[HistoryBytes, int]:
+    """The history ext first in a 3-item msgpack call (``p[0]`` is 0x93), and
+    where the method key after it starts.
+
+    Raises:
+        CodecError: no history ext there.
+        WireError: the history bytes are truncated.
+    """
+    c = p[1]
+    if c == 0xC7:
+        n, typ, pos = p[2], p[3], 4
+    elif c == 0xC8:
+        n, typ, pos = (p[2] << 8) | p[3], p[4], 5
+    elif c == 0xC9:
+        n, typ, pos = int.from_bytes(p[2:6], "big"), p[6], 7
+    else:
+        raise CodecError("a 3-item call must start with a history ext")
+    if typ != HISTORY_EXT:
+        raise CodecError(f"unexpected msgpack ext type {typ}")
+    raw = HistoryBytes(p[pos:pos + n])
+    check_history(raw)
+    return raw, pos + n
+
+
+def call_history(payload: bytes | memoryview) -> MessageHistory | None:
+    """The message history a method writer put first in an excerpt, in any
+    codec (msgpack, JSON, BinaryWire as Java writes it), without decoding the
+    call's arguments; None when the excerpt carries none (or is no call).
+
+    Raises:
+        WireError: the history is there but damaged.
+    """
+    p = payload
+    if len(p) < 2:
+        return None
+    b0 = p[0]
+    if b0 == 0x93:
+        try:
+            raw: object = _msgpack_history(p)[0]
+        except CodecError:
+            return None
+    elif b0 == 0x92:
+        return None
+    elif b0 == 0x5B:
+        try:
+            parts = _JSON_RAWS.decode(p)
+            if len(parts) != 3:
+                return None
+            raw = msgspec.json.decode(parts[0])
+        except msgspec.DecodeError:
+            return None
+    else:
+        r = PlainReader(p)
+        end = len(p)
+        try:
+            pos = r.skip_padding(0, end)
+            if pos >= end or not r.at_key(pos):
+                return None
+            key, pos = r.key(pos, end)
+        except (WireError, IndexError):
+            return None
+        if key != -1 and key != "history":
+            return None
+        try:
+            raw, _ = r.value(pos, end)
+        except IndexError:
+            raise WireError("truncated message history") from None
+    return MessageHistory.from_plain(raw)
 
 
 # --------------------------------------------------------------------------
@@ -631,9 +703,13 @@ class MethodReader:
                 e.filtered = True
                 e.refresh()
         self._has_async = any(e.has_async for e in self._by_name.values())
+        # the common msgpack calls, dispatched in C: name -> (decode, handler)
+        self._fast_mp = {k: (e.mp_dec.decode, e.fast) for k, e in self._names.items()
+                         if e.fast is not None}
+        # [where the last native dispatch got to, how many calls it handled in all]
+        self._fast_done = array("q", [0, 0])
         self._read = self._dispatched = self._unknown = self._ignored = self._errors = 0
         self._stopping = False
-        self._waiter: asyncio.Future[Excerpt] | None = None
         self._last: tuple[str, tuple[Any, ...], Incoming | None] | None = None
         self._recording = False  # keep _last (for async iteration)
         # an unnamed forward tailer is read ahead in batches (see the class doc)
@@ -647,6 +723,9 @@ class MethodReader:
         self._pend_i = self._pend_n = 0
         self._named = tailer.name is not None
         self._common_at = 0  # see _dispatch_common
+        #: read_one() may dispatch in C (cleared when async iteration records calls)
+        self._one_native = bool(self._fast_mp) and not self._track and not self._named \
+            and not self._has_async
 
     def _done(self) -> None:
         """A named tailer's saved position moves past what has been handled
@@ -687,8 +766,9 @@ class MethodReader:
 
     def statistics(self) -> MethodReaderStatistics:
         """The counters so far."""
-        return MethodReaderStatistics(self._read, self._dispatched, self._unknown,
-                                      self._ignored, self._errors)
+        native = self._fast_done[1]  # calls read and dispatched in C
+        return MethodReaderStatistics(self._read + native, self._dispatched + native,
+                                      self._unknown, self._ignored, self._errors)
 
     # -- taking excerpts ----------------------------------------------------
     def _refill(self) -> bool:
@@ -697,8 +777,10 @@ class MethodReader:
         n = len(batch)
         if not n:
             return False
-        # a bytes copy, so payload slices are hashable read-only memoryviews
-        self._pend_data = memoryview(bytes(batch.data))
+        # payload slices must be hashable read-only memoryviews: a small batch
+        # is one already (read_many copied it out), a large one is copied
+        data = batch.data
+        self._pend_data = data if data.readonly else memoryview(bytes(data))
         self._pend_off = batch.offsets
         self._pend_idx = batch.indices
         self._pend_i = 0
@@ -731,12 +813,39 @@ class MethodReader:
             TypeError: a handler method is ``async def`` (use ``await
                 aread_one()`` or ``run()``).
         """
+        i = self._pend_i
+        if i < self._pend_n and self._one_native:
+            # the common call, from the pending batch, decoded and handled in C
+            try:
+                j = dispatch_mp(self._pend_data, self._pend_off, i, i + 1, self._fast_mp,
+                                self._fast_done)
+            except BaseException:
+                self._pend_i = self._fast_done[0]  # consumed, if its handler raised
+                raise
+            if j > i:
+                self._pend_i = j
+                return True
+            self._drain(1, native=False)  # not the common call: the general way
+            self._done()
+            return True
+        return self._read_one_slow()
+
+    def _read_one_slow(self) -> bool:
         if self._has_async:
             raise TypeError("this reader has async handlers: use await aread_one() or run()")
-        got = self._take()
-        if got is None:
-            return False
-        self._process(*got)
+        if self._pend_i >= self._pend_n:
+            if not self._batch:
+                ex = self.tailer.read_nowait()
+                if ex is None:
+                    return False
+                self._process(ex.payload, ex.index)
+                self._done()
+                return True
+            if not self._refill():
+                return False
+            if self._one_native:
+                return self.read_one()
+        self._drain(1)  # from the pending batch, without slicing it out first
         self._done()
         return True
 
@@ -770,7 +879,7 @@ class MethodReader:
                 left -= k
         return n
 
-    def _drain(self, limit: int) -> tuple[int, Awaitable[None] | None]:
+    def _drain(self, limit: int, native: bool = True) -> tuple[int, Awaitable[None] | None]:
         """Handle excerpts of the pending batch (at most ``limit``, all if < 0)
         until it is used up or an async handler's awaitable needs awaiting;
         returns how many were handled and that awaitable."""
@@ -779,9 +888,15 @@ class MethodReader:
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         general = self._process_general
         common = self._dispatch_common if not self._track else None
+        native = (native and bool(self._fast_mp) and common is not None
+                  and not self._recording and type(o) is array)
         self._common_at = i
         try:
             while i < end:
+                if native:
+                    i = self._dispatch_native(data, o, i, end)
+                    if i >= end:
+                        break
                 if common is not None:
                     i = common(data, o, idx, i, end)
                     if i >= end:
@@ -812,27 +927,33 @@ class MethodReader:
     def _closed(self) -> bool:
         return self.tailer._closed or self.tailer.queue.closed
 
+    def _stopped(self) -> bool:
+        return self._stopping
+
     async def _wait(self) -> tuple[bytes | memoryview, int] | None:
-        """The next excerpt, waiting with the tailer's pauser; None once the
+        """The next excerpt, waiting with the tailer's pauser in this task (no
+        Task of its own: :meth:`stop` unpauses the pauser); None once the
         reader is stopped or the tailer closed."""
         if self._stopping:
             return None
-        fut = self._waiter = asyncio.ensure_future(self.tailer.read())
         try:
-            ex = await fut
-        except asyncio.CancelledError:
-            if self._stopping and not _current_task_cancelling():
-                return None
-            raise
+            ex = await self.tailer._wait(self._stopped)
         except QueueClosedError:
             if self._closed():
                 return None
             raise
-        finally:
-            self._waiter = None
-            if not fut.done():
-                fut.cancel()
-        return ex.payload, ex.index
+        return None if ex is None else (ex.payload, ex.index)
+
+    def _poll_one(self) -> tuple[bytes | memoryview, int] | None:
+        """One excerpt read from the tailer (none pending), or None."""
+        try:
+            ex = self.tailer.read_nowait()
+        except QueueClosedError:
+            if self._closed():
+                self._stopping = True
+                return None
+            raise
+        return None if ex is None else (ex.payload, ex.index)
 
     def _poll(self) -> tuple[bytes | memoryview, int] | None:
         try:
@@ -855,8 +976,10 @@ class MethodReader:
         self._stopping = False
         every = max(1, self.tailer.checkpoint_every)
         n = since = 0
+        woke = False  # the last excerpt came out of a wait
         while not self._stopping:
-            if self._pend_i < self._pend_n or (self._batch and self._refill_open()):
+            if self._pend_i < self._pend_n or (
+                    self._batch and not woke and self._refill_open()):
                 k, r = self._drain(every - since)
                 n += k
                 since += k
@@ -864,7 +987,12 @@ class MethodReader:
                     await r
                 self._done()
             else:
-                got = self._poll()
+                # after a wake-up, one look (a C call) before a batch read: a
+                # lone excerpt is the common case; in batches the refill just
+                # found nothing: straight to waiting (which looks once more
+                # after announcing its park)
+                got = self._poll_one() if woke else None if self._batch else self._poll()
+                woke = False
                 if got is None:
                     if until_end or self._stopping:
                         break
@@ -872,6 +1000,7 @@ class MethodReader:
                     if got is None:
                         break
                     since = 0
+                    woke = True
                 r = self._process(*got)
                 n += 1
                 since += 1
@@ -895,9 +1024,7 @@ class MethodReader:
     def stop(self) -> None:
         """Make :meth:`run` (and ``async for``) return after the current excerpt."""
         self._stopping = True
-        w = self._waiter
-        if w is not None and not w.done():
-            w.cancel()
+        self.tailer.pauser.unpause()  # ends a wait in progress (from any thread)
 
     def __aiter__(self) -> AsyncIterator[MethodCall]:
         return self._iterate()
@@ -905,6 +1032,7 @@ class MethodReader:
     async def _iterate(self) -> AsyncIterator[MethodCall]:
         self._stopping = False
         self._recording = True
+        self._one_native = False
         every = max(1, self.tailer.checkpoint_every)
         k = 0
         while not self._stopping:
@@ -948,6 +1076,18 @@ class MethodReader:
         if b0 == 0x5B:
             return self._process_json(p, idx)
         return self._process_wire(p, idx)
+
+    def _dispatch_native(self, data: memoryview, off: array[int], i: int, end: int) -> int:
+        """:meth:`_dispatch_common` for the msgpack calls of one sync handler, in
+        C (``native/hot.c``); returns where it stopped."""
+        done = self._fast_done
+        try:
+            j: int = dispatch_mp(data, off, i, end, self._fast_mp, done)
+        except BaseException:
+            j = done[0]  # the excerpt whose handler raised was consumed
+            self._common_at = max(self._common_at, j)
+            raise
+        return j
 
     def _dispatch_common(self, data: bytes | memoryview, off: Any, idx: Any, i: int,
                          end: int) -> int:
@@ -1055,20 +1195,7 @@ class MethodReader:
         try:
             pos = 1
             if b0 == 0x93:
-                c = p[1]
-                if c == 0xC7:
-                    n, typ, pos = p[2], p[3], 4
-                elif c == 0xC8:
-                    n, typ, pos = (p[2] << 8) | p[3], p[4], 5
-                elif c == 0xC9:
-                    n, typ, pos = int.from_bytes(p[2:6], "big"), p[6], 7
-                else:
-                    raise CodecError("a 3-item call must start with a history ext")
-                if typ != HISTORY_EXT:
-                    raise CodecError(f"unexpected msgpack ext type {typ}")
-                raw = HistoryBytes(p[pos:pos + n])
-                check_history(raw)
-                pos += n
+                raw, pos = _msgpack_history(p)
             k = p[pos]
             if 0xA0 <= k <= 0xBF:
                 end = pos + 1 + (k - 0xA0)
@@ -1310,11 +1437,6 @@ async def _drive(gen: Generator[Awaitable[Any], Any, None], aw: Awaitable[Any]) 
             aw = gen.send(res)
         except StopIteration:
             return
-
-
-def _current_task_cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 def _body(buf: Any, pos: int, end: int) -> tuple[int, int]:

@@ -49,6 +49,7 @@ except ImportError as exc:  # pragma: no cover - depends on the build
 
 try:
     from ._hot import HotAppender, HotTailer, WireDecoder, WireEncoder, set_excerpt_type
+    from ._hot import _dispatch_mp as dispatch_mp
     from ._hot import version as _hot_version
 except ImportError as exc:  # pragma: no cover - depends on the build
     raise ImportError(_not_built_message()) from exc
@@ -138,5 +139,5 @@ def check(rc: int, *, path: str = "", pos: int = 0, what: str = "",
     raise ChronicleError(detail or f"{doing}native call failed with {code_name(rc)}")
 
 
-__all__ = ["HotAppender", "HotTailer", "WireDecoder", "WireEncoder", "check", "code_name", "ffi",
-           "lib", "set_excerpt_type"]
+__all__ = ["HotAppender", "HotTailer", "WireDecoder", "WireEncoder", "check", "code_name",
+           "dispatch_mp", "ffi", "lib", "set_excerpt_type"]

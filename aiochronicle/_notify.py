@@ -44,7 +44,10 @@ if TYPE_CHECKING:
     from ._queue import Queue
 
 __all__ = ["NOTIFY_KEY", "PARKED_KEY", "SLOTS", "Notifier", "attach_appender",
-           "close_notifier", "notifier_for", "slot_key"]
+           "close_notifier", "notifier_for", "running_loop", "slot_key"]
+
+#: the running event loop (each call costs a getpid() system call in CPython)
+running_loop = asyncio.get_running_loop
 
 NOTIFY_KEY = "aiochronicle.notify"
 #: bit i: the owner of slot i is parked
@@ -234,11 +237,12 @@ class Notifier:
         return ffi.cast("int64_t *", self._base + self._offsets[slot_key(i)])
 
     # -- tasks: the loop's own socket ----------------------------------------
-    def loop_waker(self) -> _LoopWaker | None:
-        """The running loop's waker, made (with its slot) on first use; None
-        when every slot has a live owner (the loop then uses the helper
-        thread) or once closed."""
-        loop = asyncio.get_running_loop()
+    def loop_waker(self, loop: asyncio.AbstractEventLoop | None = None) -> _LoopWaker | None:
+        """The waker of ``loop`` (default: the running loop), made (with its
+        slot) on first use; None when every slot has a live owner (the loop
+        then uses the helper thread) or once closed."""
+        if loop is None:
+            loop = asyncio.get_running_loop()
         fast = self._fast
         if fast is not None and fast[0]() is loop:
             return fast[1]

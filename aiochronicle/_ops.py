@@ -24,6 +24,7 @@ import contextlib
 import errno
 import os
 import queue as _queue_mod
+import re
 import shutil
 import threading
 import time
@@ -212,19 +213,38 @@ def _named_tailer_keys(meta: TableStore | None) -> list[tuple[str, str, int]]:
     return out
 
 
-def queue_stats(path: str | Queue) -> QueueStats:
+#: what :func:`queue_stats` remembers of a cycle that has ended (EOF written):
+#: cycle -> ((device, inode, size) of its file, its figures, where its first excerpt is)
+SealedCycles = dict[int, tuple[tuple[int, int, int], CycleStats, int]]
+
+
+def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> QueueStats:
     """Cycles, excerpt counts, bytes, first/last index per cycle, locks, and each
-    named tailer's lag in messages and bytes."""
+    named tailer's lag in messages and bytes.
+
+    The cost is O(cycles), never O(excerpts): each cycle's end is found from
+    its write position, a named tailer's position from the index.  Nothing is
+    locked or written.  ``sealed``, a dict kept from one call to the next (a
+    monitor's), remembers the figures of cycles that have ended, so that only
+    the cycles still written are opened again (the rest cost a ``stat``).
+    """
     own = not isinstance(path, Queue)
     q = open_existing_queue(path) if isinstance(path, str) else path
     try:
         rc = q.roll_cycle
         cycles: list[CycleStats] = []
-        ends: dict[int, tuple[int, int]] = {}  # cycle -> (end pos, data start)
-        for cyc, p in _cycle_files(q):
+        ends: dict[int, tuple[int, int]] = {}  # cycle -> (end pos, first excerpt's pos)
+        for cyc in q.cycles():
+            known = sealed.get(cyc) if sealed is not None else None
+            p = known[1].path if known is not None else q.cycle_path(cyc)
             try:
                 fs = os.stat(p)
             except FileNotFoundError:
+                continue
+            key = (fs.st_dev, fs.st_ino, fs.st_size)
+            if known is not None and known[0] == key:
+                cycles.append(known[1])
+                ends[cyc] = (known[1].bytes_used, known[2])
                 continue
             st = q._acquire_store(cyc)
             if st is None:
@@ -233,31 +253,41 @@ def queue_stats(path: str | Queue) -> QueueStats:
                 continue
             try:
                 end, count, eof = st.end()
-                ends[cyc] = (end, st.layout.data_start)
+                # where its first excerpt starts (after the index pages)
+                code, start_pos = st.seek(0) if count else (1, end)
+                ends[cyc] = (end, start_pos if code == 0 else end)
             finally:
                 q._release_store(st)
-            cycles.append(CycleStats(
+            cs = CycleStats(
                 cyc, p, count, end, fs.st_size, _disk_bytes(fs),
                 rc.to_index(cyc, 0) if count else None,
-                rc.to_index(cyc, count - 1) if count else None, eof))
+                rc.to_index(cyc, count - 1) if count else None, eof)
+            cycles.append(cs)
+            if sealed is not None and eof:
+                sealed[cyc] = (key, cs, ends[cyc][1])
+        if sealed is not None:
+            for gone in set(sealed) - set(ends):
+                del sealed[gone]
+        counts = {c.cycle: c.excerpts for c in cycles}
         first = next((c.first_index for c in cycles if c.first_index is not None), None)
         last = next((c.last_index for c in reversed(cycles) if c.last_index is not None), None)
         tailers = []
-        for name, key, stored in _named_tailer_keys(q._meta):
+        for name, key_, stored in _named_tailer_keys(q._meta):
             index = stored
             if last is None:
-                tailers.append(TailerStats(name, key, index, 0, 0))
+                tailers.append(TailerStats(name, key_, index, 0, 0))
                 continue
             start = index if index else (first if first is not None else 0)
-            lag = q.count_excerpts(start, last + 1) if start <= last else 0
-            lag_bytes = 0
             try:
                 tc, ts = rc.to_cycle(start), rc.to_sequence(start)
             except ValueError:
                 tc, ts = -1, 0
-            for cyc, (end, data_start) in ends.items():
+            # as q.count_excerpts(start, last + 1), from the counts already found
+            lag = sum(n if c > tc else max(0, n - ts) for c, n in counts.items() if c >= tc)
+            lag_bytes = 0
+            for cyc, (end, first_pos) in ends.items():
                 if cyc > tc:
-                    lag_bytes += max(0, end - data_start)
+                    lag_bytes += max(0, end - first_pos)
                 elif cyc == tc:
                     st = q._acquire_store(cyc)
                     if st is None:
@@ -268,7 +298,7 @@ def queue_stats(path: str | Queue) -> QueueStats:
                         q._release_store(st)
                     if code == 0:
                         lag_bytes += max(0, end - pos)
-            tailers.append(TailerStats(name, key, index, lag, lag_bytes))
+            tailers.append(TailerStats(name, key_, index, lag, lag_bytes))
         return QueueStats(q.path, rc.name, q.epoch, cycles, tailers, _lock_states(q._meta),
                           first, last)
     finally:
@@ -376,7 +406,8 @@ class CheckFinding:
     ``corrupt-header``, ``missing-eof``, ``stale-write-position``,
     ``bad-write-position``, ``index-hole``, ``bad-index-entry``,
     ``missing-index-page``, ``listing-out-of-date``, ``stale-lock``,
-    ``lock-held``, ``stray-file``, ``bad-metadata``, ``broken-chain``.
+    ``lock-held``, ``stray-file``, ``creating-file`` (a new cycle file a process
+    is building, or died building), ``bad-metadata``, ``broken-chain``.
     """
 
     severity: str  # "error", "warning" or "info"
@@ -1291,6 +1322,74 @@ def _stray_files(q: Queue) -> list[CheckFinding]:
     return out
 
 
+#: ``.NAME.PID.creating``: a cycle file being built aside by process PID (``_store``)
+_CREATING = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.creating$")
+
+
+def _creating_files(q: Queue) -> list[CheckFinding]:
+    """The new cycle files still being built aside: a live builder's are
+    reported (info), a dead one's are leftovers ``repair`` removes."""
+    out = []
+    for name in sorted(list_dir(q.path)):
+        m = _CREATING.match(name)
+        if m is None:
+            continue
+        p, pid = os.path.join(q.path, name), int(m["pid"])
+        if pid_alive(pid):
+            out.append(CheckFinding("info", "creating-file", p,
+                                    f"process {pid} is building {m['name']}"))
+            continue
+
+        def remove(ctx: _RepairContext, p: str = p, pid: int = pid) -> None:
+            if not pid_alive(pid):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(p)
+
+        out.append(CheckFinding("warning", "creating-file", p,
+                                f"process {pid} died building {m['name']}: nothing reads it, "
+                                "it only takes disk space", None, "remove it", _apply=remove))
+    return out
+
+
+def _holds_nothing(q: Queue, cycle: int, path: str) -> bool:
+    """True for a cycle file holding only the metadata documents it is made
+    with: no excerpt and no EOF yet (the file a pretoucher makes for the next
+    cycle shortly before the roll).  Read with pread: nothing is reserved."""
+    try:
+        st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q._overlap,
+                        timeout=0.05, roll_index=q._roll_index())
+    except (CorruptQueueError, OSError):
+        return False
+    if st is None:
+        return False
+    try:
+        pos, align = st.layout.data_start, st.layout.align
+        for _ in range(64):  # a new file holds a handful of documents
+            if pos + 4 > st.file.size:
+                return False
+            word = int.from_bytes(st.file.read(pos, 4), "little")
+            if word == 0:
+                return True
+            if word == HDR_EOF or word & HDR_NOT_COMPLETE or not word & HDR_META:
+                return False
+            pos = _up(pos + 4 + (word & LENGTH_MASK), align)
+        return False
+    finally:
+        st.close()
+
+
+def _last_cycle(q: Queue, paths: list[tuple[int, str]]) -> int:
+    """Where in ``paths`` the cycle now written to is: the newest whose file
+    was completed (a creator may have died) and that is not an empty file made
+    ahead of time.  It and the ones after it need no EOF."""
+    last = len(paths) - 1
+    while last > 0 and not _header_complete(paths[last][1]):
+        last -= 1
+    while last > 0 and _holds_nothing(q, *paths[last]):
+        last -= 1
+    return last
+
+
 def _header_complete(path: str) -> bool:
     try:
         fd = open_regular(path)
@@ -1322,11 +1421,8 @@ def _run_check(q: Queue, progress: Progress | None, live: bool = True) -> list[C
         time.sleep(0.02)
         q._invalidate_listing()
         meta_findings = _check_metadata(q, q.cycles())
-    findings = _stray_files(q) + meta_findings
-    # the last cycle is the newest whose file was completed (a creator may have died)
-    last = len(paths) - 1
-    while last > 0 and not _header_complete(paths[last][1]):
-        last -= 1
+    findings = _stray_files(q) + _creating_files(q) + meta_findings
+    last = _last_cycle(q, paths)
     for n, (cyc, p) in enumerate(paths):
         base = done
 

@@ -195,14 +195,16 @@ class Pauser:
                           max_park_ns=max_millis * MS, spin_slice=spin_slice)
 
     @staticmethod
-    def notify(spin: float = 0.0, *, min_park: float = 0.001, max_park: float = 0.100,
+    def notify(spin: float = 0.0, *, min_park: float = 0.020, max_park: float = 0.100,
                spin_slice: float = DEFAULT_SPIN_SLICE / 1e9) -> Pauser:
         """Spin for ``spin`` seconds after the first pause (default none), then
         park for ``min_park`` growing to ``max_park`` seconds; a tailer's park
         ends within microseconds when an aiochronicle appender of the queue,
         in any process, commits an excerpt.  Excerpts from writers that do not
         notify (Java) are still found at the end of each park (so within
-        ``max_park`` seconds).
+        ``min_park`` seconds of the last excerpt read, growing to
+        ``max_park``).  Parks start long (20 ms) because a commit ends them:
+        a park that ends on its timer wakes the loop for nothing.
 
         Outside a tailer it parks as :meth:`sleepy` does.
         """
@@ -232,6 +234,22 @@ class Pauser:
                 raise TimeoutError(f"{self!r} paused for more than {timeout}s")
         return self._plan(now)
 
+    def _next(self, now: int, slice_ns: int, left_ns: int | None = None,
+              timeout: float | None = None) -> tuple[int, int]:
+        """The one wait planner, for every waiter (``pause``, ``apause``, a
+        tailer's ``await read()`` and ``read_blocking()``): the next step as
+        (SPIN, budget ns), (YIELD, 0) or (PARK, ns), from the pauser's phase
+        (:meth:`_plan`; :meth:`_timed_plan` with a ``timeout``), a spin cut to
+        the waiter's ``slice_ns``, any step to the ``left_ns`` of its deadline;
+        counted in :attr:`count_paused` (the waiter adds the time it took)."""
+        kind, ns = self._plan(now) if timeout is None else self._timed_plan(now, timeout)
+        if kind == SPIN and ns > slice_ns:
+            ns = slice_ns
+        if left_ns is not None and ns > left_ns:
+            ns = left_ns
+        self._count += 1
+        return kind, ns
+
     @property
     def count_paused(self) -> int:
         """How many times this pauser paused."""
@@ -259,16 +277,15 @@ class Pauser:
                 timed pause after the last reset.
         """
         t0 = _mono_ns()
-        kind, ns = self._timed_plan(t0, timeout)
+        kind, ns = self._next(t0, SYNC_SPIN_SLICE, timeout=timeout)
         stop = self._stop
         seen = stop[0]
         if kind == SPIN:
-            _cq_spin(min(ns, SYNC_SPIN_SLICE), stop, seen)
+            _cq_spin(ns, stop, seen)
         elif kind == YIELD:
             _sched_yield()
         else:
             self._sync_park(ffi.NULL, ns, None, seen)
-        self._count += 1
         self._time += _mono_ns() - t0
 
     def _sync_park(self, tailer_c: Any, ns: int, notifier: Notifier | None, seen: int) -> int:
@@ -291,28 +308,29 @@ class Pauser:
         import asyncio
 
         t0 = _mono_ns()
+        kind, ns = self._next(t0, self.spin_slice_ns, timeout=timeout)
         try:
-            kind, ns = self._timed_plan(t0, timeout)
             if kind == SPIN:
-                _cq_spin(min(ns, self.spin_slice_ns), self._stop, self._stop[0])
+                _cq_spin(ns, self._stop, self._stop[0])
                 await asyncio.sleep(0)
             elif kind == YIELD:
                 await asyncio.sleep(0)
             else:
                 await self._apark(ns, None, 0)
         finally:
-            self._count += 1
             self._time += _mono_ns() - t0
 
     async def _apark(self, ns: int, notifier: Notifier | None, snapshot: int,
-                     wakers: set[asyncio.Future[None]] | None = None) -> None:
-        """Sleep ``ns`` on the running loop; :meth:`unpause` ends it early, and
-        so does a notify of the queue, given a notifier (and the futex
-        snapshot), or the loop's own wake-up, given its set of parked futures
-        (``wakers``)."""
-        import asyncio
+                     wakers: set[asyncio.Future[None]] | None = None,
+                     loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Sleep ``ns`` on ``loop`` (the running loop); :meth:`unpause` ends it
+        early, and so does a notify of the queue, given a notifier (and the
+        futex snapshot), or the loop's own wake-up, given its set of parked
+        futures (``wakers``)."""
+        if loop is None:
+            import asyncio
 
-        loop = asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         timer = loop.call_later(ns / 1e9, _wake_future, fut)
         with self._lock:

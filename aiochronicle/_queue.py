@@ -395,10 +395,12 @@ class Queue(_Resource):
                     if isinstance(child, Tailer) and not child._closed:
                         child._save()
             self._closed = True
+            busy = False
             for child in list(self._children):
                 # one with no call in flight lets its cycle file go now (the
                 # last holder unmaps it); one in a call, when the call leaves
                 child._detach()
+                busy = busy or child._owe()
             close_notifier(self)  # asyncio: the notify helper thread (_notify)
             for store in self._stores.values():
                 # still held: by a call in flight (an appender's or tailer's,
@@ -407,7 +409,12 @@ class Queue(_Resource):
                 self._store_event("on_released", store)
             self._stores.clear()
             if self._meta is not None:
-                self._meta.close()
+                # metadata.cq4t goes at once only when nothing may still use it:
+                # no appender or tailer with a call in flight (an append's lock
+                # word and notify slots, a named tailer's index are in it), and
+                # this thread not inside a `with` of the write lock (its
+                # release still needs the word); else when it is garbage
+                self._meta.close(now=not busy and not self._write_lock.held_here())
 
     async def aclose(self) -> None:
         """:meth:`close` for ``async`` code (idempotent)."""

@@ -189,6 +189,10 @@ class TableStore:
         f = self.file
         pos = self._end
         while pos + 4 <= f.size:
+            # no record can stand in a hole, and a read-only store did not
+            # reserve it: touching it would be a SIGBUS on a full tmpfs
+            if self.read_only and f.unbacked(pos):
+                break
             word = f.load32(pos)
             if word == 0 or word & HDR_NOT_COMPLETE:
                 break
@@ -208,8 +212,12 @@ class TableStore:
             pos = _align4(end)
             self._end = pos
 
-    def _parse_record(self, pos: int, end: int) -> tuple[str, int]:
-        buf = self.file.view(0, end)
+    def _parse_record(self, pos: int, end: int,
+                      buf: bytes | memoryview | None = None) -> tuple[str, int]:
+        """The key and value offset of the record at ``pos``, read from the
+        mapping or from ``buf`` (the file's bytes from offset 0)."""
+        if buf is None:
+            buf = self.file.view(0, end)
         try:
             doc = parse_document(buf, pos + 4, end)
         except WireError as exc:
@@ -319,31 +327,36 @@ class TableStore:
         """
         f = self.file
         f.refresh()
-        pos = _align4(4 + (f.load32(0) & LENGTH_MASK))
-        while pos + 4 <= f.size:
-            word = f.load32(pos)
+        # read with pread, not the mapping: a tool did not reserve this file,
+        # and its holes read through a mapping on a full tmpfs are a SIGBUS
+        buf = f.pread(0, f.size)
+        pos = _align4(4 + (int.from_bytes(buf[:4], "little") & LENGTH_MASK))
+        while pos + 4 <= len(buf):
+            word = int.from_bytes(buf[pos:pos + 4], "little")
             if word == 0:
-                rest = bytes(f.view(pos, f.size - pos))
-                if rest.count(0) != len(rest):
+                if buf.count(0, pos) != len(buf) - pos:
                     return pos, "non-zero bytes after the last key record"
                 return None
             if word & HDR_NOT_COMPLETE:
                 return pos, f"an incomplete record header {word:#010x}"
             end = pos + 4 + (word & LENGTH_MASK)
-            if end > f.size:
+            if end > len(buf):
                 return pos, "a record runs past the end of the file"
             if not word & HDR_META:
                 try:
-                    self._parse_record(pos, end)
+                    self._parse_record(pos, end, buf)
                 except CorruptQueueError as exc:
                     return pos, str(exc)
             pos = _align4(end)
         return None
 
-    def close(self) -> None:
+    def close(self, now: bool = False) -> None:
         """Mark the table store closed; its mapping and descriptor go when it is
-        garbage (see ``MappedFile.close``)."""
+        garbage (see ``MappedFile.close``), or at once with ``now`` (the
+        owner knows no native call or pointer of its can still use them)."""
         self.file.close()
+        if now:
+            self.file.release()
 
 
 @dataclass

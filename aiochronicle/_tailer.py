@@ -334,6 +334,11 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
 
     # -- reading ---------------------------------------------------------
     if TYPE_CHECKING:
+        checkpoint_every: int
+        """``await read()`` and ``async for`` give the event loop a turn at
+        least once per this many excerpts returned without waiting (default
+        64), so a backlog never starves the loop (a member of the C type)."""
+
         def read_nowait(self) -> Excerpt | None:
             """The next excerpt, or None if none has been written yet.
 

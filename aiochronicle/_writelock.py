@@ -106,6 +106,11 @@ class WriteLock:
             p = self._cell = self._meta.ptr(WRITE_LOCK, UNLOCKED)
         return p
 
+    def held_here(self) -> bool:
+        """This process holds the lock (a ``with`` block below this call)."""
+        p = self._cell
+        return p is not None and lock_holder(int(p[0])) == os.getpid()
+
     def wait(self) -> None:
         """Wait for the lock to come free; take it over from a dead holder (or
         after ``lock_timeout`` with ``UnlockMode.ALWAYS``).
@@ -122,11 +127,11 @@ class WriteLock:
         mode = q.unlock_mode
         last = UNLOCKED
         while True:
+            if q.closed:  # before the word: a closed queue may have unmapped it
+                raise QueueClosedError(f"queue {q.path} is closed")
             value = int(lock[0])
             if value == UNLOCKED:
                 return
-            if q.closed:
-                raise QueueClosedError(f"queue {q.path} is closed")
             if value != last:
                 # the timeout is how long one holder keeps the lock: it starts
                 # again whenever the lock changes hands

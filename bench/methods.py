@@ -10,12 +10,14 @@ measures, in one process and one run:
   (encoding included, one excerpt per call);
 * ``raw append``: ``appender.append(payload)`` of the very bytes one such call
   writes (what the queue costs without the method layer);
-* ``method reader``: ``tailer.method_reader(handler).read_available()`` over
-  those excerpts, decoding each Quote and calling a trivial handler;
-* ``async reader``: the same through ``await reader.run(until_end=True)`` on
-  uvloop;
-* ``raw read_nowait`` / ``raw read_many``: reading the same excerpts without
-  decoding, one by one and in batches;
+* ``reader read_one()``: ``while reader.read_one(): pass`` over those excerpts,
+  ``reader = tailer.method_reader(handler)``, decoding each Quote and calling
+  a trivial handler, one call at a time;
+* ``reader read_available()``: the same through ``reader.read_available()``;
+* ``reader await run()``: the same through ``await reader.run(until_end=True)``
+  on uvloop;
+* ``raw read_nowait`` / ``raw read_many (batch)``: reading the same excerpts
+  without decoding, one by one and in batches (a batch API);
 * ``encode only`` / ``decode only``: the codec alone, no queue (BinaryWire: the
   arguments of one call, as the method writer and reader encode and decode them,
   in C).
@@ -149,6 +151,15 @@ def _queues(path: str, codec: str, count: int, keep: Keep) -> int:
                     return n
                 n += got
 
+        def do_read_one() -> int:
+            sink = Sink()
+            read_one = q.tailer().method_reader(sink).read_one
+            n = 0
+            while read_one():
+                n += 1
+            assert sink.n == n == count + 1, (sink.n, n)
+            return n
+
         def do_read() -> int:
             sink = Sink()
             n = q.tailer().method_reader(sink).read_available()
@@ -167,9 +178,10 @@ def _queues(path: str, codec: str, count: int, keep: Keep) -> int:
             return n
 
         keep("raw read_nowait", timed(do_raw_read))
-        keep("raw read_many", timed(do_raw_read_many))
-        keep("method reader", timed(do_read))
-        keep("async reader", timed(do_async_read))
+        keep("raw read_many (batch)", timed(do_raw_read_many))
+        keep("reader read_one()", timed(do_read_one))
+        keep("reader read_available()", timed(do_read))
+        keep("reader await run()", timed(do_async_read))
     for p in (path, raw_path):
         shutil.rmtree(p, ignore_errors=True)
     return len(payload)
@@ -238,10 +250,11 @@ def _run_on_uvloop(coro_fn: Callable[[], object]) -> int:
 ROWS = [
     ("method writer", "raw append"),
     ("raw append", None),
-    ("method reader", "raw read_nowait"),
-    ("async reader", "raw read_nowait"),
+    ("reader read_one()", "raw read_nowait"),
+    ("reader read_available()", "raw read_nowait"),
+    ("reader await run()", "raw read_nowait"),
     ("raw read_nowait", None),
-    ("raw read_many", None),
+    ("raw read_many (batch)", None),
     ("encode only", None),
     ("decode only", None),
 ]
@@ -271,7 +284,8 @@ def codec_ratios(results: Results) -> str:
     if wire is None or mp is None:
         return ""
     parts = [f"{what} {_report.ratio(wire[what], mp[what])}"
-             for what in ("method writer", "method reader", "async reader")]
+             for what in ("method writer", "reader read_one()", "reader read_available()",
+                          "reader await run()")]
     return "BinaryWire calls against msgpack's in the same run: " + ", ".join(parts)
 
 
@@ -319,10 +333,10 @@ def main() -> None:
             rates = run_codec(root, codec, count, args.repeats)
             results.append((codec, count, rates))
             print(f"\n{codec}: {count:,} calls, {rates['payload bytes']:.0f}-byte excerpts")
-            print(f"  {'what':<18}{'per second':>14}   ratio")
+            print(f"  {'what':<26}{'per second':>14}   ratio")
             for what, ref in ROWS:
                 ratio = f"{rates[what] / rates[ref]:.2f} x {ref}" if ref else ""
-                print(f"  {what:<18}{rates[what]:>14,.0f}   {ratio}")
+                print(f"  {what:<26}{rates[what]:>14,.0f}   {ratio}")
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -8,6 +8,24 @@
 #include <string.h>
 #include <time.h>
 
+/* Atomics on the mapping need natural alignment: an unaligned one is
+ * undefined behaviour, and UBSan does not look at __atomic builtins.  The
+ * sanitizer builds (native/Makefile) define CQ_CHECK_ALIGNMENT, where a
+ * misaligned address aborts with its place, so a load made before its
+ * offset's alignment check is caught by the tests that feed such offsets. */
+#ifdef CQ_CHECK_ALIGNMENT
+#include <stdio.h>
+#include <stdlib.h>
+#define CQ_ALIGNED(p, n)                                                                  \
+    ((((uintptr_t)(p)) & ((n) - 1))                                                       \
+         ? (fprintf(stderr, "misaligned %d-byte atomic at %p (%s:%d)\n", (int)(n),          \
+                    (const void *)(p), __FILE__, __LINE__),                               \
+            abort())                                                                      \
+         : (void)0)
+#else
+#define CQ_ALIGNED(p, n) ((void)0)
+#endif
+
 /* The CPU's spin-wait hint. */
 static inline void cq_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -85,19 +85,23 @@ static inline uint32_t hdr_load(const cq_store *s, uint64_t pos) {
 }
 
 static inline int hdr_cas(cq_store *s, uint64_t pos, uint32_t expected, uint32_t value) {
+    CQ_ALIGNED(map_base(s) + pos, 4);
     return __atomic_compare_exchange_n((uint32_t *)(map_base(s) + pos), &expected, value, 0,
                                        __ATOMIC_RELEASE, __ATOMIC_ACQUIRE);
 }
 
 static inline int64_t ld64(const cq_store *s, uint64_t off) {
+    CQ_ALIGNED(map_base(s) + off, 8);
     return __atomic_load_n((const int64_t *)(map_base(s) + off), __ATOMIC_ACQUIRE);
 }
 
 static inline void st64(cq_store *s, uint64_t off, int64_t v) {
+    CQ_ALIGNED(map_base(s) + off, 8);
     __atomic_store_n((int64_t *)(map_base(s) + off), v, __ATOMIC_RELEASE);
 }
 
 static int64_t max64(int64_t *p, int64_t v) {
+    CQ_ALIGNED(p, 8);
     int64_t cur = __atomic_load_n(p, __ATOMIC_ACQUIRE);
     while (cur < v) {
         if (__atomic_compare_exchange_n(p, &cur, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
@@ -351,11 +355,13 @@ static void index_floor(const cq_store *s, uint64_t target, uint64_t *pos, uint6
 /* The (position, sequence) of the last excerpt recorded in writePosition,
  * validated against its packed second long.  Returns 0 when unusable. */
 static int write_position(const cq_store *s, uint64_t *pos, uint64_t *seq) {
-    if (!s->wp_off || !s->wp_seq_off || !fits(s, s->wp_off, 8) || !fits(s, s->wp_seq_off, 8))
+    /* offsets from the file: in the mapping and 8-aligned before the atomic loads */
+    if (!s->wp_off || !s->wp_seq_off || !fits(s, s->wp_off, 8) || !fits(s, s->wp_seq_off, 8) ||
+        (s->wp_off & 7) || (s->wp_seq_off & 7))
         return 0;
     uint64_t wp = (uint64_t)ld64(s, s->wp_off);
     uint64_t v = (uint64_t)ld64(s, s->wp_seq_off);
-    if (wp == 0 || !fits(s, wp, 4) || (s->wp_off & 7) || (s->wp_seq_off & 7)) return 0;
+    if (wp == 0 || !fits(s, wp, 4)) return 0;
     unsigned sh = (unsigned)s->file_shift;
     if (sh == 0 || sh >= 64) return 0;
     uint64_t hi_mask = (1ull << (64 - sh)) - 1;
@@ -624,6 +630,7 @@ static int new_index_page(cq_appender *a, uint64_t n2, uint64_t i2i_vals, uint64
     /* a page linked first by another writer wins; ours stays a metadata
      * document nobody points at */
     int64_t none = 0;
+    CQ_ALIGNED(b + i2i_vals + 8 * n2, 8);
     if (__atomic_compare_exchange_n((int64_t *)(b + i2i_vals + 8 * n2), &none, (int64_t)p, 0,
                                     __ATOMIC_RELEASE, __ATOMIC_RELAXED))
         max64((int64_t *)(b + i2i_used), (int64_t)(n2 + 1));
@@ -663,6 +670,7 @@ static int index_entry(cq_appender *a, uint64_t seq, uint64_t pos, uint64_t *nex
     if (array_at(s, page, &pv, &pu, &pc) != CQ_OK || n3 >= pc) { a->err_pos = page; return CQ_CORRUPT; }
     int64_t *slot = (int64_t *)(map_base(s) + pv + 8 * n3);
     int64_t empty = 0;
+    CQ_ALIGNED(slot, 8);
     if (__atomic_compare_exchange_n(slot, &empty, (int64_t)pos, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
         max64((int64_t *)(map_base(s) + pu), (int64_t)(n3 + 1));
         if (field_ok(s, s->last_index_off))
@@ -700,6 +708,7 @@ static int commit(cq_appender *a, uint64_t pos, uint64_t seq, uint64_t plen, int
          * A damaged index only leaves a hole, which lookups tolerate. */
         (void)index_entry(a, seq, pos, &next);
         a->last_index = (int64_t)(((uint64_t)s->cycle << a->queue_shift) | seq);
+        a->appended++;
         a->seq = seq + 1;
         a->pos = next;
     } else {

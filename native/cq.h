@@ -74,6 +74,8 @@ typedef struct cq_appender {
     int32_t doc_meta;
     uint64_t doc_pos;
     uint64_t doc_claim;       /* length the open document's header claims */
+    /* statistics: data excerpts this appender has committed (any cycle) */
+    uint64_t appended;
 } cq_appender;
 
 typedef struct cq_tailer {

@@ -23,6 +23,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include "cq.h"
 #include "pause.h"
@@ -37,6 +38,7 @@ static PyObject *str_append_slow;   /* "_append_native_failed" */
 static PyObject *str_read_slow;     /* "_read_slow" */
 static PyObject *str_read_other;    /* "_read_other" */
 static PyObject *str_read_blocking; /* "_read_blocking" */
+static PyObject *str_anext;         /* "_anext" */
 static PyTypeObject *excerpt_type;  /* aiochronicle.Excerpt (a tuple subclass) */
 static PyObject *str_let_go;        /* "_let_go" */
 
@@ -187,7 +189,17 @@ typedef struct {
     cq_tailer *t;
     int forward;
     int plain;    /* read_nowait is this type's own: read_blocking may read here first */
+    int unyielded;        /* excerpts handed to async readers since the loop's last turn */
+    int checkpoint_every; /* give the loop a turn at least this often (in _aio) */
 } HotTailer;
+
+#define DEFAULT_CHECKPOINT_EVERY 64
+
+static PyObject *hot_tailer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    HotTailer *self = (HotTailer *)PyType_GenericNew(type, args, kwds);
+    if (self) self->checkpoint_every = DEFAULT_CHECKPOINT_EVERY;
+    return (PyObject *)self;
+}
 
 static PyObject *hot_tailer_bind(HotTailer *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 && nargs != 3) {
@@ -325,6 +337,201 @@ static PyObject *hot_tailer_spin_read(HotTailer *self, PyObject *const *args,
     return leave((PyObject *)self, tailer_spin_read(self, args, nargs));
 }
 
+/* ------------------------------------------------------------------ */
+/* `async for`: an excerpt that is already there, without a coroutine  */
+
+/* What __anext__ returns: an awaitable whose first step reads the next
+ * excerpt in C and, when one is there, returns it (am_send: the awaiting
+ * coroutine neither suspends nor builds a StopIteration).  Otherwise it
+ * hands over to the coroutine _anext() (a wait, a roll, an error) and
+ * passes its steps, throws and close through, as `yield from` would.
+ * Nothing is read before the first step, so an awaitable dropped unawaited
+ * (a task cancelled before it started) loses nothing, as a coroutine. */
+typedef struct {
+    PyObject_HEAD
+    HotTailer *owner; /* strong */
+    PyObject *sub;    /* the _anext() coroutine once handed over */
+    int state;        /* NEXT_FRESH, NEXT_SUB or NEXT_DONE */
+} Next;
+
+enum { NEXT_FRESH, NEXT_SUB, NEXT_DONE };
+
+static PyTypeObject NextType;
+
+static void next_dealloc(Next *self) {
+    Py_XDECREF(self->owner);
+    Py_XDECREF(self->sub);
+    PyObject_Free(self);
+}
+
+static PyObject *next_await(PyObject *self) {
+    return Py_NewRef(self);
+}
+
+/* Hand over to _anext() (not started yet). */
+static int next_to_sub(Next *self) {
+    self->sub = call_self(self->owner, str_anext, NULL);
+    if (self->sub == NULL) {
+        self->state = NEXT_DONE;
+        return -1;
+    }
+    self->state = NEXT_SUB;
+    return 0;
+}
+
+static PySendResult next_send(Next *self, PyObject *arg, PyObject **result) {
+    *result = NULL;
+    if (self->state == NEXT_FRESH) {
+        HotTailer *o = self->owner;
+        cq_tailer *t = o->t;
+        if (t != NULL && o->forward && o->plain && excerpt_type != NULL) {
+            /* counted in flight as read_nowait is: a close meanwhile (a
+             * signal handler in read_excerpt's allocation) leaves the file
+             * mapped until this read leaves */
+            o->busy++;
+            int64_t n = cq_read(t);
+            if (n >= 0) {
+                self->state = NEXT_DONE;
+                PyObject *ex = leave((PyObject *)o, read_excerpt(t, n));
+                if (ex == NULL) return PYGEN_ERROR;
+                o->unyielded++;
+                *result = ex;
+                return PYGEN_RETURN;
+            }
+            Py_XDECREF(leave((PyObject *)o, Py_NewRef(Py_None)));
+            /* a code: nothing was consumed, _anext's read takes it again */
+        }
+        if (next_to_sub(self) < 0) return PYGEN_ERROR;
+    }
+    if (self->state == NEXT_SUB) {
+        PySendResult r = PyIter_Send(self->sub, arg, result);
+        if (r != PYGEN_NEXT) {
+            self->state = NEXT_DONE;
+            Py_CLEAR(self->sub);
+        }
+        return r;
+    }
+    PyErr_SetString(PyExc_RuntimeError, "cannot reuse an already awaited __anext__()");
+    return PYGEN_ERROR;
+}
+
+/* the generator protocol for what does not use am_send */
+static PyObject *send_result(PySendResult r, PyObject *v) {
+    if (r == PYGEN_NEXT) return v;
+    if (r == PYGEN_ERROR) return NULL;
+    if (v == Py_None) {
+        Py_DECREF(v);
+        PyErr_SetNone(PyExc_StopIteration);
+        return NULL;
+    }
+    PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, v);
+    Py_DECREF(v);
+    if (stop == NULL) return NULL;
+    PyErr_SetObject(PyExc_StopIteration, stop);
+    Py_DECREF(stop);
+    return NULL;
+}
+
+static PyObject *next_iternext(Next *self) {
+    PyObject *v;
+    PySendResult r = next_send(self, Py_None, &v);
+    return send_result(r, v);
+}
+
+static PyObject *next_send_method(Next *self, PyObject *arg) {
+    PyObject *v;
+    PySendResult r = next_send(self, arg, &v);
+    return send_result(r, v);
+}
+
+/* throw(...) and close(): to _anext(), made first if need be (an unstarted
+ * coroutine takes the exception at its start, reading nothing) */
+static PyObject *next_forward(Next *self, const char *name, PyObject *const *args,
+                              Py_ssize_t nargs) {
+    if (self->state == NEXT_DONE) {
+        if (nargs == 0) Py_RETURN_NONE; /* close() */
+        PyErr_SetString(PyExc_RuntimeError, "cannot reuse an already awaited __anext__()");
+        return NULL;
+    }
+    if (self->state == NEXT_FRESH && next_to_sub(self) < 0) return NULL;
+    PyObject *m = PyObject_GetAttrString(self->sub, name);
+    if (m == NULL) return NULL;
+    PyObject *r = PyObject_Vectorcall(m, args, (size_t)nargs, NULL);
+    Py_DECREF(m);
+    if (r == NULL || nargs == 0) {
+        self->state = NEXT_DONE;
+        Py_CLEAR(self->sub);
+    }
+    return r;
+}
+
+static PyObject *next_throw(Next *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "throw() takes 1 to 3 arguments");
+        return NULL;
+    }
+    return next_forward(self, "throw", args, nargs);
+}
+
+static PyObject *next_close(Next *self, PyObject *unused) {
+    return next_forward(self, "close", NULL, 0);
+}
+
+static PyMethodDef next_methods[] = {
+    {"send", (PyCFunction)next_send_method, METH_O, NULL},
+    {"throw", (PyCFunction)(void (*)(void))next_throw, METH_FASTCALL, NULL},
+    {"close", (PyCFunction)next_close, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyAsyncMethods next_async = {
+    .am_await = next_await,
+    .am_send = (sendfunc)next_send,
+};
+
+static PyTypeObject NextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiochronicle._hot.NextExcerpt",
+    .tp_basicsize = sizeof(Next),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "What `async for` over a tailer awaits: the next excerpt.",
+    .tp_dealloc = (destructor)next_dealloc,
+    .tp_as_async = &next_async,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)next_iternext,
+    .tp_methods = next_methods,
+};
+
+/* __anext__(): a Next, or _anext() itself when the loop is due a turn (every
+ * checkpoint_every excerpts) or the tailer reads its own way (a subclass,
+ * metadata, another direction). */
+static PyObject *hot_tailer_anext(HotTailer *self) {
+    if (self->t != NULL && self->forward && self->plain && excerpt_type != NULL &&
+        self->unyielded < self->checkpoint_every) {
+        Next *r = PyObject_New(Next, &NextType);
+        if (r == NULL) return NULL;
+        r->owner = (HotTailer *)Py_NewRef(self);
+        r->sub = NULL;
+        r->state = NEXT_FRESH;
+        return (PyObject *)r;
+    }
+    return call_self(self, str_anext, NULL);
+}
+
+static PyAsyncMethods hot_tailer_async = {
+    .am_anext = (unaryfunc)hot_tailer_anext,
+};
+
+static PyMemberDef hot_tailer_members[] = {
+    {"checkpoint_every", T_INT, offsetof(HotTailer, checkpoint_every), 0,
+     "``read()`` and ``async for`` give the event loop a turn at least once per\n"
+     "this many excerpts returned without waiting (default 64), so a backlog\n"
+     "never starves the loop."},
+    {"_unyielded", T_INT, offsetof(HotTailer, unyielded), 0,
+     "Excerpts returned without waiting since the loop's last turn."},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyMethodDef hot_tailer_methods[] = {
     {"_spin_read", (PyCFunction)(void (*)(void))hot_tailer_spin_read, METH_FASTCALL,
      "Spin (GIL released, bounded) for the next excerpt: it, or a result code."},
@@ -356,7 +563,9 @@ static PyTypeObject HotTailerType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The per-message calls of a Tailer (C API).",
     .tp_methods = hot_tailer_methods,
-    .tp_new = PyType_GenericNew,
+    .tp_members = hot_tailer_members,
+    .tp_as_async = &hot_tailer_async,
+    .tp_new = hot_tailer_new,
 };
 
 /* ------------------------------------------------------------------ */
@@ -375,7 +584,120 @@ static PyObject *version(PyObject *mod, PyObject *unused) {
     return PyUnicode_FromString(AIOCHRONICLE_VERSION);
 }
 
+/* ------------------------------------------------------------------ */
+/* method readers: the common msgpack call, dispatched in C            */
+
+/* _dispatch_mp(data, offsets, start, end, fast, done) -> int
+ *
+ * Excerpt k of a batch is data[offsets[k]:offsets[k + 1]].  From ``start``
+ * on, while an excerpt is a msgpack call ``[name, arg]`` (0x92, a fixstr)
+ * whose name (bytes) ``fast`` maps to ``(decode, handler)``: decode the
+ * argument and call the handler with it.  Stops (returning where) at the
+ * first other excerpt, at one whose argument does not decode (Python's
+ * path decodes it again and reports it), or at ``end``.  ``done`` is two
+ * int64: done[0] is the index after the last excerpt consumed, set before
+ * its handler is called (when a handler raises, that is where reading goes
+ * on); done[1] counts the calls consumed, in all.  Bounded by ``end - start`` excerpts; calls Python only to
+ * decode and to call the handlers the caller gave. */
+static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_dispatch_mp(data, offsets, start, end, fast, done)");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[2]);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[3]);
+    if (end == -1 && PyErr_Occurred()) return NULL;
+    PyObject *fast = args[4];
+    if (!PyDict_Check(fast)) {
+        PyErr_SetString(PyExc_TypeError, "fast must be a dict");
+        return NULL;
+    }
+    Py_buffer data, offs, done;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &offs, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[5], &done, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&offs);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    PyObject *last_key = NULL, *last_entry = NULL;
+    const int64_t *off = (const int64_t *)offs.buf;
+    Py_ssize_t n_off = offs.len / (Py_ssize_t)sizeof(int64_t);
+    int64_t *out = (int64_t *)done.buf;
+    const uint8_t *base = (const uint8_t *)data.buf;
+    if (done.len < 2 * (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off) {
+        PyErr_SetString(PyExc_ValueError, "_dispatch_mp: bad range or buffers");
+        goto out;
+    }
+    out[0] = i;
+    for (; i < end; i++) {
+        int64_t a = off[i], b = off[i + 1];
+        if (a < 0 || b < a || b > (int64_t)data.len) {
+            PyErr_SetString(PyExc_ValueError, "_dispatch_mp: offsets outside the data");
+            goto out;
+        }
+        const uint8_t *p = base + a;
+        int64_t len = b - a;
+        if (len < 2 || p[0] != 0x92 || p[1] < 0xA0 || p[1] > 0xBF) break;
+        Py_ssize_t klen = p[1] - 0xA0;
+        if (2 + klen > len) break;
+        PyObject *entry;
+        if (last_key != NULL && PyBytes_GET_SIZE(last_key) == klen &&
+            memcmp(PyBytes_AS_STRING(last_key), p + 2, (size_t)klen) == 0) {
+            entry = last_entry;
+        } else {
+            PyObject *key = PyBytes_FromStringAndSize((const char *)p + 2, klen);
+            if (key == NULL) goto out;
+            entry = PyDict_GetItemWithError(fast, key);
+            if (entry == NULL) {
+                Py_DECREF(key);
+                if (PyErr_Occurred()) goto out;
+                break;
+            }
+            if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+                Py_DECREF(key);
+                PyErr_SetString(PyExc_TypeError, "fast maps names to (decode, handler)");
+                goto out;
+            }
+            Py_XSETREF(last_key, key);
+            Py_XSETREF(last_entry, Py_NewRef(entry)); /* the handler may change fast */
+        }
+        PyObject *body = PyBytes_FromStringAndSize((const char *)p + 2 + klen,
+                                                   (Py_ssize_t)(len - 2 - klen));
+        if (body == NULL) goto out;
+        PyObject *arg = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 0), body);
+        Py_DECREF(body);
+        if (arg == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) goto out;
+            PyErr_Clear(); /* not decodable: Python's path reports it */
+            break;
+        }
+        out[0] = i + 1;
+        out[1]++;
+        PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg);
+        Py_DECREF(arg);
+        if (r == NULL) goto out;
+        Py_DECREF(r);
+    }
+    result = PyLong_FromSsize_t(i);
+out:
+    Py_XDECREF(last_key);
+    Py_XDECREF(last_entry);
+    PyBuffer_Release(&done);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
+    {"_dispatch_mp", (PyCFunction)(void (*)(void))dispatch_mp, METH_FASTCALL,
+     "Dispatch the common msgpack method calls of a batch (see native/hot.c)."},
     {"set_excerpt_type", set_excerpt_type, METH_O, "Register aiochronicle.Excerpt."},
     {"version", version, METH_NOARGS, "The version this module was built for."},
     {NULL, NULL, 0, NULL},
@@ -388,14 +710,17 @@ static struct PyModuleDef hot_module = {
 };
 
 PyMODINIT_FUNC PyInit__hot(void) {
-    if (PyType_Ready(&HotAppenderType) < 0 || PyType_Ready(&HotTailerType) < 0) return NULL;
+    if (PyType_Ready(&HotAppenderType) < 0 || PyType_Ready(&HotTailerType) < 0 ||
+        PyType_Ready(&NextType) < 0)
+        return NULL;
     str_append_slow = PyUnicode_InternFromString("_append_native_failed");
     str_read_slow = PyUnicode_InternFromString("_read_slow");
     str_read_other = PyUnicode_InternFromString("_read_other");
     str_read_blocking = PyUnicode_InternFromString("_read_blocking");
     str_let_go = PyUnicode_InternFromString("_let_go");
+    str_anext = PyUnicode_InternFromString("_anext");
     if (!str_append_slow || !str_read_slow || !str_read_other || !str_read_blocking ||
-        !str_let_go)
+        !str_let_go || !str_anext)
         return NULL;
     PyObject *m = PyModule_Create(&hot_module);
     if (!m) return NULL;

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from loops import KINDS, loop_factory
+from workers import append_when_parked, parked
 
 import aiochronicle as ac
 from aiochronicle._notify import PARKED_KEY, SLOTS, _sockname, notifier_for, slot_key
-
-uvloop = pytest.importorskip("uvloop")
 
 T = TypeVar("T")
 Run = Callable[..., T]
@@ -34,11 +34,11 @@ PAUSERS: dict[str, Callable[[], ac.Pauser]] = {
 }
 
 
-@pytest.fixture(params=["asyncio", "uvloop"])
+@pytest.fixture(params=KINDS)
 def run(request: pytest.FixtureRequest) -> Iterator[Callable[[Awaitable[Any]], Any]]:
     """Run a coroutine on a fresh loop of each kind, in debug mode; the test fails
     if the loop's exception handler was called."""
-    factory = asyncio.new_event_loop if request.param == "asyncio" else uvloop.new_event_loop
+    factory = loop_factory(request.param)
     errors: list[dict[str, Any]] = []
 
     def runner(coro: Awaitable[Any], debug: bool = True) -> Any:
@@ -152,7 +152,7 @@ def test_closing_the_queue_ends_waiting_readers(run: Run[None], tmp_path: Path) 
             await t.read()
         tasks = [asyncio.create_task(t.read()) for t in tailers]
         iters = [asyncio.create_task(_drain(t)) for t in (q.tailer(), q.tailer())]
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # one turn: every read runs to its first wait
         assert not any(task.done() for task in tasks)
         threading.Timer(0.01, q.close).start()  # from another thread
         for task in tasks:
@@ -181,7 +181,7 @@ def test_cancelled_read_loses_nothing(run: Run[None], tmp_path: Path,
             a = q.appender()
             t = q.tailer(pauser=pauser_factory())
             task = asyncio.create_task(t.read())
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0)  # one turn: the read runs to its first wait
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -191,11 +191,13 @@ def test_cancelled_read_loses_nothing(run: Run[None], tmp_path: Path,
     run(main())
 
 
+@pytest.mark.parametrize("how", ["read", "anext"])
 def test_timeouts_around_reads_lose_nothing_under_load(run: Run[None], tmp_path: Path,
                                                        pauser_factory: Callable[[], ac.Pauser],
-                                                       ) -> None:
+                                                       how: str) -> None:
     """A writer appends in bursts while the reader keeps timing out: every excerpt
-    still arrives exactly once, in order."""
+    still arrives exactly once, in order (``await read()``, and ``anext()`` as
+    ``async for`` awaits, whose waits run inside the native awaitable)."""
     n = 2000
 
     async def main() -> None:
@@ -216,7 +218,7 @@ def test_timeouts_around_reads_lose_nothing_under_load(run: Run[None], tmp_path:
             while len(got) < n:
                 try:
                     async with asyncio.timeout(rnd.random() * 0.001):
-                        ex = await t.read()
+                        ex = await (t.read() if how == "read" else anext(t))
                 except TimeoutError:
                     timeouts += 1
                     continue
@@ -295,6 +297,44 @@ def test_backlog_does_not_starve_the_loop(run: Run[None], tmp_path: Path) -> Non
     run(main())
 
 
+def test_anext_of_a_ready_excerpt_never_loses_it(run: Run[None], tmp_path: Path) -> None:
+    """``__anext__`` returns an awaitable that reads an excerpt already there in
+    its first step (``native/hot.c``): dropped unawaited, or in a task cancelled
+    before its first step, it reads nothing; awaited, it is the excerpt, once."""
+
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            idx = [q.appender().append(b"m%d" % i) for i in range(4)]
+            t = q.tailer()
+            aw = t.__anext__()
+            del aw  # dropped: nothing consumed
+            task = asyncio.ensure_future(t.__anext__())
+            task.cancel()  # before its first step
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            aw = t.__anext__()
+            assert await aw == (idx[0], b"m0")
+            with pytest.raises(RuntimeError):
+                await aw  # taken already
+            it = t.__anext__().__await__()  # the iterator protocol, step by step
+            with pytest.raises(StopIteration) as stop:
+                next(it)
+            assert stop.value.value == (idx[1], b"m1")
+            late = t.__anext__()  # reads when awaited, not when made
+            assert t.read_nowait() == (idx[2], b"m2")
+            assert await late == (idx[3], b"m3")
+            assert t.read_nowait() is None
+            got = []
+            t.to_start()
+            async for ex in t:
+                got.append(ex)
+                if len(got) == 4:
+                    break
+            assert got == [(i, b"m%d" % k) for k, i in enumerate(idx)]
+
+    run(main())
+
+
 # -- replay --------------------------------------------------------------------------------------
 
 
@@ -325,13 +365,6 @@ def test_until_end_stops_at_the_end_as_of_the_call(run: Run[None], tmp_path: Pat
 # -- wake-ups and idle cost ------------------------------------------------------------------------
 
 
-def _append_later(path: str, delay: float) -> None:
-    with ac.open_queue(path) as q:
-        a = q.appender()
-        time.sleep(delay)
-        a.append(b"wake up")
-
-
 def test_notify_wakes_an_async_reader_from_another_process(run: Run[None],
                                                            tmp_path: Path) -> None:
     async def main() -> None:
@@ -340,7 +373,7 @@ def test_notify_wakes_an_async_reader_from_another_process(run: Run[None],
             # parks of 30 s: only the notify can end them in time
             t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
             ctx = mp.get_context("spawn")
-            proc = ctx.Process(target=_append_later, args=(os.fspath(tmp_path), 0.3))
+            proc = ctx.Process(target=append_when_parked, args=(os.fspath(tmp_path),))
             proc.start()
             t0 = time.monotonic()
             ex = await asyncio.wait_for(t.read(), 20)
@@ -378,7 +411,7 @@ def test_notify_parks_on_the_loop_and_frees_its_slot_on_close(run: Run[None],
         a = q.appender()
         t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
         reader = asyncio.create_task(t.read())
-        await asyncio.sleep(0.05)
+        await parked(t.pauser)
         n = notifier_for(q)
         assert n is not None
         assert n._thread is None  # no helper thread: the loop watches a socket
@@ -390,7 +423,7 @@ def test_notify_parks_on_the_loop_and_frees_its_slot_on_close(run: Run[None],
         ex = await asyncio.wait_for(reader, 5)
         assert ex.payload == b"now" and t.pauser.count_paused == 1
         reader = asyncio.create_task(t.read())
-        await asyncio.sleep(0.05)
+        await parked(t.pauser)
         await q.aclose()
         with pytest.raises(ac.QueueClosedError):
             await asyncio.wait_for(reader, 10)
@@ -416,7 +449,7 @@ def test_notify_falls_back_to_the_helper_thread_when_every_slot_is_taken(
             q.table_store_put(slot_key(i), ident)
         t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
         reader = asyncio.create_task(t.read())
-        await asyncio.sleep(0.05)
+        await parked(t.pauser)
         n = notifier_for(q)
         assert n is not None
         thread = n._thread
@@ -425,7 +458,7 @@ def test_notify_falls_back_to_the_helper_thread_when_every_slot_is_taken(
         ex = await asyncio.wait_for(reader, 5)
         assert ex.payload == b"via the thread" and t.pauser.count_paused == 1
         reader = asyncio.create_task(t.read())
-        await asyncio.sleep(0.05)
+        await parked(t.pauser)
         await q.aclose()
         with pytest.raises(ac.QueueClosedError):
             await asyncio.wait_for(reader, 10)
@@ -456,7 +489,7 @@ def test_notify_slots_of_dead_owners_are_freed_and_taken(run: Run[None],
             t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
             assert (await t.read()).payload == b"first"
             reader = asyncio.create_task(t.read())
-            await asyncio.sleep(0.05)
+            await parked(t.pauser)
             mine = {i: v for i, v in _owner_slots(q).items() if v & 0xFFFFFFFF == os.getpid()}
             assert len(mine) == 1
             a.append(b"second")
@@ -468,14 +501,14 @@ def test_notify_slots_of_dead_owners_are_freed_and_taken(run: Run[None],
 
 def test_notify_loops_of_one_process_have_a_slot_each(tmp_path: Path) -> None:
     got: dict[int, bytes] = {}
-    parked = threading.Barrier(3)
+    both_parked = threading.Barrier(3)
 
     def reader(k: int, q: ac.Queue) -> None:
         async def main() -> None:
             t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
             task = asyncio.ensure_future(t.read())
-            await asyncio.sleep(0.1)
-            await asyncio.get_running_loop().run_in_executor(None, parked.wait, 20)
+            await parked(t.pauser)
+            await asyncio.get_running_loop().run_in_executor(None, both_parked.wait, 20)
             got[k] = (await asyncio.wait_for(task, 20)).payload
 
         asyncio.run(main())
@@ -485,7 +518,7 @@ def test_notify_loops_of_one_process_have_a_slot_each(tmp_path: Path) -> None:
         threads = [threading.Thread(target=reader, args=(k, q)) for k in range(2)]
         for th in threads:
             th.start()
-        parked.wait(20)
+        both_parked.wait(20)
         mine = [v for v in _owner_slots(q).values() if v & 0xFFFFFFFF == os.getpid()]
         assert len(mine) == 2 and len(set(mine)) == 2
         a.append(b"both")  # one commit wakes both loops
@@ -515,10 +548,10 @@ def test_apause_unpause_and_timeout(run: Run[None]) -> None:
     async def main() -> None:
         p = ac.Pauser.millis(20_000)
         task = asyncio.create_task(p.apause())
-        await asyncio.sleep(0.02)
+        await parked(p)
         assert not task.done()
-        threading.Timer(0.01, p.unpause).start()  # from another thread
-        await asyncio.wait_for(task, 5)
+        threading.Thread(target=p.unpause).start()  # from another thread
+        await asyncio.wait_for(task, 10)  # a tenth of the park
         b = ac.Pauser.busy()
         for _ in range(10):
             await b.apause()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +89,8 @@ def test_api_reference_covers_every_public_name(site: Path) -> None:
     api = (site / "api" / "index.html").read_text()
     anchors = set(re.findall(r'id="(aiochronicle\.[\w.]+)"', api))
     missing = []
-    for modname in ("aiochronicle", "aiochronicle.spark", "aiochronicle.testing"):
+    for modname in ("aiochronicle", "aiochronicle.spark", "aiochronicle.testing",
+                    "aiochronicle.metrics"):
         module = importlib.import_module(modname)
         for name in module.__all__:
             if name.startswith("__"):
@@ -113,6 +113,9 @@ QUICK_EXAMPLES: list[tuple[str, list[str], float, str | tuple[str, ...]]] = [
     ("many_writers.py", [], 60, "each writer in order"),
     ("async_tail.py", [], 60, "replay: 2001 excerpts"),
     ("operations.py", [], 60, "named tailer reporting"),
+    ("monitoring.py", [], 60, ("aiochronicle_named_tailer_lag_excerpts{queue=\"WORK/md\","
+                               "tailer=\"pricer\"} 2000.0",
+                               "named tailer pricer is 2000 behind")),
     ("replication.py", [], 60, "replica identical: 2000 excerpts"),
     # the three services' summaries in the order of the chain, then typed calls
     ("pipeline/run.py", ["--ticks", "2000"], 60,
@@ -137,14 +140,7 @@ def test_example_runs(script: str, extra: list[str], timeout: float,
         at = found + len(part)
 
 
-def _spark_available() -> bool:
-    return (importlib.util.find_spec("pyspark") is not None
-            and importlib.util.find_spec("pyarrow") is not None
-            and (shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))))
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _spark_available(), reason="Spark needs pyspark, pyarrow and Java")
 def test_spark_example_runs(tmp_path: Path) -> None:
     proc = _run([str(EXAMPLES / "spark_pipeline.py"), str(tmp_path / "work"),
                  "--ticks", "2000", "--seconds", "1"], tmp_path, 240)

@@ -40,6 +40,7 @@ EXPECTED = [
     "MethodCall",
     "MethodReader",
     "MethodReaderStatistics",
+    "NoFallocateWarning",
     "NoSuchIndexError",
     "NotAQueueError",
     "Pauser",
@@ -96,7 +97,7 @@ EXPECTED = [
 EXCEPTIONS = [n for n in EXPECTED if n.endswith("Error")]
 
 # Public (un-prefixed) modules of the package; everything else is private.
-PUBLIC_MODULES = {"aiochronicle.spark", "aiochronicle.testing"}
+PUBLIC_MODULES = {"aiochronicle.spark", "aiochronicle.testing", "aiochronicle.metrics"}
 
 
 def _public_objects() -> list[tuple[str, object]]:

@@ -19,7 +19,7 @@ PRELUDE = textwrap.dedent("""
     import aiochronicle as ac
 
     path = sys.argv[1]
-    q = ac.open_queue(path, lock_timeout=3.0)
+    q = ac.open_queue(path, lock_timeout=20.0)
     appender = q.appender()
     appender.append(b"parent before the fork")
 
@@ -68,8 +68,8 @@ SCENARIOS = {
         status = wait_child(pid)
         assert os.waitstatus_to_exitcode(status) == -signal.SIGKILL
         t0 = time.monotonic()
-        appender.append(b"parent after")
-        assert time.monotonic() - t0 < 2.0, "waited for the lock instead of taking it over"
+        appender.append(b"parent after")  # else WriteLockTimeoutError after lock_timeout
+        assert time.monotonic() - t0 < q.lock_timeout, "waited out the lock timeout"
         payloads = [e.payload for e in iter(q.tailer().read_nowait, None)]
         assert payloads == [b"parent before the fork", b"parent after"], payloads
     """,
@@ -131,8 +131,11 @@ SCENARIOS = {
                     t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
                     t.to_end()
                     task = asyncio.ensure_future(t.read())
-                    await asyncio.sleep(0.2)
-                    os.write(w, b"p")  # parked
+                    deadline = time.monotonic() + 20
+                    while not t.pauser._parks:  # until the read is parked
+                        assert time.monotonic() < deadline and not task.done()
+                        await asyncio.sleep(0.001)
+                    os.write(w, b"p")
                     ex = await asyncio.wait_for(task, 20)
                     return ex.payload, t.pauser.count_paused
                 payload, parks = asyncio.run(child())

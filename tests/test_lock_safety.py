@@ -158,9 +158,12 @@ def test_forced_unlock_with_stopped_writers_loses_and_tears_nothing(tmp_path):
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), acks))
     rnd = random.Random(13)
     stops = 0
-    while not os.path.exists(os.path.join(path, "metadata.cq4t")):
+    # until every writer has acknowledged an excerpt (all three are writing)
+    deadline = time.monotonic() + 120
+    while not all(os.path.exists(acks) and os.path.getsize(acks) for _, acks in procs):
+        assert all(p.poll() is None for p, _ in procs), [p.communicate() for p, _ in procs]
+        assert time.monotonic() < deadline, "the writers never started"
         time.sleep(0.01)
-    time.sleep(0.2)
     watcher = ac.open_queue(path, read_only=True)
     try:
         deadline = time.monotonic() + 120
@@ -214,10 +217,17 @@ def test_lock_timeout_restarts_when_the_lock_changes_hands(tmp_path):
     holder that has held it for less than lock_timeout, even when the lock went
     from one holder to another without the waiter ever seeing it free."""
     path = str(tmp_path / "q")
-    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-                for _ in range(3)]
+    lock_timeout = 2.0
+    # each holder keeps the lock an eighth of the timeout (a stall of 7/8 of it
+    # on a loaded machine still hands over in time); together they hold it for
+    # 1.5 timeouts, which a waiter whose timeout did not restart would force
+    hold = lock_timeout / 8
+    handovers = 12
+    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+                for _ in range(2)]
     try:
-        with ac.open_queue(path, unlock_mode=ac.UnlockMode.ALWAYS, lock_timeout=1.0) as q:
+        with ac.open_queue(path, unlock_mode=ac.UnlockMode.ALWAYS,
+                           lock_timeout=lock_timeout) as q:
             q.appender().append(b"x")
             q.table_store_put("chronicle.write.lock", sleepers[0].pid)
             child = subprocess.Popen(
@@ -226,17 +236,22 @@ def test_lock_timeout_restarts_when_the_lock_changes_hands(tmp_path):
                     import sys, warnings, aiochronicle as ac
                     warnings.simplefilter("error", RuntimeWarning)
                     with ac.open_queue(sys.argv[1], unlock_mode=ac.UnlockMode.ALWAYS,
-                                       lock_timeout=1.0) as q:
+                                       lock_timeout=float(sys.argv[2])) as q:
+                        print("waiting", flush=True)
                         print(q.appender().append(b"waiter"))
-                    """), path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            # hand the lock from one live process to the next every 0.6 s
-            for holder in sleepers[1:]:
-                time.sleep(0.6)
+                    """), path, str(lock_timeout)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            assert child.stdout is not None
+            assert child.stdout.readline() == "waiting\n"  # about to meet the held lock
+            # hand the lock between two live processes, each holding it `hold`
+            for n in range(handovers):
+                time.sleep(hold)  # how long a holder holds: the thing under test
                 assert child.poll() is None, child.communicate()
-                q.table_store_put("chronicle.write.lock", holder.pid)
-            time.sleep(0.6)
+                # a plain store (table_store_put only ever raises a value)
+                q._meta.set("chronicle.write.lock", sleepers[(n + 1) % 2].pid)
+            time.sleep(hold)
             assert child.poll() is None, child.communicate()
-            assert q.table_store_get("chronicle.write.lock") == sleepers[-1].pid
+            assert q.table_store_get("chronicle.write.lock") == sleepers[handovers % 2].pid
             q.table_store_put("chronicle.write.lock", -(1 << 63))
             _out, err = child.communicate(timeout=30)
         assert child.returncode == 0, err[-3000:]

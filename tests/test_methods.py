@@ -9,6 +9,7 @@ import enum
 import logging
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -16,11 +17,10 @@ from typing import Any, Protocol
 
 import msgspec
 import pytest
+from loops import KINDS, loop_factory
 
 import aiochronicle as ac
 from aiochronicle._codecs import recorded_codec
-
-uvloop = pytest.importorskip("uvloop")
 
 CODECS = ["msgpack", "json", "binary_wire"]
 
@@ -58,6 +58,7 @@ class Recorder:
 
 
 P1 = Price("EURUSD", 1.1, 1.2, 5)
+P2 = Price("GBPUSD", 1.3, 1.4, 7)
 
 
 @pytest.fixture
@@ -66,10 +67,10 @@ def queue(tmp_path: Path) -> Iterator[ac.Queue]:
         yield q
 
 
-@pytest.fixture(params=["asyncio", "uvloop"])
+@pytest.fixture(params=KINDS)
 def run(request: pytest.FixtureRequest) -> Iterator[Callable[[Awaitable[Any]], Any]]:
     """Run a coroutine on each loop, in debug mode, failing on loop errors."""
-    factory = asyncio.new_event_loop if request.param == "asyncio" else uvloop.new_event_loop
+    factory = loop_factory(request.param)
     errors: list[dict[str, Any]] = []
 
     def runner(coro: Awaitable[Any]) -> Any:
@@ -340,6 +341,50 @@ def test_handler_exceptions_propagate(queue: ac.Queue) -> None:
     assert reader.read_one() and h.n == 2  # the next message follows
 
 
+@pytest.mark.parametrize("how", ["read_one", "read_available", "run"])
+def test_a_raising_handler_consumes_only_its_own_call(queue: ac.Queue, how: str,
+                                                      run: Callable[[Awaitable[Any]], Any],
+                                                      ) -> None:
+    """One-argument msgpack calls are dispatched in C (native/hot.c): a handler
+    raising mid-batch has consumed its call and no other; an argument that
+    does not decode goes to the error handler; the counters add up."""
+    w = queue.appender().method_writer(PriceListener)
+    for i in range(6):
+        w.on_price(Price("S", 1.0, 2.0, i))
+        if i == 2:
+            queue.appender().append(ac.Codecs.MSGPACK.encode(["on_price", {"symbol": 1}]))
+
+    class Boom:
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def on_price(self, price: Price) -> None:
+            self.seen.append(price.qty)
+            if price.qty in (1, 4):
+                raise RuntimeError(price.qty)
+
+    h = Boom()
+    errors: list[Exception] = []
+    reader = queue.tailer().method_reader(h, on_error=lambda e, ex: errors.append(e))
+    raised = []
+    for _ in range(20):
+        try:
+            if how == "read_one":
+                if not reader.read_one():
+                    break
+            elif how == "read_available":
+                if not reader.read_available():
+                    break
+            elif not run(reader.run(until_end=True)):
+                break
+        except RuntimeError as exc:
+            raised.append(exc.args[0])
+    assert h.seen == [0, 1, 2, 3, 4, 5] and raised == [1, 4]
+    assert len(errors) == 1
+    stats = reader.statistics()
+    assert (stats.read, stats.dispatched, stats.errors) == (7, 6, 1)
+
+
 def test_named_tailer_resumes_after_the_last_call_handled(queue: ac.Queue) -> None:
     w = queue.appender().method_writer(PriceListener)
     for i in range(5):
@@ -503,7 +548,8 @@ def test_run_waits_for_new_calls_and_stops(queue: ac.Queue,
         h = AsyncRecorder()
         reader = queue.tailer(pauser=ac.Pauser.busy()).method_reader(h)
         task = asyncio.create_task(reader.run())
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0)  # one turn: run() reads to the end and waits
+        assert not task.done() and h.calls == []
         w.on_price(P1)
         for _ in range(1000):
             if h.calls:
@@ -516,13 +562,45 @@ def test_run_waits_for_new_calls_and_stops(queue: ac.Queue,
     run(main())
 
 
+@pytest.mark.parametrize("pauser", ["busy", "balanced", "notify"])
+def test_stop_from_another_thread_ends_a_waiting_run(queue: ac.Queue,
+                                                     run: Callable[[Awaitable[Any]], Any],
+                                                     pauser: str) -> None:
+    """run() waits in its own task (no Task per wait): a notify park is the
+    only future, and stop() from any thread ends the wait, spin or park."""
+
+    async def main() -> None:
+        w = queue.appender().method_writer(PriceListener)
+        rec = Recorder()
+        p = getattr(ac.Pauser, pauser)()
+        reader = queue.tailer(pauser=p).method_reader(rec, interfaces=[PriceListener])
+        task = asyncio.create_task(reader.run())
+        w.on_price(P1)
+        for _ in range(2000):
+            if rec.calls and (pauser != "notify" or p._parks):
+                break
+            await asyncio.sleep(0.002)
+        assert rec.calls == [("on_price", P1)]
+        if pauser == "notify":  # parked now: nothing but this test's and run()'s task
+            assert asyncio.all_tasks() == {task, asyncio.current_task()}
+        stopper = threading.Thread(target=reader.stop)
+        stopper.start()
+        assert await asyncio.wait_for(task, 10) == 1
+        stopper.join()
+        w.on_price(P2)  # written after the stop: left to the next run
+        assert await asyncio.wait_for(reader.run(until_end=True), 10) == 1
+        assert rec.calls == [("on_price", P1), ("on_price", P2)]
+
+    run(main())
+
+
 def test_run_ends_when_the_tailer_closes(queue: ac.Queue,
                                          run: Callable[[Awaitable[Any]], Any]) -> None:
     async def main() -> None:
         tailer = queue.tailer()
         reader = tailer.method_reader(Recorder())
         task = asyncio.create_task(reader.run())
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0)  # one turn: run() reaches its wait
         tailer.close()
         assert await asyncio.wait_for(task, 5) == 0
 
@@ -558,7 +636,7 @@ def test_cancelling_run_loses_nothing(queue: ac.Queue,
         rec = Recorder()
         reader = queue.tailer().method_reader(rec, interfaces=[PriceListener])
         task = asyncio.create_task(reader.run())
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # one turn: run() reaches its wait
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

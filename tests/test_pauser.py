@@ -9,12 +9,11 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from workers import append_when_parked
 
 import aiochronicle as ac
-from aiochronicle._appender import Appender
 from aiochronicle._native import ffi, lib
 from aiochronicle._notify import NOTIFY_KEY, notifier_for
 from aiochronicle._pauser import PARK, SPIN, YIELD
@@ -130,10 +129,12 @@ def test_pause_with_timeout_raises_after_timeout(factory: object) -> None:
 
 def test_milli_pause_timeout_parks_instead_of_raising() -> None:
     p = ac.Pauser.millis(1000)
+    # a timed pause parks for its timeout, not for the pauser's 1 s
+    assert p._timed_plan(time.monotonic_ns(), 0.01) == (PARK, 10 * MS)
     t0 = time.monotonic()
     for _ in range(3):
         p.pause(0.01)
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < 1.0  # three 1 s parks would take 3 s; one at least 1 s
     assert p.count_paused == 3
 
 
@@ -148,23 +149,48 @@ def test_counters_and_statistics() -> None:
         s.count_paused = 0  # type: ignore[misc]
 
 
+def test_one_planner_cuts_steps_and_counts_them() -> None:
+    """Every waiter takes its next step from Pauser._next: a spin cut to the
+    waiter's slice, any step to what is left of its deadline, each step
+    counted once, a step refused by the timeout not counted."""
+    busy = ac.Pauser.busy()
+    now = time.monotonic_ns()
+    assert busy._next(now, 50_000) == (0, 50_000)  # SPIN, the async slice
+    assert busy._next(now, 1_000_000, 20_000) == (0, 20_000)  # the deadline is nearer
+    sleepy = ac.Pauser.sleepy()
+    sleepy._next(now, 50_000)  # yields first
+    kind, ns = sleepy._next(now + 10 * MS, 50_000)  # then parks, 500 µs at first
+    assert kind == 2 and ns == 500_000
+    assert sleepy._next(now + 20 * MS, 50_000, 100_000) == (2, 100_000)
+    assert (busy.count_paused, sleepy.count_paused) == (2, 3)
+    timed = ac.Pauser.timed_busy()
+    timed._next(now, 1000, timeout=0.001)
+    with pytest.raises(TimeoutError):
+        timed._next(now + 2 * MS, 1000, timeout=0.001)
+    assert timed.count_paused == 1
+
+
 def test_unpause_wakes_a_parked_thread() -> None:
-    p = ac.Pauser.millis(20_000)
-    done = threading.Event()
+    park = 20.0
+    p = ac.Pauser.millis(int(park * 1000))
+    started, done = threading.Event(), threading.Event()
 
     def waiter() -> None:
+        started.set()
         p.pause()
         done.set()
 
     th = threading.Thread(target=waiter)
     th.start()
-    time.sleep(0.05)
-    assert not done.is_set()
-    t0 = time.monotonic()
-    p.unpause()
-    assert done.wait(5)
-    assert time.monotonic() - t0 < 1
+    started.wait()
+    # an unpause() that lands before the waiter has read its counter is lost
+    # (it was not waiting yet): unpause until it wakes, well within one park
+    deadline = time.monotonic() + park / 2
+    while not done.wait(0.01):
+        assert time.monotonic() < deadline, "unpause() did not end the park"
+        p.unpause()
     th.join()
+    assert p.count_paused == 1
 
 
 def test_unpause_without_waiter_is_harmless() -> None:
@@ -184,14 +210,21 @@ def test_native_spin_budget_and_stop() -> None:
     assert time.monotonic_ns() - t0 >= 2 * MS
     # a changed stop word ends a long spin at once (the GIL is released meanwhile)
     result: list[int] = []
-    th = threading.Thread(target=lambda: result.append(lib.cq_spin(10 * 10**9, stop, 0)))
+    budget = 10 * 10**9
+    started = threading.Event()
+
+    def spin() -> None:
+        started.set()
+        result.append(lib.cq_spin(budget, stop, 0))
+
+    th = threading.Thread(target=spin)
     t0 = time.monotonic_ns()
     th.start()
-    time.sleep(0.02)
-    stop[0] = 1
-    th.join(5)
+    started.wait()
+    stop[0] = 1  # (a change before the spin starts ends it as well)
+    th.join(budget / 1e9)
     assert result == [lib.CQ_SPIN_STOPPED]
-    assert time.monotonic_ns() - t0 < 2 * 10**9
+    assert time.monotonic_ns() - t0 < budget  # it did not spin out its budget
 
 
 def test_native_spin_read_returns_within_budget_and_on_commit(tmp_path: Path) -> None:
@@ -292,22 +325,13 @@ def test_appender_finds_the_notify_value_created_after_it(tmp_path: Path) -> Non
 # -- notify across processes ----------------------------------------------------------------
 
 
-def _append_later(path: str, delay: float, notify: bool, ready: Any = None) -> None:
-    with ac.open_queue(path) as q:
-        a = q.appender() if notify else Appender(q)  # Appender(q): a writer that never notifies
-        if ready is not None:
-            ready.set()
-        time.sleep(delay)
-        a.append(b"wake up")
-
-
 def test_notify_wakes_a_thread_parked_on_another_process(tmp_path: Path) -> None:
     ctx = mp.get_context("spawn")
     with ac.open_queue(tmp_path) as q:
         q.appender()  # creates the notify values
         # parks of 30 s: only the notify can end them in time
         t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
-        proc = ctx.Process(target=_append_later, args=(os.fspath(tmp_path), 0.3, True))
+        proc = ctx.Process(target=append_when_parked, args=(os.fspath(tmp_path), True))
         proc.start()
         t0 = time.monotonic()
         ex = t.read_blocking(timeout=20)
@@ -322,8 +346,8 @@ def test_notify_reaches_an_appender_started_before_the_first_waiter(tmp_path: Pa
     ctx = mp.get_context("spawn")
     with ac.open_queue(tmp_path) as q:
         ready = ctx.Event()
-        proc = ctx.Process(target=_append_later,
-                           args=(os.fspath(tmp_path), 0.5, True, ready))
+        proc = ctx.Process(target=append_when_parked,
+                           args=(os.fspath(tmp_path), True, ready))
         proc.start()
         assert ready.wait(20)  # its appender exists; the notify value does not yet
         assert q.table_store_get(NOTIFY_KEY) is None
@@ -342,7 +366,7 @@ def test_writers_that_do_not_notify_are_found_by_polling(tmp_path: Path) -> None
     with ac.open_queue(tmp_path) as q:
         q.appender()
         t = q.tailer(pauser=ac.Pauser.notify(min_park=0.005, max_park=0.02))
-        proc = ctx.Process(target=_append_later, args=(os.fspath(tmp_path), 0.2, False))
+        proc = ctx.Process(target=append_when_parked, args=(os.fspath(tmp_path), False))
         proc.start()
         ex = t.read_blocking(timeout=20)
         proc.join(20)

@@ -7,6 +7,7 @@ from a real one.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -18,6 +19,9 @@ import zlib
 from typing import Any
 
 import aiochronicle as ac
+from aiochronicle._appender import Appender
+from aiochronicle._native import ffi, lib
+from aiochronicle._notify import NOTIFY_KEY, PARKED_KEY
 
 HEAD = struct.Struct("<IIQI")  # writer, incarnation, n, crc32(body)
 ACK = struct.Struct("<IIQq")  # writer, incarnation, n, index
@@ -205,6 +209,45 @@ def hold_lock(path: str) -> None:
         doc.write(b"half written")
         print("LOCKED", os.getpid(), flush=True)
         time.sleep(600)
+
+
+def reader_parked(q: ac.Queue) -> bool:
+    """A reader of the queue (in any process) has announced its park (armed the
+    notify value, or set its loop's bit in ``aiochronicle.notify.parked``): a
+    commit from now on wakes it, so an append then is neither lost nor ahead
+    of the park."""
+    meta = q._meta
+    assert meta is not None
+    off = meta.offset(NOTIFY_KEY)
+    if off is not None and lib.cq_notify_until(
+            ffi.cast("int64_t *", meta.file.ptr(off)))[0] != 0:
+        return True  # a thread on the futex (or a task through the helper thread)
+    # a task on its loop's socket: the slot's bit in aiochronicle.notify.parked
+    return bool(meta.get(PARKED_KEY, 0))
+
+
+def append_when_parked(path: str, notify: bool = True, ready: Any = None) -> None:
+    """Append ``b"wake up"`` once a reader is parked (:func:`reader_parked`);
+    ``notify=False``: with an appender that never notifies.  ``ready`` is set
+    when the appender exists."""
+    with ac.open_queue(path) as q:
+        a = q.appender() if notify else Appender(q)
+        if ready is not None:
+            ready.set()
+        deadline = time.monotonic() + 20
+        while not reader_parked(q):
+            assert time.monotonic() < deadline, "no reader parked"
+            time.sleep(0.001)
+        a.append(b"wake up")
+
+
+async def parked(pauser: ac.Pauser, timeout: float = 20.0) -> None:
+    """Return once a task of this loop is parked on ``pauser`` (await
+    ``tailer.read()`` or ``apause()`` has registered its park)."""
+    deadline = time.monotonic() + timeout
+    while not pauser._parks:
+        assert time.monotonic() < deadline, "nothing parked"
+        await asyncio.sleep(0.001)
 
 
 def main() -> None:

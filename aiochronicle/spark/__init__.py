@@ -16,10 +16,12 @@ looks up modules named ``pyspark_*`` that define ``DefaultSource``.
 micro-batches to a callback as Arrow tables or DataFrames.
 
 Reads run in the JVM when Spark can load ``aiochronicle-spark.jar`` (shipped in
-the wheel, see :func:`jar_path`): the raw columns are read there, from cycle files
-reached through Hadoop's FileSystem API, and so are msgpack structs and method
-calls of scalar fields; other decoded columns, other schemas and writing are
-served by the Python data source, chosen automatically.
+the sdist and the wheel, see :func:`jar_path`): the raw columns are read there, from
+cycle files reached through Hadoop's FileSystem API, and so are msgpack structs and
+method calls of scalar fields; other decoded columns, other schemas and writing are
+served by the Python data source, chosen automatically.  When the JVM reader cannot
+be used, :func:`register` warns once with the reason (:class:`JvmReaderWarning`) and
+``option("engine", "jvm")`` fails with it.
 
 Nothing here is imported by ``import aiochronicle``; PySpark and PyArrow are
 imported when this package's members are first used.
@@ -27,8 +29,12 @@ imported when this package's members are first used.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ._jar import JVM_SOURCE, NO_JAR, jar_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,15 +57,16 @@ __all__ = [
     "CommitMessage",
     "Feeder",
     "FeederStatistics",
+    "JvmReaderWarning",
     "PythonChronicleDataSource",
     "committed_batch",
+    "hadoop_version",
     "jar_path",
     "jvm_reader_loaded",
     "register",
+    "s3a_packages",
+    "session_config",
 ]
-
-JVM_SOURCE = "io.aiochronicle.spark.ChronicleSource"
-"""The JVM data source's class (``format("chronicle")`` when its jar is loaded)."""
 
 _WHERE = {
     "ChronicleDataSource": "_source",
@@ -75,12 +82,12 @@ _WHERE = {
 }
 
 
-def jar_path() -> Path | None:
-    """The JVM reader's jar shipped in this package, or None if it was not built
-    (no ``javac`` where the wheel was built).  Give it to Spark before the session
-    starts: ``.config("spark.jars", str(jar_path()))`` or ``spark-submit --jars``."""
-    jar = Path(__file__).resolve().parent / "aiochronicle-spark.jar"
-    return jar if jar.is_file() else None
+class JvmReaderWarning(UserWarning):
+    """:func:`register` could not give the session the JVM reader (the message says
+    why): ``format("chronicle")`` reads with the Python data source."""
+
+
+_warned: list[str] = []  # the reason register() warned with, once per process
 
 
 def jvm_reader_loaded(spark: SparkSession) -> bool:
@@ -90,23 +97,127 @@ def jvm_reader_loaded(spark: SparkSession) -> bool:
     return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(JVM_SOURCE))
 
 
+def _load_jvm_reader(spark: SparkSession) -> str | None:
+    """Load the JVM reader into ``spark`` unless it is there; None, or why it cannot."""
+    try:
+        loaded = jvm_reader_loaded(spark)
+    except Exception as e:  # a Spark Connect session has no JVM in this process
+        return (f"this session's JVM cannot be reached from Python ({type(e).__name__}); "
+                "start its Spark with spark-submit --jars aiochronicle.spark.jar_path()")
+    jar = jar_path()
+    if jar is None:
+        return None if loaded else NO_JAR
+    if not _ships_jar(spark, jar.name):
+        try:
+            spark.sql(f"ADD JAR '{jar}'")
+        except Exception as e:
+            return f"Spark refused ADD JAR '{jar}': {e}"
+    if not jvm_reader_loaded(spark):
+        return f"Spark added {jar} but cannot load {JVM_SOURCE} from it"
+    return None
+
+
 def register(spark: SparkSession) -> None:
     """Register ``format("chronicle")`` with ``spark`` (idempotent).
 
-    When the session's JVM holds the JVM reader (its jar in ``spark.jars``; else
-    it is added now with ``ADD JAR`` if this package carries it), that reader is
+    Unless the session's Spark context already ships the JVM reader's jar to its
+    executors (given in ``spark.jars`` or ``--jars``, or added before), the jar
+    this package carries is added now with ``ADD JAR``, for the driver and every
+    executor (a new context on a JVM that loaded the jar before still needs it
+    added).  When the driver can then load the JVM reader, that reader is
     ``chronicle`` and the Python data source is registered as ``chronicle_python``
-    for what the JVM hands to it; otherwise the Python data source is ``chronicle``.
+    for what the JVM hands to it.  Otherwise the Python data source is
+    ``chronicle``, and the first such call in a process warns with the reason
+    (:class:`JvmReaderWarning`).
     """
     from ._source import ChronicleDataSource, PythonChronicleDataSource
 
-    jar = jar_path()
-    if not jvm_reader_loaded(spark) and jar is not None:
-        spark.sql(f"ADD JAR '{jar}'")
-    if jvm_reader_loaded(spark):
+    problem = _load_jvm_reader(spark)
+    if problem is None:
         spark.dataSource.register(PythonChronicleDataSource)
-    else:
-        spark.dataSource.register(ChronicleDataSource)
+        return
+    spark.dataSource.register(ChronicleDataSource)
+    if not _warned:
+        _warned.append(problem)
+        warnings.warn(f"aiochronicle.spark: the JVM reader cannot be used: {problem}. "
+                      "format('chronicle') reads with the Python data source, and "
+                      "option('engine', 'jvm') fails", JvmReaderWarning, stacklevel=2)
+
+
+def _ships_jar(spark: SparkSession, name: str) -> bool:
+    """Whether ``spark``'s context ships a jar called ``name`` to its executors.
+    (The driver may load classes of a jar that a context stopped before it had:
+    a new context on the same JVM does not ship it.)"""
+    listed = str(spark.sparkContext._jsc.sc().listJars().mkString("\n"))
+    return any(url.rsplit("/", 1)[-1] == name for url in listed.splitlines())
+
+
+_AWS_SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}
+"""The AWS SDK v2 version each Hadoop release's ``hadoop-aws`` is built against
+(``aws-java-sdk-v2.version`` in Hadoop's ``hadoop-project`` POM)."""
+
+_AWS_SDK_BUNDLE = "software.amazon.awssdk:bundle"
+"""The AWS SDK in one shaded jar (686 MB) that ``hadoop-aws`` depends on;
+:func:`session_config` leaves it out for the two SDK modules S3A uses."""
+
+
+def hadoop_version() -> str:
+    """The version of the Hadoop client bundled with the installed PySpark."""
+    import pyspark
+
+    jars = sorted((Path(pyspark.__file__).resolve().parent / "jars").glob(
+        "hadoop-client-api-*.jar"))
+    if len(jars) != 1:
+        raise ValueError(f"expected one hadoop-client-api jar in PySpark, found {len(jars)}")
+    return jars[0].name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+
+
+def s3a_packages(hadoop: str | None = None, aws_sdk: str | None = None) -> list[str]:
+    """The Maven coordinates Hadoop's S3A connector needs: ``hadoop-aws`` of
+    ``hadoop`` (default: PySpark's own Hadoop) and the AWS SDK v2 modules ``s3``
+    and ``s3-transfer-manager`` of ``aws_sdk`` (default: the version that
+    ``hadoop-aws`` release is built against), instead of the SDK bundle."""
+    hadoop = hadoop or hadoop_version()
+    aws_sdk = aws_sdk or _AWS_SDK_FOR_HADOOP.get(hadoop)
+    if aws_sdk is None:
+        raise ValueError(f"no known AWS SDK version for Hadoop {hadoop}: pass aws_sdk= "
+                         "(hadoop-project's aws-java-sdk-v2.version for that release)")
+    return [f"org.apache.hadoop:hadoop-aws:{hadoop}",
+            f"software.amazon.awssdk:s3:{aws_sdk}",
+            f"software.amazon.awssdk:s3-transfer-manager:{aws_sdk}"]
+
+
+def session_config(*, s3a: bool | Mapping[str, str] = False, packages: Iterable[str] = (),
+                   excludes: Iterable[str] = ()) -> dict[str, str]:
+    """Settings for ``SparkSession.builder.config(map=...)`` that bring Maven
+    packages to the driver and every executor, and S3A's when ``s3a`` is given.
+
+    ``s3a``: true, or a mapping of S3A settings without their ``fs.s3a.`` prefix
+    (``{"endpoint": ..., "path.style.access": "true"}``, which become
+    ``spark.hadoop.fs.s3a.*``), adds :func:`s3a_packages` and excludes the SDK
+    bundle.  ``packages`` (``group:artifact:version``) and ``excludes``
+    (``group:artifact``) are more of Spark's ``spark.jars.packages`` and
+    ``spark.jars.excludes``.
+
+    The JVM reader's jar is not among them: call :func:`register` on the new
+    session, which adds it (``ADD JAR``) for the driver and the executors.  A
+    ``spark.jars`` set on PySpark's builder would replace the jars that
+    ``spark.jars.packages`` resolved, and executors would miss them.
+    """
+    pkgs = list(packages)
+    excl = list(excludes)
+    conf: dict[str, str] = {}
+    if s3a is not False:
+        pkgs = [*s3a_packages(), *pkgs]
+        excl = [_AWS_SDK_BUNDLE, *excl]
+        if not isinstance(s3a, bool):
+            for key, value in s3a.items():
+                conf[f"spark.hadoop.fs.s3a.{key.removeprefix('fs.s3a.')}"] = str(value)
+    if pkgs:
+        conf["spark.jars.packages"] = ",".join(pkgs)
+    if excl:
+        conf["spark.jars.excludes"] = ",".join(excl)
+    return conf
 
 
 def __getattr__(name: str) -> Any:

@@ -14,17 +14,15 @@ from messages import MarketData, Order, OrderFlow, Tick, mark_ready, pauser_from
 import aiochronicle as ac
 
 
-class Momentum(MarketData):
-    """Buys after three upticks of a symbol, sells after three downticks."""
+class MomentumRule:
+    """Buy after three upticks of a symbol, sell after three downticks."""
 
-    def __init__(self, orders: OrderFlow) -> None:
-        self.orders = orders
+    def __init__(self) -> None:
         self.last: dict[str, float] = {}
         self.run: dict[str, int] = {}
-        self.sent = 0
-        self.reader: ac.MethodReader | None = None
 
-    def on_tick(self, tick: Tick) -> None:
+    def side(self, tick: Tick) -> str | None:
+        """"BUY", "SELL" or None (no order) for this tick."""
         mid = (tick.bid + tick.ask) / 2
         prev = self.last.get(tick.symbol, mid)
         self.last[tick.symbol] = mid
@@ -32,9 +30,24 @@ class Momentum(MarketData):
         run = self.run.get(tick.symbol, 0)
         run = run + step if step and (run == 0 or (run > 0) == (step > 0)) else step
         self.run[tick.symbol] = run
-        if abs(run) >= 3:
-            self.run[tick.symbol] = 0
-            side = "BUY" if run > 0 else "SELL"
+        if abs(run) < 3:
+            return None
+        self.run[tick.symbol] = 0
+        return "BUY" if run > 0 else "SELL"
+
+
+class Momentum(MarketData):
+    """Sends an order on each signal of the momentum rule."""
+
+    def __init__(self, orders: OrderFlow) -> None:
+        self.orders = orders
+        self.rule = MomentumRule()
+        self.sent = 0
+        self.reader: ac.MethodReader | None = None
+
+    def on_tick(self, tick: Tick) -> None:
+        side = self.rule.side(tick)
+        if side is not None:
             limit = tick.ask if side == "BUY" else tick.bid
             self.orders.on_order(Order(tick.symbol, side, 1_000_000, limit, tick.seq))
             self.sent += 1

@@ -17,23 +17,16 @@ import pytest
 from test_spark_jvm import DAY, T0, plan, rows, tailed
 
 import aiochronicle as ac
+from aiochronicle.spark import hadoop_version
 
 HERE = Path(__file__).resolve().parent / "hdfs"
-
-
-def _hadoop_version() -> str:
-    """The Hadoop version of the PySpark the tests run (its hadoop-client-api jar)."""
-    import pyspark
-
-    (jar,) = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
-    return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
 
 
 def _classpath(out: Path) -> str:
     mvn = shutil.which("mvn")
     assert mvn is not None, "mvn not found on PATH: the HDFS test needs Maven"
     subprocess.run([mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(HERE / "pom.xml"),
-                    f"-Dhadoop.version={_hadoop_version()}", "dependency:build-classpath",
+                    f"-Dhadoop.version={hadoop_version()}", "dependency:build-classpath",
                     f"-Dmdep.outputFile={out}"], check=True, timeout=600)
     return out.read_text().strip()
 

@@ -1,0 +1,324 @@
+"""Prometheus metrics of queues and of the services that use them.
+
+Needs ``prometheus-client`` (``pip install 'aiochronicle[metrics]'``).
+
+Two parts:
+
+* :class:`QueueCollector`: the figures of whole queues (excerpts, last
+  index, named tailers' lag, cycle files, disk, the write lock), read again
+  at each scrape; what ``aiochronicle metrics`` serves.
+* :class:`ServiceMetrics`: a service's own figures (its appenders' and
+  tailers' counts, its method readers' counters, its pausers' statistics,
+  and per-hop latency histograms from the message histories it handles),
+  registered on a registry the service passes in::
+
+      from prometheus_client import CollectorRegistry, start_http_server
+      from aiochronicle.metrics import ServiceMetrics
+
+      registry = CollectorRegistry()
+      metrics = ServiceMetrics(registry)
+      metrics.add_appender("orders", appender)
+      metrics.add_tailer("prices", tailer)
+      start_http_server(9464, "127.0.0.1", registry)
+
+Reading a figure never takes a lock, never writes to a queue and costs
+O(cycles), not O(excerpts).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+try:
+    from prometheus_client import CollectorRegistry, Histogram
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.registry import Collector
+except ImportError as exc:  # the optional "metrics" extra
+    raise ImportError("aiochronicle.metrics needs prometheus-client: "
+                      "pip install 'aiochronicle[metrics]'") from exc
+
+from ._appender import Appender
+from ._errors import QueueClosedError
+from ._history import MessageHistory
+from ._methods import MethodReader
+from ._monitor import QueueFigures, QueueWatch, hop_names
+from ._pauser import Pauser
+from ._tailer import Tailer
+
+__all__ = ["DEFAULT_LATENCY_BUCKETS", "QueueCollector", "ServiceMetrics"]
+
+_log = logging.getLogger("aiochronicle.metrics")
+
+#: histogram buckets (seconds) for per-hop latency: 1 us to 1 s
+DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
+    1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0)
+
+
+class QueueCollector(Collector):
+    """The figures of queues, read again at each scrape (a custom collector).
+
+    Metrics (label ``queue`` is the path as given):
+
+    ``aiochronicle_queue_up``
+        1 when the last look at the queue succeeded, else 0 (the other
+        figures of the queue are then left out).
+    ``aiochronicle_excerpts_total``, ``aiochronicle_last_index``,
+    ``aiochronicle_first_index``, ``aiochronicle_bytes_written``
+        excerpts in the cycle files (retention lowers it), the index of the
+        last and first excerpt (-1 when empty), bytes written.
+    ``aiochronicle_cycle_files``, ``aiochronicle_disk_bytes``
+        cycle files and the disk blocks they take.
+    ``aiochronicle_named_tailer_lag_excerpts``, ``..._lag_bytes``,
+    ``aiochronicle_named_tailer_index`` (labels ``queue``, ``tailer``)
+        how far each named tailer is behind the end, and its next index.
+    ``aiochronicle_write_lock_held_seconds``, ``aiochronicle_write_lock_holder``
+        how long the write lock has been seen held with no excerpt written
+        (0 when free) and the PID holding it (0 when free).
+    """
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        """Collect the queues at ``paths`` (each must exist now).
+
+        Raises:
+            FileNotFoundError, NotAQueueError, QueueAccessError: a path is not
+                a readable queue.
+        """
+        self._watches = [QueueWatch(p) for p in paths]
+        self._lock = threading.Lock()
+
+    def describe(self) -> Iterable[Any]:
+        """Nothing up front: the figures are read only when scraped."""
+        return []
+
+    def close(self) -> None:
+        """Let go of the queues (a later scrape opens them again)."""
+        with self._lock:
+            for w in self._watches:
+                w.close()
+
+    def looks(self) -> list[tuple[str, QueueFigures | None]]:
+        """(path, figures) for every queue now; None where a look failed."""
+        out: list[tuple[str, QueueFigures | None]] = []
+        with self._lock:
+            for w in self._watches:
+                try:
+                    out.append((w.path, w.figures()))
+                except Exception as exc:  # a queue gone or damaged: report it down
+                    _log.warning("cannot read queue %s: %s", w.path, exc)
+                    out.append((w.path, None))
+        return out
+
+    def collect(self) -> Iterator[Any]:
+        """The metrics, from a fresh look at every queue."""
+        looks = self.looks()
+        q = ["queue"]
+        up = GaugeMetricFamily("aiochronicle_queue_up", "1 if the queue could be read", labels=q)
+        excerpts = CounterMetricFamily("aiochronicle_excerpts",
+                                       "excerpts in the queue's cycle files", labels=q)
+        last = GaugeMetricFamily("aiochronicle_last_index",
+                                 "index of the last excerpt (-1: none)", labels=q)
+        first = GaugeMetricFamily("aiochronicle_first_index",
+                                  "index of the first excerpt (-1: none)", labels=q)
+        written = GaugeMetricFamily("aiochronicle_bytes_written",
+                                    "bytes written in the cycle files", labels=q)
+        files = GaugeMetricFamily("aiochronicle_cycle_files", "cycle files", labels=q)
+        disk = GaugeMetricFamily("aiochronicle_disk_bytes",
+                                 "disk blocks the cycle files take, in bytes", labels=q)
+        held = GaugeMetricFamily("aiochronicle_write_lock_held_seconds",
+                                 "seconds the write lock has been seen held with no "
+                                 "excerpt written (0: free)", labels=q)
+        holder = GaugeMetricFamily("aiochronicle_write_lock_holder",
+                                   "PID holding the write lock (0: free)", labels=q)
+        qt = ["queue", "tailer"]
+        lag = GaugeMetricFamily("aiochronicle_named_tailer_lag_excerpts",
+                                "excerpts a named tailer has still to read", labels=qt)
+        lag_bytes = GaugeMetricFamily("aiochronicle_named_tailer_lag_bytes",
+                                      "bytes a named tailer has still to read", labels=qt)
+        index = GaugeMetricFamily("aiochronicle_named_tailer_index",
+                                  "the next index a named tailer reads (0: not started)",
+                                  labels=qt)
+        for path, f in looks:
+            up.add_metric([path], 0 if f is None else 1)
+            if f is None:
+                continue
+            s = f.stats
+            excerpts.add_metric([path], s.total_excerpts)
+            last.add_metric([path], -1 if s.last_index is None else s.last_index)
+            first.add_metric([path], -1 if s.first_index is None else s.first_index)
+            written.add_metric([path], s.total_bytes)
+            files.add_metric([path], len(s.cycles))
+            disk.add_metric([path], s.disk_bytes)
+            held.add_metric([path], f.write_lock_held)
+            holder.add_metric([path], f.write_lock_holder or 0)
+            for t in s.tailers:
+                lag.add_metric([path, t.name], t.lag_messages)
+                lag_bytes.add_metric([path, t.name], t.lag_bytes)
+                index.add_metric([path, t.name], t.index)
+        yield from (up, excerpts, last, first, written, files, disk, held, holder, lag,
+                    lag_bytes, index)
+
+
+class ServiceMetrics(Collector):
+    """A service's own figures on a ``prometheus_client`` registry.
+
+    Add the objects to report with the ``add_*`` methods, each under a name
+    (the label value); the figures are read from them at each scrape (their
+    counters live in the objects: nothing is counted twice, and nothing is
+    added to the per-message path).  Objects are held weakly: one that is
+    garbage drops out, as does a tailer whose queue is closed (a closed
+    appender keeps its last figures until it is garbage or removed).  One
+    ``ServiceMetrics`` per registry (its metric names are fixed).
+
+    Metrics (label in braces):
+
+    ``aiochronicle_appender_excerpts_total{appender}``, ``..._last_index``
+        excerpts this appender wrote (:attr:`Appender.excerpts_appended`) and
+        the last index.
+    ``aiochronicle_tailer_excerpts_total{tailer}``, ``..._index``, ``..._lag_excerpts``
+        excerpts the tailer moved past since it was added (for a tailer
+        reading forward: the excerpts it read), its next index, and the
+        excerpts from there to the end of its queue.
+    ``aiochronicle_reader_*_total{reader}``
+        a method reader's counters: ``read``, ``dispatched``, ``unknown``,
+        ``ignored``, ``errors`` (:meth:`MethodReader.statistics`).
+    ``aiochronicle_pauser_pauses_total{pauser}``, ``..._paused_seconds_total``
+        a pauser's statistics.
+    ``aiochronicle_hop_latency_seconds{hop}``
+        a histogram of each hop of the message histories given to
+        :meth:`observe_history` (hops named as ``aiochronicle latency`` names them).
+    """
+
+    def __init__(self, registry: CollectorRegistry, *,
+                 latency_buckets: Sequence[float] = DEFAULT_LATENCY_BUCKETS) -> None:
+        """Register on ``registry``."""
+        self._appenders: dict[str, weakref.ref[Appender]] = {}
+        self._tailers: dict[str, tuple[weakref.ref[Tailer], int]] = {}
+        self._readers: dict[str, weakref.ref[MethodReader]] = {}
+        self._pausers: dict[str, weakref.ref[Pauser]] = {}
+        self._lock = threading.Lock()
+        self._hops = Histogram("aiochronicle_hop_latency_seconds",
+                               "per-hop latency from message histories", ["hop"],
+                               registry=registry, buckets=tuple(latency_buckets))
+        self._names: dict[tuple[int, tuple[int, ...]], list[str]] = {}
+        registry.register(self)
+
+    # -- what to report ---------------------------------------------------
+    def add_appender(self, name: str, appender: Appender) -> None:
+        """Report ``appender`` under ``name``."""
+        with self._lock:
+            self._appenders[name] = weakref.ref(appender)
+
+    def add_tailer(self, name: str, tailer: Tailer) -> None:
+        """Report ``tailer`` under ``name``; its read count starts at its
+        position now."""
+        with self._lock:
+            self._tailers[name] = (weakref.ref(tailer), tailer.index)
+
+    def add_reader(self, name: str, reader: MethodReader) -> None:
+        """Report a method reader's counters under ``name``."""
+        with self._lock:
+            self._readers[name] = weakref.ref(reader)
+
+    def add_pauser(self, name: str, pauser: Pauser) -> None:
+        """Report a pauser's statistics under ``name``."""
+        with self._lock:
+            self._pausers[name] = weakref.ref(pauser)
+
+    def remove(self, name: str) -> None:
+        """Stop reporting whatever was added under ``name``."""
+        with self._lock:
+            for d in (self._appenders, self._tailers, self._readers, self._pausers):
+                d.pop(name, None)
+
+    def observe_history(self, history: MessageHistory) -> None:
+        """Count each hop of ``history`` in the latency histogram, e.g. for
+        the message a method-reader handler is handling::
+
+            metrics.observe_history(aiochronicle.current_history())
+        """
+        lat = history.latencies_ns()
+        if not lat:
+            return
+        shape = (len(history.timings), tuple(s for s, _ in history.sources))
+        labels = self._names.get(shape)
+        if labels is None:
+            labels = self._names[shape] = hop_names(history)
+        for label, ns in zip(labels, lat, strict=True):
+            self._hops.labels(label).observe(max(0, ns) / 1e9)
+
+    # -- the collector ----------------------------------------------------
+    def describe(self) -> Iterable[Any]:
+        """Nothing up front: the figures are read when scraped."""
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        """The figures, read from the objects now."""
+        with self._lock:
+            appenders = list(self._appenders.items())
+            tailers = list(self._tailers.items())
+            readers = list(self._readers.items())
+            pausers = list(self._pausers.items())
+        a_count = CounterMetricFamily("aiochronicle_appender_excerpts",
+                                      "excerpts an appender wrote", labels=["appender"])
+        a_last = GaugeMetricFamily("aiochronicle_appender_last_index",
+                                   "index of an appender's last excerpt (-1: none)",
+                                   labels=["appender"])
+        for name, ref in appenders:
+            a = ref()
+            if a is None:
+                continue
+            a_count.add_metric([name], a.excerpts_appended)
+            a_last.add_metric([name], a.last_index_appended)
+        t_count = CounterMetricFamily("aiochronicle_tailer_excerpts",
+                                      "excerpts a tailer moved past since it was added",
+                                      labels=["tailer"])
+        t_index = GaugeMetricFamily("aiochronicle_tailer_index", "a tailer's next index",
+                                    labels=["tailer"])
+        t_lag = GaugeMetricFamily("aiochronicle_tailer_lag_excerpts",
+                                  "excerpts from a tailer's position to the end of its queue",
+                                  labels=["tailer"])
+        for name, (tref, start) in tailers:
+            t = tref()
+            if t is None:
+                continue
+            try:
+                q = t.queue
+                now = t.index
+                end = q.last_index
+                base = start or q.first_index or 0  # added before its first read
+                read = q.count_excerpts(base, now) if now else 0
+                behind = (0 if end is None or not now or now > end
+                          else q.count_excerpts(now, end + 1))
+            except QueueClosedError:
+                continue
+            t_index.add_metric([name], now)
+            t_count.add_metric([name], read)
+            t_lag.add_metric([name], behind)
+        fields = ("read", "dispatched", "unknown", "ignored", "errors")
+        r_fams = {f: CounterMetricFamily(f"aiochronicle_reader_{f}",
+                                         f"a method reader's {f} counter", labels=["reader"])
+                  for f in fields}
+        for name, rref in readers:
+            r = rref()
+            if r is None:
+                continue
+            st = r.statistics()
+            for f in fields:
+                r_fams[f].add_metric([name], getattr(st, f))
+        p_count = CounterMetricFamily("aiochronicle_pauser_pauses",
+                                      "times a pauser paused", labels=["pauser"])
+        p_time = CounterMetricFamily("aiochronicle_pauser_paused_seconds",
+                                     "seconds a pauser spent pausing", labels=["pauser"])
+        for name, pref in pausers:
+            p = pref()
+            if p is None:
+                continue
+            ps = p.statistics()
+            p_count.add_metric([name], ps.count_paused)
+            p_time.add_metric([name], ps.time_paused_ns / 1e9)
+        yield from (a_count, a_last, t_count, t_index, t_lag, *r_fams.values(), p_count, p_time)
