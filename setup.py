@@ -4,6 +4,7 @@ from types import ModuleType
 
 from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 
 ROOT = pathlib.Path(__file__).resolve().parent
 
@@ -34,15 +35,28 @@ hot = Extension(
 )
 
 
+def _build_jvm_reader() -> None:
+    # the JVM reader (jvm/): Maven against Spark's published artifacts (jvm/pom.xml);
+    # a no-op when the jar is newer than its sources, as in an unpacked sdist
+    jvm = _load("_aiochronicle_jvm_build", ROOT / "jvm" / "build.py")
+    if jvm is not None:
+        jvm.build()
+
+
 class BuildPy(build_py):
     def run(self) -> None:
-        # the JVM reader (jvm/), compiled against the installed PySpark when javac is there
-        jvm = _load("_aiochronicle_jvm_build", ROOT / "jvm" / "build.py")
-        if jvm is not None:
-            jvm.build()
+        _build_jvm_reader()
+        super().run()
+
+
+class Sdist(sdist):
+    """The sdist carries the built jar, so a wheel built from it needs no Maven."""
+
+    def run(self) -> None:
+        _build_jvm_reader()
         super().run()
 
 
 # cffi_modules has no pyproject.toml key; everything else lives in pyproject.toml.
 setup(cffi_modules=["native/build_ffi.py:ffibuilder"], ext_modules=[hot],
-      cmdclass={"build_py": BuildPy})
+      cmdclass={"build_py": BuildPy, "sdist": Sdist})

@@ -181,9 +181,10 @@ class AsyncTailerMixin:
                 if kind == SPIN:
                     ex = None
                     with guard:
+                        # the wake counter first: a close after this look bumps it
+                        seen = stop[0]
                         if self._closed:
                             self._check()
-                        seen = stop[0]
                         if forward:
                             # spins in C with the GIL released; an excerpt comes
                             # back built (no cffi call, no copy through Python)
@@ -296,9 +297,11 @@ class AsyncTailerMixin:
                 ex = None
                 n = _NONE
                 with guard:
+                    # the wake counter first: a close after this look bumps it,
+                    # so the park below ends at once
+                    seen = stop[0]
                     if self._closed:
                         self._check()
-                    seen = stop[0]
                     if kind == SPIN:
                         if forward:
                             r = self._spin_read(ns, stop_addr, seen)

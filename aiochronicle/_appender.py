@@ -42,7 +42,7 @@ from ._native import (
     ffi,
     lib,
 )
-from ._resource import _Resource, keep_if_threaded
+from ._resource import _Resource, in_flight
 from ._rolling import roll_store, store_at
 from ._settings import ACK_KEY, MAX_PAYLOAD, SyncMode
 
@@ -71,7 +71,10 @@ class Appender(HotAppender, _Resource):
 
     One appender belongs to one thread at a time (as Java's, which are
     thread-local): give each writing thread its own from :meth:`Queue.appender`.
-    Closing it, or its queue, is safe from any thread.
+    Closing it, or its queue, is safe from any thread and from a signal
+    handler: an append in progress finishes or raises
+    :class:`QueueClosedError`, and the cycle file is let go when the last
+    call leaves it.
     """
 
     #: the notify watch the native appender points at (``_notify``)
@@ -82,7 +85,6 @@ class Appender(HotAppender, _Resource):
         self.queue = queue
         """The queue this object belongs to."""
         self._store: CycleStore | None = None
-        self._kept: CycleStore | None = None  # after close: keeps the mapping alive
         c = ffi.new("cq_appender *")
         self._c: Any = c
         self._keep: list[Any] = []
@@ -135,10 +137,10 @@ class Appender(HotAppender, _Resource):
         self.close()
 
     def _detach(self) -> None:
-        # May run on another thread than one appending right now (Queue.close):
-        # the native struct keeps its pointers (a call in flight goes on using
-        # them) and this object keeps its store, so the mapping stays until this
-        # appender is garbage; the closed flag turns every later call away.
+        # May run on another thread than one appending right now (Queue.close),
+        # or in a signal handler that interrupted an append: the closed flag
+        # turns every later native call away; a call in flight keeps the store
+        # (and the native struct its pointers) until it leaves (_resource).
         if self._closed:
             return
         self._closed = True
@@ -148,10 +150,30 @@ class Appender(HotAppender, _Resource):
             # the owner may still be copying into the document: its slot
             # becomes padding, so those bytes land where nobody reads
             lib.cq_doc_abandon(c)
+        if not self._owe():
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Release the cycle file: on close with no call in flight, else when
+        the last one leaves (``native/hot.c``)."""
+        c = self._c
+        if c.doc_open:
+            # a document begun while the close ran (its begin was waiting for
+            # the lock): end it as _detach does, while the file is still held
+            lib.cq_doc_abandon(c)
         st, self._store = self._store, None
-        keep_if_threaded(self, st)
-        if st is not None and not self.queue.closed:
-            self.queue._release_store(st)
+        # no native call runs now and none will touch the store again (the
+        # closed flag comes first): the struct lets go of it too
+        self._c.store = ffi.NULL
+        self.queue._release_store(st)
+
+    def _held(self) -> CycleStore:
+        """The store a native call just used; gone only when the appender
+        was closed since (from another thread or a signal handler)."""
+        st = self._store
+        if st is None:
+            raise QueueClosedError("the appender is closed")
+        return st
 
     # -- properties ------------------------------------------------------
     @property
@@ -216,6 +238,7 @@ class Appender(HotAppender, _Resource):
         make: Callable[..., _T] = HOOKS.need("method_writer")
         return make(self, iface, codec=codec, record_history=record_history)
 
+    @in_flight
     def append_metadata(self, data: bytes | bytearray | memoryview | str) -> None:
         """Append a metadata excerpt (skipped by tailers unless asked for; no index)."""
         if type(data) is not bytes:
@@ -260,8 +283,7 @@ class Appender(HotAppender, _Resource):
         elif rc == EOF_:
             self._roll(None, after_eof=True)
         elif rc == NEED_MAP:
-            assert self._store is not None
-            self._store.file.ensure(int(c.need))
+            self._held().file.ensure(int(c.need))
         elif rc == NO_SPACE:
             self._reserve(int(c.need))
         elif rc == LOCKED:
@@ -291,8 +313,7 @@ class Appender(HotAppender, _Resource):
 
     def _reserve(self, need: int) -> None:
         """Reserve disk blocks up to ``need`` (and a step beyond) before writing."""
-        st = self._store
-        assert st is not None
+        st = self._held()
         c = self._c
         start = int(c.allocated)
         end = max(need, min(start + RESERVE_STEP, st.file.size))
@@ -308,6 +329,7 @@ class Appender(HotAppender, _Resource):
         self._set_store(roll_store(self.queue, cur.cycle if cur is not None else None,
                                    want, after_eof))
 
+    @in_flight
     def write_packed_at(self, index: int, data: bytes | bytearray | memoryview,
                         offsets: Sequence[int] | array[int]) -> int:
         """Write the messages ``data[offsets[i]:offsets[i+1]]`` as the excerpts
@@ -365,6 +387,9 @@ class Appender(HotAppender, _Resource):
         self._set_store(store_at(self.queue, cycle))
 
     def _set_store(self, st: CycleStore) -> None:
+        if self._closed:  # closed during this call: hold nothing new
+            self.queue._release_store(st)
+            raise QueueClosedError("the appender is closed")
         if st.layout.headerless:
             self.queue._release_store(st)
             raise HeaderlessCycleError(headerless_append_message(st.path))
@@ -381,6 +406,7 @@ class Appender(HotAppender, _Resource):
         if old is not None:
             self.queue._release_store(old)
 
+    @in_flight
     def write_at(self, index: int, data: bytes | bytearray | memoryview) -> bool:
         """Write ``data`` as the excerpt at ``index`` exactly (Java's positioned
         ``writeBytes(index, bytes)``, what a replication sink does so indices
@@ -467,6 +493,7 @@ class Appender(HotAppender, _Resource):
             offsets.append(total)
         return self.append_packed(b"".join(messages), offsets)
 
+    @in_flight
     def append_packed(self, data: bytes | bytearray | memoryview,
                       offsets: Sequence[int] | array[int]) -> int:
         """Append the messages ``data[offsets[i]:offsets[i+1]]`` (Arrow's binary
@@ -510,6 +537,7 @@ class Appender(HotAppender, _Resource):
                 raise ChronicleError(f"append did not settle ({code_name(rc)})")
             self._handle(rc, int(offsets[start + 1] - offsets[start]) if start < n else 0)
 
+    @in_flight
     def writing_document(self, metadata: bool = False) -> DocumentContext:
         """Write one excerpt in place: holds the write lock until the block ends;
         commits on a clean exit, rolls back when the block raises."""
@@ -530,20 +558,22 @@ class Appender(HotAppender, _Resource):
             if rc == 0:
                 return
             if rc == NEED_MAP:
-                assert self._store is not None
-                self._store.file.ensure(int(c.need))
+                self._held().file.ensure(int(c.need))
                 continue
             self._handle(rc, length)
 
+    @in_flight
     def _doc_write(self, at: int, raw: bytes | bytearray | memoryview, end: int) -> None:
         """Copy ``raw`` into the open document at ``at`` (``end`` = at + len)."""
         self._doc_ensure(end)
         c = self._c
         ffi.memmove(c.store.base + c.doc_pos + 4 + at, raw, len(raw))
 
+    @in_flight
     def _doc_rollback(self, length: int) -> None:
         lib.cq_doc_rollback(self._c, length)
 
+    @in_flight
     def _doc_commit(self, length: int, metadata: bool) -> int | None:
         c = self._c
         self._doc_ensure(length)
@@ -552,6 +582,7 @@ class Appender(HotAppender, _Resource):
             self._handle(rc, length)
         return None if metadata else int(c.last_index)
 
+    @in_flight
     def sync(self, wait: bool = True) -> None:
         """msync what this appender's cycle file holds up to its write position
         and record the last synced index in ``chronicle.lastIndexMSynced``

@@ -4,11 +4,18 @@ from typing import Any
 
 from typing_extensions import Buffer
 
-class HotAppender:
+class _HotCalls:
+    """Counts the object's calls in flight (native/hot.c)."""
+
+    def _enter(self) -> None: ...
+    def _leave(self) -> None: ...
+    def _owe(self) -> bool: ...
+
+class HotAppender(_HotCalls):
     def _bind_native(self, address: int, /) -> None: ...
     def append(self, data: bytes | bytearray | memoryview | str, /) -> int: ...
 
-class HotTailer:
+class HotTailer(_HotCalls):
     checkpoint_every: int
     _unyielded: int
     def __anext__(self) -> Awaitable[Any]: ...

@@ -4,10 +4,12 @@ A :class:`MappedFile` maps a whole file with one ``MAP_SHARED`` mapping whose
 address and length live in a native ``cq_store`` struct.  When the file grows
 the file is mapped again and the struct switched to the new mapping; the old
 mapping is kept (retired), so a pointer taken from it a moment earlier stays
-valid.  Mappings and the descriptor are released when the object is garbage,
-not by ``close()``: whoever may still be inside a native call on them holds a
-reference (see :meth:`MappedFile.close`).  Readers drop the pages behind them (see
-``cq_read``), so resident memory stays flat however large a file grows.
+valid.  ``close()`` only marks the file closed; the mappings and the
+descriptor go with :meth:`MappedFile.release`, which the owner calls once no
+call can be using them (a cycle file: when its last holder lets it go, see
+``_resource``), or when the object is garbage.  Readers drop the pages behind
+them (see ``cq_read``), so resident memory stays flat however large a file
+grows.
 """
 
 from __future__ import annotations
@@ -139,7 +141,13 @@ class MappedFile:
 
     def file_size(self) -> int:
         """The file's size on disk now (it may exceed the mapping)."""
-        return os.fstat(self.fd).st_size
+        return os.fstat(self._live()).st_size
+
+    def _live(self) -> int:
+        """The descriptor; QueueClosedError once released."""
+        if self.fd < 0:
+            raise QueueClosedError(f"{self.path} is closed")
+        return self.fd
 
     def _map(self, size: int) -> None:
         """Map ``size`` bytes (more than now) and publish the new mapping to
@@ -187,7 +195,7 @@ class MappedFile:
         ``MADV_POPULATE_WRITE`` on such a file system)."""
         if end <= start:
             return True
-        rc = lib.cq_reserve(self.fd, start, end - start)
+        rc = lib.cq_reserve(self._live(), start, end - start)
         if rc == lib.CQ_OK:
             return True
         if rc != lib.CQ_NO_SPACE:
@@ -319,6 +327,7 @@ class MappedFile:
 
     def populate(self, start: int, stop: int) -> None:
         """Fault in the pages of ``[start, stop)`` (``stop`` within the mapping)."""
+        self._live()
         lib.cq_populate(self.c.base, start, min(stop, int(self.c.map_len)))
 
     def load32(self, offset: int) -> int:
@@ -330,18 +339,18 @@ class MappedFile:
     def sync(self, start: int, end: int, wait: bool = True) -> None:
         """msync ``[start, end)``."""
         end = min(end, int(self.c.map_len))
+        self._live()
         if end > start and lib.cq_sync(self.c.base, start, end, 0 if wait else 1) != 0:
             err = ffi.errno
             raise OSError(err, f"msync of {self.path} failed: {os.strerror(err)}")
 
     def close(self) -> None:
-        """Mark the file closed; it is unmapped when the last reference goes.
+        """Mark the file closed; it stays mapped until :meth:`release` (or
+        until it is garbage).
 
-        Another thread may be inside a native call that reads or writes this
-        mapping (a tailer closed by ``Queue.close()`` from another thread, say).
-        Every object that hands the mapping to native code holds a reference to
-        this one, so unmapping when it is garbage (``__del__``) can never pull
-        the memory from under a call in flight: closing never crashes a reader.
+        Another thread, or the call a signal handler interrupted, may be inside
+        a native call that reads or writes this mapping: only an owner that
+        knows no call can be using it releases it (``Queue._release_store``).
         """
         self.closed = True
 
@@ -351,7 +360,7 @@ class MappedFile:
 
     def release(self) -> None:
         """Unmap and close the descriptor now.  Only for an owner that knows no
-        native call can be using the mapping (no other thread holds it)."""
+        native call can be using the mapping (nobody holds it any more)."""
         self.closed = True
         if self.c.base != ffi.NULL:
             lib.cq_unmap(self.c.base, self.c.map_len)

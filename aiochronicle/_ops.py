@@ -56,7 +56,7 @@ from ._rollcycles import (
     misnamed_cycle_files,
 )
 from ._settings import INITIAL_KEYS, METADATA_FILE, metadata_header
-from ._store import CycleStore, open_store, store_image
+from ._store import CycleStore, open_store, store_image, unwritten_age
 from ._tablestore import TableStore, salvage_table_store
 from ._wire import Document, I64Array, WireError, parse_document
 from ._writelock import APPEND_LOCK, WRITE_LOCK, pid_alive
@@ -400,7 +400,8 @@ def unlock_queue(path: str, *, force: bool = False) -> list[tuple[LockState, boo
 class CheckFinding:
     """One problem (or remark) found by :func:`check_queue`.
 
-    ``kind`` is one of ``bad-file``, ``unfinished-file``, ``headerless-file``
+    ``kind`` is one of ``bad-file``, ``unfinished-file``, ``pending-file``,
+    ``headerless-file``
     (written by libchronicle: readable, not appendable), ``incomplete-header``,
     ``corrupt-header``, ``missing-eof``, ``stale-write-position``,
     ``bad-write-position``, ``index-hole``, ``bad-index-entry``,
@@ -805,6 +806,34 @@ def _header_rebuild(q: Queue, path: str, same_length: bool = False
     return apply
 
 
+def _unwritten_file(q: Queue, path: str, live: bool) -> list[CheckFinding]:
+    """A cycle file without its header: being written (younger than the
+    queue's ``timeout`` while writers may run: readers see nothing there yet)
+    or left by a creator that died (readers pass it by; repair, which holds
+    the write lock every creator takes, moves it aside as an appender would)."""
+    age = unwritten_age(path)
+    if age is None:
+        return []  # gone, or written meanwhile
+    if live and age < q.timeout:
+        return [CheckFinding(
+            "info", "pending-file", path,
+            f"no header yet, made {age:.1f}s ago: its creator may still be writing it "
+            f"(readers see nothing there yet; without one after {q.timeout:g}s it counts "
+            "as left by a creator that died)", 0)]
+    discard = f"{path}-{int(time.time() * 1000)}.discard"
+
+    def rename(ctx: _RepairContext, path: str = path, discard: str = discard) -> None:
+        if unwritten_age(path) is not None:  # (still without a header)
+            os.rename(path, discard)
+            ctx.q._invalidate_listing()  # the listing's range may change next
+
+    return [CheckFinding(
+        "warning", "unfinished-file", path,
+        f"the file's header was never written ({age:.0f}s old: its creator died): readers "
+        "pass the cycle by", 0, f"rename it to {os.path.basename(discard)} as Java does",
+        _apply=rename)]
+
+
 def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                  progress: Callable[[int], None] | None,
                  live: bool = False) -> list[CheckFinding]:
@@ -812,7 +841,7 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
     out: list[CheckFinding] = []
     try:
         st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q._overlap,
-                        timeout=0.5, roll_index=q._roll_index())
+                        timeout=q.timeout, roll_index=q._roll_index(), wait=False)
     except CorruptQueueError as exc:
         rebuild = _header_rebuild(q, path)
         return [CheckFinding("error", "bad-file", path, f"unreadable cycle file: {exc}", 0,
@@ -820,16 +849,7 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                              "index pages and excerpts after it are where a new file of the "
                              "queue's roll cycle has them)", _apply=rebuild)]
     if st is None:
-        discard = f"{path}-{int(time.time() * 1000)}.discard"
-
-        def rename(ctx: _RepairContext, path: str = path, discard: str = discard) -> None:
-            os.rename(path, discard)
-
-        return [CheckFinding(
-            "warning", "unfinished-file", path,
-            "the file's header was never completed (its creator died): readers treat the "
-            "cycle as absent", 0, f"rename it to {os.path.basename(discard)} as Java does",
-            _apply=rename)]
+        return _unwritten_file(q, path, live)
     if st.layout.headerless:
         out.append(CheckFinding("warning", "headerless-file", path, HEADERLESS_LIMITATION, 0))
     try:

@@ -30,7 +30,7 @@ from ._native import HDR_NOT_COMPLETE, UNLOCKED
 from ._notify import attach_appender, close_notifier
 from ._pauser import Pauser
 from ._pretoucher import Pretoucher
-from ._resource import _Resource, single_threaded
+from ._resource import _Resource
 from ._rollcycles import (
     CycleNamer,
     RollCycle,
@@ -50,7 +50,14 @@ from ._settings import (
     metadata_header,
     options_from,
 )
-from ._store import CycleStore, create_or_open_store, open_store
+from ._store import (
+    CycleStore,
+    create_or_open_store,
+    creator_gone,
+    first_word,
+    open_store,
+    unwritten_age,
+)
 from ._tablestore import TableStore
 from ._tailer import Tailer, _AckedNamedTailer, _AckedTailer, _NamedTailer
 from ._writelock import WriteLock, recover_dead_locks
@@ -64,18 +71,10 @@ __all__ = ["Queue", "is_queue_dir", "open_existing_queue", "open_queue"]
 def _still_dead(path: str, dead: tuple[int, int]) -> bool:
     """True if ``path`` is still the file found half-created earlier, its header
     still unfinished (a cheap look, not another wait of ``timeout``)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+    got = first_word(path)
+    if got is None or (got[0].st_dev, got[0].st_ino) != dead:
         return False
-    try:
-        info = os.fstat(fd)
-        if (info.st_dev, info.st_ino) != dead:
-            return False
-        word = int.from_bytes(os.pread(fd, 4, 0).ljust(4, b"\0"), "little")
-        return word == 0 or bool(word & HDR_NOT_COMPLETE)
-    finally:
-        os.close(fd)
+    return got[1] == 0 or bool(got[1] & HDR_NOT_COMPLETE)
 
 
 
@@ -396,20 +395,26 @@ class Queue(_Resource):
                     if isinstance(child, Tailer) and not child._closed:
                         child._save()
             self._closed = True
+            busy = False
             for child in list(self._children):
+                # one with no call in flight lets its cycle file go now (the
+                # last holder unmaps it); one in a call, when the call leaves
                 child._detach()
+                busy = busy or child._owe()
             close_notifier(self)  # asyncio: the notify helper thread (_notify)
-            alone = single_threaded()
             for store in self._stores.values():
-                # with no other thread, no native call can be using the files:
-                # unmap and close them now, not when the objects are garbage
-                store.close(now=alone)
+                # still held: by a call in flight (an appender's or tailer's,
+                # a pretoucher's, a tool's); its last release unmaps it
+                store.close(now=store.refs <= 0)
                 self._store_event("on_released", store)
             self._stores.clear()
             if self._meta is not None:
-                # the same rule for metadata.cq4t, unless this thread is inside
-                # a `with` of the write lock (its release still needs the word)
-                self._meta.close(now=alone and not self._write_lock.held_here())
+                # metadata.cq4t goes at once only when nothing may still use it:
+                # no appender or tailer with a call in flight (an append's lock
+                # word and notify slots, a named tailer's index are in it), and
+                # this thread not inside a `with` of the write lock (its
+                # release still needs the word); else when it is garbage
+                self._meta.close(now=not busy and not self._write_lock.held_here())
 
     async def aclose(self) -> None:
         """:meth:`close` for ``async`` code (idempotent)."""
@@ -530,7 +535,13 @@ class Queue(_Resource):
         earlier = [c for c in cs if c < cycle]
         return earlier[-1] if earlier else None
 
-    def _acquire_store(self, cycle: int, create: bool = False) -> CycleStore | None:
+    def _acquire_store(self, cycle: int, create: bool = False,
+                       wait: bool = False) -> CycleStore | None:
+        """The open store of ``cycle`` (one more holder: ``_release_store`` it),
+        or None when the cycle has no file or its header is not written.
+        Only ``create`` (an appender) and ``wait`` (an appender closing older
+        cycles) wait for a creator still writing a header; reads never wait.
+        """
         with self._lock:
             self._check_open()
             st = self._stores.get(cycle)
@@ -551,20 +562,28 @@ class Queue(_Resource):
                         return None
                     st = open_store(path, cycle, writable=writable, chunk=self.block_size,
                                     overlap=self._overlap, timeout=self.timeout,
-                                    roll_index=self._roll_index())
+                                    roll_index=self._roll_index(), wait=wait)
                     if st is None:
-                        # absent, or its creator died before finishing the header
-                        # (open_store waited `timeout`): remember the latter, so
-                        # tailers do not wait for it again (an appender that needs
-                        # the cycle moves the file aside and creates it anew)
-                        with contextlib.suppress(OSError):
-                            info = os.stat(path)
-                            self._dead_files[path] = (info.st_dev, info.st_ino)
+                        # absent, not written yet (nothing to read yet), or its
+                        # creator died before writing the header: remember the
+                        # latter, so it is not opened again (an appender that
+                        # needs the cycle moves the file aside and creates it anew)
+                        if creator_gone(path, self.timeout):
+                            with contextlib.suppress(OSError):
+                                info = os.stat(path)
+                                self._dead_files[path] = (info.st_dev, info.st_ino)
                         return None
                 self._stores[cycle] = st
                 self._store_event("on_acquired", st)
             st.refs += 1
             return st
+
+    def _cycle_pending(self, cycle: int) -> bool:
+        """``cycle``'s file is there without its header for less than
+        ``timeout`` seconds: its creator may still write it (a reader waits for
+        it rather than skip to a later cycle)."""
+        age = unwritten_age(self.cycle_path(cycle))
+        return age is not None and age < self.timeout
 
     def _roll_index(self) -> tuple[int, int]:
         """(index count, spacing) for cycle files without a header (libchronicle's)."""
@@ -579,10 +598,14 @@ class Queue(_Resource):
             return
         with self._lock:
             st.refs -= 1
-            if st.refs <= 0 and self._stores.get(st.cycle) is st:
+            if st.refs > 0:
+                return
+            if self._stores.get(st.cycle) is st:
                 del self._stores[st.cycle]
                 st.close(now=True)
                 self._store_event("on_released", st)
+            elif self._closed:
+                st.close(now=True)  # the queue closed while this was held
 
     def _on_file_created(self, cycle: int) -> None:
         cached = self._listing_cache

@@ -1,18 +1,27 @@
 """What every user object shares: ``with`` / ``async with`` closing, and how
-a close lets go of a mapped cycle file when other threads may still use it."""
+a close lets go of a mapped cycle file that a call may still be using.
+
+An appender or tailer counts its calls in flight: its per-message calls in C
+(``native/hot.c``), its other entry points with :func:`in_flight`.  Closing
+it (from any thread, or from a signal handler that interrupted one of its
+calls on this thread) asks the count: with no call in flight the file is let
+go at once; otherwise the last call out lets it go.  So a close never unmaps
+memory that a call in progress still reads or writes, and it needs to know
+nothing about which threads exist.
+"""
 
 from __future__ import annotations
 
-import threading
+import functools
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from ._store import CycleStore
-
-__all__ = ["keep_if_threaded", "single_threaded"]
+__all__ = ["in_flight"]
 
 _Self = TypeVar("_Self", bound="_Resource")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class _Resource:
@@ -41,17 +50,27 @@ class _Resource:
         self._close(et is None)
 
 
-def single_threaded() -> bool:
-    """No other Python thread runs: no native call of ours can be in flight
-    while this one closes something."""
-    return threading.active_count() == 1
+class _Counted(Protocol):
+    """An object whose calls are counted in flight (``native/hot.c``)."""
+
+    def _enter(self) -> None: ...
+    def _leave(self) -> None: ...
 
 
-def keep_if_threaded(obj: Any, st: CycleStore | None) -> None:
-    """On close: when another thread could be inside a native call on ``st``
-    (closing from another thread is allowed), keep it mapped until ``obj``
-    is garbage; alone, let it go at once (closing releases the file)."""
-    if st is not None and not single_threaded():
-        obj._kept = st  # what the native struct still points at
-        st.kept += 1
+_C = TypeVar("_C", bound=_Counted)
 
+
+def in_flight(method: Callable[Concatenate[_C, _P], _R]) -> Callable[Concatenate[_C, _P], _R]:
+    """Count ``method`` as a call in flight of its object for its whole run:
+    a close meanwhile (any thread, or a signal handler inside it) leaves the
+    object's cycle file mapped until the last call out."""
+
+    @functools.wraps(method)
+    def counted(self: _C, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        self._enter()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._leave()
+
+    return counted

@@ -28,7 +28,7 @@ def normalise_eofs(queue: Queue, before: int, cycles: list[int]) -> None:
     newest first, stopping at the first that has one.  The write lock must be
     held.  A damaged older cycle is left as it is, with one warning per queue."""
     for older in reversed(cycles[:bisect.bisect_left(cycles, before)]):
-        st = queue._acquire_store(older)
+        st = queue._acquire_store(older, wait=True)  # (a creator may be writing its header)
         if st is None:
             continue
         try:

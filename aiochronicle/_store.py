@@ -19,7 +19,8 @@ from ._native import HDR_LENGTH_MASK as LENGTH_MASK
 from ._rollcycles import cycle_shift_for
 from ._wire import Document, WireError, WireWriter, parse_document
 
-__all__ = ["CycleStore", "StoreLayout", "create_or_open_store", "open_store", "store_image"]
+__all__ = ["CycleStore", "StoreLayout", "create_or_open_store", "creator_gone", "first_word",
+           "open_store", "store_image", "unwritten_age"]
 
 MAX_HEADER = 1 << 20
 #: in a file without an index, a seek walks at most this many excerpts
@@ -189,7 +190,7 @@ class CycleStore:
     """One open cycle file: its mapping (shared by every appender and tailer of
     this queue object) and its parsed header."""
 
-    __slots__ = ("_marks", "_marks_lock", "cycle", "file", "kept", "layout", "path", "refs")
+    __slots__ = ("_marks", "_marks_lock", "cycle", "file", "layout", "path", "refs")
 
     def __init__(self, path: str, cycle: int, file: MappedFile, layout: StoreLayout) -> None:
         self.path = path
@@ -202,10 +203,6 @@ class CycleStore:
         # backwards) walk at most MARK_EVERY excerpts
         self._marks = array("Q", [0]) if layout.headerless else None
         self._marks_lock = threading.Lock()
-        # closed appenders/tailers that still point at this store (a call of
-        # theirs may be in flight on another thread): then it is never
-        # unmapped by close(now=True), only when it is garbage
-        self.kept = 0
         c = file.c
         c.cycle = cycle
         c.align = layout.align
@@ -314,23 +311,65 @@ class CycleStore:
                                 "end-of-file marker was written", self.path)
 
     def close(self, now: bool = False) -> None:
-        """Mark the file closed; with ``now`` (the last user let go, on the
-        thread that used it) also unmap it at once, unless a closed appender
-        or tailer still points at it."""
+        """Mark the file closed; with ``now`` (nobody holds it: no call can be
+        using it) also unmap it at once."""
         self.file.close()
-        if now and not self.kept:
+        if now:
             self.file.release()
+
+
+def _header_written(word: int) -> bool:
+    """The first header word of a cycle file says its header is complete (or,
+    a bare EOF: a headerless cycle closed before any write)."""
+    return bool(word) and (not word & HDR_NOT_COMPLETE or word == HDR_EOF)
+
+
+def unwritten_age(path: str) -> float | None:
+    """Seconds since a cycle file whose header is not written yet was last
+    changed; None when there is no such file or its header is written.
+
+    Every creator writes the header right after making the file (libchronicle
+    renames an all-zero file into place first, Java claims the first word in
+    place): a file still without one ``timeout`` seconds on lost its creator.
+    A look with ``pread``, no mapping, no wait.
+    """
+    got = first_word(path)
+    if got is None or _header_written(got[1]):
+        return None
+    return max(0.0, time.time() - got[0].st_mtime)
+
+
+def first_word(path: str) -> tuple[os.stat_result, int] | None:
+    """(status, first header word) of the regular file at ``path``, read with
+    ``pread`` (no mapping); None when there is none or it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return info, int.from_bytes(os.pread(fd, 4, 0).ljust(4, b"\0"), "little")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def creator_gone(path: str, timeout: float) -> bool:
+    """The cycle file at ``path`` has been without its header for ``timeout``
+    seconds or more (see :func:`unwritten_age`)."""
+    age = unwritten_age(path)
+    return age is not None and age >= timeout
 
 
 def _wait_header(f: MappedFile, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     delay = 1e-5
     while True:
-        if f.size >= 4:
-            word = f.load32(0)
-            # (a bare EOF first: a headerless cycle closed before any write)
-            if word and (not word & HDR_NOT_COMPLETE or word == HDR_EOF):
-                return True
+        if f.size >= 4 and _header_written(f.load32(0)):
+            return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(delay)
@@ -345,9 +384,15 @@ def _check_regular(fd: int, path: str) -> None:
 
 
 def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: int,
-               timeout: float, roll_index: tuple[int, int] | None = None) -> CycleStore | None:
-    """Open an existing cycle file; None if it does not exist or is being created
-    by a process that died (a tailer treats such a cycle as absent).
+               timeout: float, roll_index: tuple[int, int] | None = None,
+               wait: bool = True) -> CycleStore | None:
+    """Open an existing cycle file; None if it does not exist or its header is
+    not written (yet, or ever: its creator died).
+
+    A file without its header is waited for (``wait``) until ``timeout``
+    seconds after it was last changed, so one whose creator died long ago is
+    not waited for at all; without ``wait`` (readers: "nothing yet" must not
+    block) it is not waited for.  :func:`unwritten_age` tells the two apart.
 
     With ``roll_index`` (index count, spacing) a file without a header
     document (libchronicle's) is opened too, with a headerless layout."""
@@ -370,8 +415,12 @@ def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: in
         os.close(fd)
         raise
     try:
-        if not _wait_header(f, timeout):
+        left = 0.0
+        if wait:
+            left = min(timeout, max(0.0, timeout - (time.time() - os.fstat(fd).st_mtime)))
+        if not _wait_header(f, left):
             f.close()
+            f.release()
             return None
         return CycleStore(path, cycle, f, parse_layout(f, roll_index))
     except BaseException:

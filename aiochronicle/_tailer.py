@@ -30,7 +30,7 @@ from ._native import (
     ffi,
     lib,
 )
-from ._resource import _Resource, keep_if_threaded
+from ._resource import _Resource, in_flight
 from ._settings import ACK_KEY
 
 if TYPE_CHECKING:
@@ -51,8 +51,9 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
     ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
     nothing new yet.  A tailer belongs to one thread (or one event loop) at a
     time; any number of tailers can read the same queue.  Closing it, or its
-    queue, is safe from any thread: a read in progress finishes, the next one
-    raises :class:`QueueClosedError`.
+    queue, is safe from any thread and from a signal handler: a read in
+    progress finishes or raises :class:`QueueClosedError`, the next one
+    raises it, and the cycle file is let go when the last read leaves it.
     """
 
     def __init__(self, queue: Queue, name: str | None, direction: TailerDirection,
@@ -62,7 +63,6 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         self.name = name
         """The named tailer's name (its position is kept as ``index.<name>``), or None."""
         self._store: CycleStore | None = None
-        self._kept: CycleStore | None = None  # after close: keeps the mapping alive
         c = ffi.new("cq_tailer *")
         self._c: Any = c
         self._scratch: Any = ffi.new("char[]", SCRATCH)
@@ -120,15 +120,30 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         if self._closed:
             return
         self._closed = True
-        # as Appender._detach: the native struct and this object keep the store
-        # (a read in flight on another thread goes on safely); the flag turns
-        # every later native call away with CQ_BAD_STATE
+        # the flag turns every later native call away with CQ_BAD_STATE; a read
+        # in flight (another thread's, or the one a signal handler closing this
+        # interrupted) keeps the store until it leaves (_resource)
         self._c.closed = 1
         self._abort_wait()  # end a spin/park in progress first (_aio)
+        if not self._owe():
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Release the cycle file: on close with no call in flight, else when
+        the last one leaves (``native/hot.c``)."""
         st, self._store = self._store, None
-        keep_if_threaded(self, st)
-        if st is not None and not self.queue.closed:
-            self.queue._release_store(st)
+        # no native call runs now and none will touch the store again (the
+        # closed flag comes first): the struct lets go of it too
+        self._c.store = ffi.NULL
+        self.queue._release_store(st)
+
+    def _held(self) -> CycleStore:
+        """The store a native read just used; gone only when the tailer was
+        closed since (from another thread or a signal handler)."""
+        st = self._store
+        if st is None:
+            raise QueueClosedError("the tailer is closed")
+        return st
 
     def _check(self) -> None:
         if self._closed:
@@ -142,6 +157,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         return self._direction
 
     @direction.setter
+    @in_flight
     def direction(self, value: TailerDirection) -> None:
         value = TailerDirection(value)
         if value != self._direction and self._store is not None:
@@ -175,6 +191,9 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         return self.queue.roll_cycle.to_index(cyc, int(self._c.seq))
 
     def _use_store(self, st: CycleStore | None, cycle: int | None) -> None:
+        if self._closed:  # closed during this call: hold nothing new
+            self.queue._release_store(st)
+            self._check()
         old = self._store
         self._store = st
         self._cycle = cycle
@@ -219,6 +238,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         if self._named_off is not None:
             self._save(ex.index if ex is not None else None)
 
+    @in_flight
     def to_start(self) -> Tailer:
         """Move to the first excerpt of the queue."""
         self._check()
@@ -234,6 +254,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         self._save()
         return self
 
+    @in_flight
     def to_end(self) -> Tailer:
         """FORWARD: move past the last excerpt (the next read returns the next one
         written).  BACKWARD: move to the last excerpt."""
@@ -264,6 +285,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         self._save()
         return self
 
+    @in_flight
     def move_to_index(self, index: int) -> bool:
         """Position at ``index``; True if an excerpt exists there.
 
@@ -293,6 +315,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         self._save()
         return bool(code == OK)
 
+    @in_flight
     def move_to_cycle(self, cycle: int) -> bool:
         """Position at the first excerpt of ``cycle``; False if it has no file."""
         self._check()
@@ -344,6 +367,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         ex: Excerpt = _tuple_new(kind, (int(c.index), _unpack(c.data, n)))
         return ex
 
+    @in_flight
     def _read_slow(self, n: int) -> Excerpt | None:
         """Carry on after the native read returned the code ``n``: move to the
         next cycle, map more of the file, or raise (``_native.check``)."""
@@ -361,14 +385,13 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
                 if not self._next_cycle():
                     return None
             elif n == NEED_MAP:
-                st = self._store
-                assert st is not None
+                held = self._held()
                 need = int(c.need)
-                if not st.file.ensure(need, grow=False):
+                if not held.file.ensure(need, grow=False):
                     if need == int(c.err_pos) + 4:
                         return None
                     raise CorruptQueueError("an excerpt runs past the end of the file",
-                                            st.path, int(c.err_pos))
+                                            held.path, int(c.err_pos))
             else:
                 st = self._store
                 check(n, path=st.path if st else self.queue.path, pos=int(c.err_pos),
@@ -392,6 +415,8 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
             self._use_store(st, cyc)
             self._position_at(cyc, seq)
             return True
+        if q._cycle_pending(cyc):
+            return False  # its header is not written yet: nothing to read yet
         nxt = q._next_cycle(cyc, 1)
         if nxt is None:
             return False
@@ -400,8 +425,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
 
     def _next_cycle(self) -> bool:
         """At an EOF: move to the next cycle that has a file."""
-        st = self._store
-        assert st is not None
+        st = self._held()
         q = self.queue
         mod = q._meta.get("listing.modCount") if q._meta is not None else None
         nxt = q._next_cycle(st.cycle, 1)
@@ -432,6 +456,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
             c.seq = seq
             n = _cq_read(c)
         if n < 0:
+            self._check()  # CQ_BAD_STATE: closed meanwhile
             raise CorruptQueueError("cannot read an indexed excerpt", st.path, pos)
         return self._excerpt(n)
 
@@ -486,8 +511,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
             return
         # moving before sequence 0: remember it by pointing at the previous cycle
         q = self.queue
-        st = self._store
-        assert st is not None
+        st = self._held()
         prev = q._next_cycle(st.cycle, -1)
         while prev is not None and q._cycle_count(prev) == 0:
             prev = q._next_cycle(prev, -1)
@@ -521,8 +545,14 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
                 sc.release()
             sc = self._batch_scratch = _BatchScratch(max(max_bytes, 1), max(max_count, 1))
         n_out = sc.n_out
-        rc = lib.cq_read_batch(c, sc.pdata, max_bytes, sc.poffsets, sc.pindices, max_count,
-                               n_out)
+        # the one call here that touches the mapping (it copies out): counted
+        # in flight without a wrapper's cost (a poll that finds nothing is common)
+        self._enter()
+        try:
+            rc = lib.cq_read_batch(c, sc.pdata, max_bytes, sc.poffsets, sc.pindices, max_count,
+                                   n_out)
+        finally:
+            self._leave()
         n = int(n_out[0])
         if n:
             if self._named_off is not None:

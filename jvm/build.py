@@ -1,13 +1,17 @@
 """Build ``aiochronicle-spark.jar``, the JVM reader behind ``format("chronicle")``.
 
-Compiles ``jvm/src/main/java`` with ``javac --release 17`` against the jars of the
-PySpark installed beside it (so it matches the pinned Spark exactly; no Scala or Maven
-needed) and writes the jar into ``aiochronicle/spark/``, where the wheel picks it
-up as package data.  ``setup.py`` runs it on every build and ``scripts/setup.sh`` after
-installing PySpark; run it by hand with ``python jvm/build.py``.
+Maven compiles ``jvm/src/main`` (``jvm/pom.xml``: ``javac --release 17`` against
+Spark's published artifacts from Maven Central in ``provided`` scope, so no PySpark
+is needed where the package is built) and the jar is written into
+``aiochronicle/spark/``, where the sdist and the wheel pick it up as package data.
+``setup.py`` runs it on every build (the sdist too: a wheel built from the sdist
+then carries the jar without Maven), ``scripts/setup.sh`` after installing; run it
+by hand with ``python jvm/build.py``.
 
-Without ``javac`` or PySpark nothing is built and the Python data source serves every
-read (``build()`` returns None and says why).
+Without Maven (or when Maven fails) it falls back to ``javac`` against the jars of
+a PySpark installed beside it; with neither nothing is built, ``build()`` returns
+None and says why, and ``aiochronicle.spark.register`` warns that Spark reads use
+the Python data source.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SOURCES = HERE / "src" / "main"
+POM = HERE / "pom.xml"
 JAR = ROOT / "aiochronicle" / "spark" / "aiochronicle-spark.jar"
 
 
@@ -36,38 +41,39 @@ def pyspark_jars() -> Path | None:
     return jars if jars.is_dir() else None
 
 
-def _javac() -> str | None:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "javac").is_file():
-        return str(Path(home) / "bin" / "javac")
-    return shutil.which("javac")
+def _tool(name: str) -> str | None:
+    home = os.environ.get("JAVA_HOME") if name == "javac" else None
+    if home and (Path(home) / "bin" / name).is_file():
+        return str(Path(home) / "bin" / name)
+    return shutil.which(name)
 
 
 def _newest_source() -> float:
-    return max(p.stat().st_mtime for p in SOURCES.rglob("*") if p.is_file())
+    inputs = [POM, *(p for p in SOURCES.rglob("*") if p.is_file())]
+    return max(p.stat().st_mtime for p in inputs)
 
 
-def build(out: Path = JAR, *, quiet: bool = False) -> Path | None:
-    """Compile the reader into ``out`` (skipped when it is newer than every source);
-    returns the jar, or None when ``javac`` or PySpark is missing."""
-    def say(msg: str) -> None:
-        if not quiet:
-            print(f"jvm/build.py: {msg}", file=sys.stderr)
+def _maven(mvn: str, out: Path) -> str | None:
+    """Package the jar with Maven into ``out``; None, or why it failed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([mvn, "-q", "-B", "-f", str(POM), f"-Dbuild.dir={tmp}", "package"],
+                           capture_output=True, text=True)
+        built = Path(tmp) / "aiochronicle-spark.jar"
+        if r.returncode != 0 or not built.is_file():
+            return f"Maven failed: {(r.stdout + r.stderr).strip()[-2000:]}"
+        partial = out.with_suffix(".tmp")
+        shutil.copyfile(built, partial)
+        partial.replace(out)
+    return None
 
-    javac = _javac()
-    jars = pyspark_jars()
-    if javac is None or jars is None:
-        say(f"not building {out.name}: {'javac' if javac is None else 'pyspark'} not found "
-            "(format('chronicle') uses the Python data source)")
-        return None
-    if out.is_file() and out.stat().st_mtime >= _newest_source():
-        return out
+
+def _javac(javac: str, jars: Path, out: Path) -> None:
+    """Compile against the installed PySpark's jars (when there is no Maven)."""
     sources = sorted(str(p) for p in (SOURCES / "java").rglob("*.java"))
     with tempfile.TemporaryDirectory() as tmp:
         classes = Path(tmp)
         subprocess.run([javac, "--release", "17", "-nowarn", "-encoding", "UTF-8",
                         "-cp", str(jars / "*"), "-d", str(classes), *sources], check=True)
-        out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_suffix(".tmp")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
             zf.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n"
@@ -77,7 +83,32 @@ def build(out: Path = JAR, *, quiet: bool = False) -> Path | None:
                     if p.is_file():
                         zf.write(p, p.relative_to(base).as_posix())
         partial.replace(out)
-    say(f"built {out}")
+
+
+def build(out: Path = JAR, *, quiet: bool = False) -> Path | None:
+    """Build the reader into ``out`` (skipped when it is newer than every source and
+    the pom); returns the jar, or None when neither Maven nor ``javac`` with an
+    installed PySpark could build it."""
+    def say(msg: str) -> None:
+        if not quiet:
+            print(f"jvm/build.py: {msg}", file=sys.stderr)
+
+    if out.is_file() and out.stat().st_mtime >= _newest_source():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    mvn = _tool("mvn")
+    failed = "mvn not found" if mvn is None else _maven(mvn, out)
+    if failed is None:
+        say(f"built {out} with Maven")
+        return out
+    javac, jars = _tool("javac"), pyspark_jars()
+    if javac is None or jars is None:
+        say(f"not building {out.name}: {failed}; and no {'javac' if javac is None else 'pyspark'}"
+            " to compile against instead (format('chronicle') uses the Python data source)")
+        return None
+    say(f"{failed}; compiling against the installed PySpark's jars instead")
+    _javac(javac, jars, out)
+    say(f"built {out} with javac")
     return out
 
 

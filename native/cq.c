@@ -952,13 +952,23 @@ int cq_doc_rollback(cq_appender *a, uint64_t len) {
 int cq_doc_abandon(cq_appender *a) {
     if (!take_doc(a)) return CQ_BAD_STATE;
     /* the owner may still be copying into the slot: it becomes padding (its
-     * bytes land in dead space) and the next excerpt goes after it */
+     * bytes land in dead space) and the next excerpt goes after it.  The
+     * owner may also be growing its claim right now (cq_doc_ensure CASes the
+     * header before it records the new length in doc_claim): go by the claim
+     * the header holds, or the CAS below fails and the write lock stays held
+     * for good.  Bounded: once doc_open is 0 the owner grows it at most once. */
     cq_store *s = a->store;
-    uint32_t held = claim_hdr(a->doc_claim);
-    uint64_t nxt = align_up(s, a->doc_pos + 4 + a->doc_claim);
-    if (fits(s, nxt, 4)) clear_next(s, nxt);
-    if (hdr_cas(s, a->doc_pos, held, CQ_HDR_META | (uint32_t)a->doc_claim))
-        cq_unlock(a->write_lock, a->pid);
+    for (int tries = 0; tries < 8; tries++) {
+        uint32_t h = hdr_load(s, a->doc_pos);
+        if (!is_claim(h)) return CQ_OK; /* made padding by a writer that took the lock over */
+        uint64_t claim = h & CQ_HDR_LENGTH_MASK;
+        uint64_t nxt = align_up(s, a->doc_pos + 4 + claim);
+        if (fits(s, nxt, 4)) clear_next(s, nxt);
+        if (hdr_cas(s, a->doc_pos, h, CQ_HDR_META | (uint32_t)claim)) {
+            cq_unlock(a->write_lock, a->pid);
+            return CQ_OK;
+        }
+    }
     return CQ_OK;
 }
 

@@ -13,6 +13,13 @@
  * The GIL stays held: every call here is short and never waits.  The write
  * lock is tried with no spin budget; a busy lock returns CQ_LOCKED and the
  * slow path waits for it with the GIL released.
+ *
+ * Every call that may touch the mapped file is counted in flight (`busy`,
+ * slow path included; Python's own entry points count through _enter and
+ * _leave).  A close, from any thread or from a signal handler running inside
+ * such a call, asks _owe(): while calls are in flight the object keeps its
+ * cycle file and the last call out lets it go (_let_go); none in flight, the
+ * close lets it go itself.  Under the GIL these steps cannot interleave.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -33,12 +40,66 @@ static PyObject *str_read_other;    /* "_read_other" */
 static PyObject *str_read_blocking; /* "_read_blocking" */
 static PyObject *str_anext;         /* "_anext" */
 static PyTypeObject *excerpt_type;  /* aiochronicle.Excerpt (a tuple subclass) */
+static PyObject *str_let_go;        /* "_let_go" */
+
+/* ------------------------------------------------------------------ */
+/* Calls in flight (both types start with this)                        */
+
+#define HOT_CALLS_HEAD \
+    PyObject_HEAD \
+    Py_ssize_t busy; /* calls of this object in flight (any thread, nested) */ \
+    int owing;       /* closed while busy: the last call out lets the file go */
+
+typedef struct {
+    HOT_CALLS_HEAD
+} HotCalls;
+
+/* End a counted call, passing its result through; the last call out of an
+ * object closed meanwhile calls self._let_go() (an error there cannot replace
+ * the call's outcome: it is reported as unraisable). */
+static PyObject *leave(PyObject *obj, PyObject *result) {
+    HotCalls *c = (HotCalls *)obj;
+    if (--c->busy > 0 || !c->owing) return result;
+    c->owing = 0;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject *r = PyObject_CallMethodNoArgs(obj, str_let_go);
+    if (r) Py_DECREF(r);
+    else PyErr_WriteUnraisable(obj);
+    PyErr_Restore(et, ev, tb);
+    return result;
+}
+
+static PyObject *calls_enter(PyObject *obj, PyObject *unused) {
+    ((HotCalls *)obj)->busy++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *calls_leave(PyObject *obj, PyObject *unused) {
+    return leave(obj, Py_NewRef(Py_None));
+}
+
+static PyObject *calls_owe(PyObject *obj, PyObject *unused) {
+    HotCalls *c = (HotCalls *)obj;
+    if (c->busy <= 0) Py_RETURN_FALSE;
+    c->owing = 1;
+    Py_RETURN_TRUE;
+}
+
+#define HOT_CALLS_METHODS \
+    {"_enter", calls_enter, METH_NOARGS, \
+     "Count a call in flight (it may touch the mapped file)."}, \
+    {"_leave", calls_leave, METH_NOARGS, \
+     "End a counted call; the last one out of a closed object calls _let_go()."}, \
+    {"_owe", calls_owe, METH_NOARGS, \
+     "On close: True (and the last call out lets the file go) while calls are " \
+     "in flight; False when none is (the caller lets it go now)."}
 
 /* ------------------------------------------------------------------ */
 /* Appender                                                            */
 
 typedef struct {
-    PyObject_HEAD
+    HOT_CALLS_HEAD
     cq_appender *a;
 } HotAppender;
 
@@ -61,8 +122,8 @@ static PyObject *slow_append(HotAppender *self, int64_t rc, PyObject *data) {
 
 /* append(data) -> index.  bytes, bytearray, memoryview or any contiguous
  * buffer; anything else (str included) is the slow path's to coerce. */
-static PyObject *hot_appender_append(HotAppender *self, PyObject *const *args,
-                                     Py_ssize_t nargs) {
+static PyObject *appender_append(HotAppender *self, PyObject *const *args,
+                                Py_ssize_t nargs) {
     if (nargs != 1) {
         PyErr_Format(PyExc_TypeError, "append() takes exactly one argument (%zd given)", nargs);
         return NULL;
@@ -95,11 +156,18 @@ static PyObject *hot_appender_append(HotAppender *self, PyObject *const *args,
     return slow_append(self, r, data);
 }
 
+static PyObject *hot_appender_append(HotAppender *self, PyObject *const *args,
+                                     Py_ssize_t nargs) {
+    self->busy++;
+    return leave((PyObject *)self, appender_append(self, args, nargs));
+}
+
 static PyMethodDef hot_appender_methods[] = {
     {"_bind_native", (PyCFunction)hot_appender_bind, METH_O,
      "Point this object at its native cq_appender (an address)."},
     {"append", (PyCFunction)(void (*)(void))hot_appender_append, METH_FASTCALL,
      "append(data) -> int\n--\n\nAppend one excerpt; returns its 64-bit index."},
+    HOT_CALLS_METHODS,
     {NULL, NULL, 0, NULL},
 };
 
@@ -383,7 +451,7 @@ static PyTypeObject WriterMethodType = {
 /* Tailer                                                              */
 
 typedef struct {
-    PyObject_HEAD
+    HOT_CALLS_HEAD
     cq_tailer *t;
     int forward;
     int plain;    /* read_nowait is this type's own: read_blocking may read here first */
@@ -456,7 +524,7 @@ static PyObject *read_excerpt(const cq_tailer *t, int64_t n) {
 }
 
 /* read_nowait() -> Excerpt | None */
-static PyObject *hot_tailer_read_nowait(HotTailer *self, PyObject *unused) {
+static PyObject *tailer_read_nowait(HotTailer *self) {
     cq_tailer *t = self->t;
     if (t == NULL || !self->forward || excerpt_type == NULL)
         return call_self(self, str_read_other, NULL);
@@ -472,12 +540,17 @@ static PyObject *hot_tailer_read_nowait(HotTailer *self, PyObject *unused) {
     return r;
 }
 
+static PyObject *hot_tailer_read_nowait(HotTailer *self, PyObject *unused) {
+    self->busy++;
+    return leave((PyObject *)self, tailer_read_nowait(self));
+}
+
 /* read_blocking(timeout=None) -> Excerpt | None: an excerpt already there
  * is read here, as read_nowait() reads it; anything else (waiting, a roll,
  * an error, a subclass that reads its own way) is _read_blocking() in Python
  * with the caller's arguments. */
-static PyObject *hot_tailer_read_blocking(HotTailer *self, PyObject *const *args,
-                                          Py_ssize_t nargs, PyObject *kwnames) {
+static PyObject *tailer_read_blocking(HotTailer *self, PyObject *const *args,
+                                     Py_ssize_t nargs, PyObject *kwnames) {
     cq_tailer *t = self->t;
     if (t != NULL && self->forward && self->plain && excerpt_type != NULL) {
         int64_t n = cq_read(t);
@@ -493,13 +566,19 @@ static PyObject *hot_tailer_read_blocking(HotTailer *self, PyObject *const *args
     return r;
 }
 
+static PyObject *hot_tailer_read_blocking(HotTailer *self, PyObject *const *args,
+                                          Py_ssize_t nargs, PyObject *kwnames) {
+    self->busy++;
+    return leave((PyObject *)self, tailer_read_blocking(self, args, nargs, kwnames));
+}
+
 /* _spin_read(budget_ns, stop_address, stop_seen) -> Excerpt | int: the
  * waiting step of read_blocking() and await read() with a spinning pauser.
  * Spins for the next excerpt with the GIL released (cq_spin_read: bounded
  * by budget_ns, ended early when *stop moves); an excerpt comes back built
  * here, anything else as its result code for the Python side. */
-static PyObject *hot_tailer_spin_read(HotTailer *self, PyObject *const *args,
-                                      Py_ssize_t nargs) {
+static PyObject *tailer_spin_read(HotTailer *self, PyObject *const *args,
+                                 Py_ssize_t nargs) {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "_spin_read(budget_ns, stop_address, stop_seen)");
         return NULL;
@@ -521,6 +600,12 @@ static PyObject *hot_tailer_spin_read(HotTailer *self, PyObject *const *args,
         return read_excerpt(t, n);
     }
     return PyLong_FromLongLong(n);
+}
+
+static PyObject *hot_tailer_spin_read(HotTailer *self, PyObject *const *args,
+                                      Py_ssize_t nargs) {
+    self->busy++;
+    return leave((PyObject *)self, tailer_spin_read(self, args, nargs));
 }
 
 /* ------------------------------------------------------------------ */
@@ -571,15 +656,20 @@ static PySendResult next_send(Next *self, PyObject *arg, PyObject **result) {
         HotTailer *o = self->owner;
         cq_tailer *t = o->t;
         if (t != NULL && o->forward && o->plain && excerpt_type != NULL) {
+            /* counted in flight as read_nowait is: a close meanwhile (a
+             * signal handler in read_excerpt's allocation) leaves the file
+             * mapped until this read leaves */
+            o->busy++;
             int64_t n = cq_read(t);
             if (n >= 0) {
                 self->state = NEXT_DONE;
-                PyObject *ex = read_excerpt(t, n);
+                PyObject *ex = leave((PyObject *)o, read_excerpt(t, n));
                 if (ex == NULL) return PYGEN_ERROR;
                 o->unyielded++;
                 *result = ex;
                 return PYGEN_RETURN;
             }
+            Py_XDECREF(leave((PyObject *)o, Py_NewRef(Py_None)));
             /* a code: nothing was consumed, _anext's read takes it again */
         }
         if (next_to_sub(self) < 0) return PYGEN_ERROR;
@@ -733,6 +823,7 @@ static PyMethodDef hot_tailer_methods[] = {
      "not call it from an event loop thread: use ``await read()``.\n\n"
      "Raises:\n"
      "    QueueClosedError: the tailer or its queue is (or gets) closed."},
+    HOT_CALLS_METHODS,
     {NULL, NULL, 0, NULL},
 };
 
@@ -1108,12 +1199,13 @@ PyMODINIT_FUNC PyInit__hot(void) {
     str_read_slow = PyUnicode_InternFromString("_read_slow");
     str_read_other = PyUnicode_InternFromString("_read_other");
     str_read_blocking = PyUnicode_InternFromString("_read_blocking");
+    str_let_go = PyUnicode_InternFromString("_let_go");
     str_anext = PyUnicode_InternFromString("_anext");
     str_read_one_slow = PyUnicode_InternFromString("_read_one_slow");
     str_read_one_general = PyUnicode_InternFromString("_read_one_general");
     if (!str_read_one_slow || !str_read_one_general) return NULL;
     if (!str_append_slow || !str_read_slow || !str_read_other || !str_read_blocking ||
-        !str_anext)
+        !str_let_go || !str_anext)
         return NULL;
     PyObject *m = PyModule_Create(&hot_module);
     if (!m) return NULL;

@@ -15,3 +15,8 @@ bash scripts/setup.sh
 # the examples use only the public API, and type-check against it strictly
 .venv/bin/python -m mypy --strict examples
 .venv/bin/python -m pytest "$@"
+# what users install: the sdist and a wheel from `python -m build` (isolated), the wheel
+# repaired by auditwheel and installed with the spark extra in a fresh venv with no C
+# compiler on PATH, and the suite again against it (less the tests marked `checkout`,
+# which compile the native sources or build the package: see the script's docstring)
+.venv/bin/python scripts/test_installed.py -q

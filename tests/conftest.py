@@ -1,8 +1,8 @@
 """Shared pytest fixtures.
 
-Golden data written by Java Chronicle Queue lives outside the repository, in
-``../shared/fixtures/java`` (see its README.md).  It is read-only: tests copy or
-extract what they need into ``tmp_path`` and never write there.
+Golden data written by Java Chronicle Queue lives in ``tests/fixtures/java`` (its
+README.md says what wrote each file and how).  Tests copy or extract what they need
+into ``tmp_path`` and never write there.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from skips import listed, under_ci
 
 # interop/jvm.py builds and runs the Java interop programs (tests/test_java_live.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
 
-JAVA_FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "java"
+JAVA_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "java"
 
 
 @pytest.fixture(scope="session")
 def java_fixtures() -> Path:
-    """The directory of Java-written golden queues; skips the test if it is absent."""
-    if not JAVA_FIXTURES.is_dir():
-        pytest.skip(f"Java fixtures not found at {JAVA_FIXTURES}")
+    """The directory of Java-written golden queues (part of the repository)."""
+    assert (JAVA_FIXTURES / "README.md").is_file(), f"Java fixtures missing at {JAVA_FIXTURES}"
     return JAVA_FIXTURES
 
 
@@ -47,8 +47,7 @@ def extract_fixture(java_fixtures: Path, tmp_path: Path, _extracted_fixtures: di
 
     def extract(name: str, subdir: str | None = None) -> Path:
         archive = java_fixtures / name
-        if not archive.is_file():
-            pytest.skip(f"Java fixture {archive} not found")
+        assert archive.is_file(), f"no Java fixture {archive}"
         pristine = _extracted_fixtures.get(name)
         if pristine is None:
             pristine = tmp_path_factory.mktemp("java-fixture")
@@ -63,3 +62,42 @@ def extract_fixture(java_fixtures: Path, tmp_path: Path, _extracted_fixtures: di
         return dest
 
     return extract
+
+
+# --------------------------------------------------------------------------
+# skips: only for a reason tests/skips.py names; under CI any other fails the run
+# --------------------------------------------------------------------------
+
+_UNLISTED_SKIPS: list[str] = []
+
+
+def _note_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    if not listed(reason):
+        _UNLISTED_SKIPS.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _note_skip(report)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _note_skip(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _UNLISTED_SKIPS:
+        verdict = "fail this CI run" if under_ci() else "would fail a CI run"
+        terminalreporter.section(f"skips for reasons tests/skips.py does not name ({verdict})")
+        for line in _UNLISTED_SKIPS:
+            terminalreporter.line(line)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _UNLISTED_SKIPS and under_ci() and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from loops import KINDS, loop_factory
 from workers import append_when_parked, parked
 
 import aiochronicle as ac
 from aiochronicle._notify import PARKED_KEY, SLOTS, _sockname, notifier_for, slot_key
-
-uvloop = pytest.importorskip("uvloop")
 
 T = TypeVar("T")
 Run = Callable[..., T]
@@ -35,11 +34,11 @@ PAUSERS: dict[str, Callable[[], ac.Pauser]] = {
 }
 
 
-@pytest.fixture(params=["asyncio", "uvloop"])
+@pytest.fixture(params=KINDS)
 def run(request: pytest.FixtureRequest) -> Iterator[Callable[[Awaitable[Any]], Any]]:
     """Run a coroutine on a fresh loop of each kind, in debug mode; the test fails
     if the loop's exception handler was called."""
-    factory = asyncio.new_event_loop if request.param == "asyncio" else uvloop.new_event_loop
+    factory = loop_factory(request.param)
     errors: list[dict[str, Any]] = []
 
     def runner(coro: Awaitable[Any], debug: bool = True) -> Any:

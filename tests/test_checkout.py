@@ -13,6 +13,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = sorted([*(ROOT / "examples").rglob("*.py"), *(ROOT / "bench").glob("*.py")])
 
@@ -34,6 +36,7 @@ def test_programs_do_not_put_the_source_tree_on_sys_path() -> None:
     assert not offenders, offenders
 
 
+@pytest.mark.checkout
 def test_a_checkout_shadowing_the_installed_package_is_explained(tmp_path: Path) -> None:
     checkout = tmp_path / "checkout"
     pkg = checkout / "aiochronicle"

@@ -3,7 +3,11 @@ are inside calls on them: the callers get ``QueueClosedError`` (or finish the
 call they were in), never a crash.
 
 Each scenario runs in a child process, so a segfault is a failed test with the
-signal in its message instead of the end of the test run.
+signal in its message instead of the end of the test run.  No sleep orders
+anything: a close waits until every worker has gone round its loop a number of
+times that changes from trial to trial (and the workers keep going meanwhile),
+so closes land all over the workers' calls.  ``test_close_interleavings.py``
+forces the interleavings that matter one by one.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from pathlib import Path
 import pytest
 
 PRELUDE = textwrap.dedent("""
-    import asyncio, sys, threading, time
+    import asyncio, faulthandler, sys, threading
     import aiochronicle as ac
+
+    faulthandler.enable(all_threads=True)  # a crash shows every thread's stack
 
     path = sys.argv[1]
     # The busy loops below hold the GIL but for one short native call every
@@ -34,22 +40,38 @@ PRELUDE = textwrap.dedent("""
             a.append(LARGE if i % 7 == 0 else SMALL)
 
     unexpected = []
+    started = []  # one event per worker: set once it has gone round `goal` times
 
-    def run(target, *args):
+    def run(target, *args, goal=1):
+        turns = [0]
+        ready = threading.Event()
+        started.append(ready)
+        def tick():
+            turns[0] += 1
+            if turns[0] == goal:
+                ready.set()
         def body():
             try:
-                target(*args)
+                target(*args, tick)
             except ac.QueueClosedError:
                 pass
             except BaseException as exc:
                 unexpected.append(repr(exc))
+            finally:
+                ready.set()  # (a worker that failed early must not hang the test)
         th = threading.Thread(target=body)
         th.start()
         return th
 
-    def reader(q, how):
+    def all_started():
+        for ready in started:
+            assert ready.wait(120), "a worker never got going"
+        started.clear()
+
+    def reader(q, how, tick):
         t = q.tailer()
         while True:
+            tick()
             if how == "read_nowait":
                 if t.read_nowait() is None:
                     t.to_start()
@@ -63,15 +85,17 @@ PRELUDE = textwrap.dedent("""
                 if t.read_blocking(0.001) is None:
                     t.to_start()
 
-    def named_reader(q):
+    def named_reader(q, tick):
         t = q.tailer("svc")
         while True:
+            tick()
             if t.read_nowait() is None:
                 t.to_start()
 
-    def writer(q, how):
+    def writer(q, how, tick):
         a = q.appender()
         while True:
+            tick()
             if how == "append":
                 a.append(LARGE)
             elif how == "packed":
@@ -87,11 +111,13 @@ SCENARIOS = {
     "queue_close": """
         for trial in range(12):
             q = ac.open_queue(path)
-            threads = [run(reader, q, how) for how in
+            goal = 1 + 23 * trial
+            threads = [run(reader, q, how, goal=goal) for how in
                        ("read_nowait", "read_many", "move_to_index", "blocking")]
-            threads += [run(named_reader, q)]
-            threads += [run(writer, q, how) for how in ("append", "packed", "document")]
-            time.sleep(0.03 + 0.005 * trial)
+            threads += [run(named_reader, q, goal=goal)]
+            threads += [run(writer, q, how, goal=goal)
+                        for how in ("append", "packed", "document")]
+            all_started()
             q.close()
             for th in threads:
                 th.join(10)
@@ -103,15 +129,18 @@ SCENARIOS = {
             for trial in range(20):
                 t = q.tailer()
                 a = q.appender()
-                def read_loop():
+                def read_loop(tick):
                     while True:
+                        tick()
                         if t.read_nowait() is None:
                             t.to_start()
-                def write_loop():
+                def write_loop(tick):
                     while True:
+                        tick()
                         a.append(LARGE)
-                threads = [run(read_loop), run(write_loop)]
-                time.sleep(0.01 + 0.003 * trial)
+                goal = 1 + 37 * trial
+                threads = [run(read_loop, goal=goal), run(write_loop, goal=goal)]
+                all_started()
                 t.close()
                 a.close()
                 for th in threads:
@@ -121,24 +150,59 @@ SCENARIOS = {
             n = q.appender().append(b"after")
             assert q.tailer().move_to_index(n)
     """,
-    # an async tailer on the loop thread; the queue closed from a plain thread
-    "async_close": """
-        async def consume(q):
-            async for _ in q.tailer(pauser=ac.Pauser.busy()):
+    # a SIGTERM handler closes the queue (a common shutdown): it runs on the
+    # main thread, inside whatever read or append the signal interrupted
+    "signal_close": """
+        import os, signal
+        closing = []
+        signal.signal(signal.SIGTERM, lambda signum, frame: closing[0].close())
+        for trial in range(30):
+            q = ac.open_queue(path)
+            closing[:] = [q]
+            t = q.tailer(direction=ac.TailerDirection.BACKWARD if trial % 3 == 2
+                         else ac.TailerDirection.FORWARD)
+            a = q.appender()
+            ready = threading.Event()
+            killer = threading.Thread(
+                target=lambda: ready.wait(120) and os.kill(os.getpid(), signal.SIGTERM))
+            killer.start()
+            goal, n = 1 + 41 * trial, 0
+            try:
+                while True:
+                    n += 1
+                    if n == goal:
+                        ready.set()
+                    if n % 5 == 0:
+                        a.append(LARGE)
+                    elif t.read_nowait() is None:
+                        t.to_start()
+            except ac.QueueClosedError:
                 pass
+            killer.join()
+    """,
+    # an async tailer on the loop thread; the queue closed from a plain thread
+    # (the last trials close once everything is read: while the tailer spins)
+    "async_close": """
+        async def consume(q, goal, ready):
+            n = 0
+            async for _ in q.tailer(pauser=ac.Pauser.busy()):
+                n += 1
+                if n == goal:
+                    ready.set()
 
         async def main():
             for trial in range(10):
                 q = ac.open_queue(path)
-                task = asyncio.ensure_future(consume(q))
-                await asyncio.sleep(0.01)
-                closer = threading.Timer(0.005 * trial, q.close)
+                ready = threading.Event()
+                closer = threading.Thread(target=lambda: ready.wait(120) and q.close())
                 closer.start()
+                task = asyncio.ensure_future(consume(q, min(1 + 2_500 * trial, 20_000), ready))
                 try:
-                    await asyncio.wait_for(task, 10)
+                    await asyncio.wait_for(task, 120)
                 except ac.QueueClosedError:
                     pass
                 closer.join()
+                assert q.closed
 
         asyncio.run(main())
     """,
@@ -151,13 +215,21 @@ def test_closing_under_load_never_crashes(scenario: str, tmp_path: Path) -> None
         assert not unexpected, unexpected
         print("OK")
     """)
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "q")],
-                          capture_output=True, text=True, timeout=300)
+    run_script(script, str(tmp_path / "q"), timeout=300)
+
+
+def run_script(script: str, *args: str, timeout: float) -> str:
+    """Run ``script`` in a child process; fail with the signal that killed it
+    (and every thread's stack, from faulthandler), or with its error, unless
+    it ends by printing OK.  Returns what it printed."""
+    proc = subprocess.run([sys.executable, "-c", script, *args],
+                          capture_output=True, text=True, timeout=timeout)
     if proc.returncode < 0:
         pytest.fail(f"the process died of {signal.Signals(-proc.returncode).name}: "
-                    f"{proc.stderr[-2000:]}")
+                    f"{proc.stderr[-6000:]}")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().endswith("OK"), proc.stdout
+    assert proc.stdout.strip().endswith("OK") or proc.stdout.startswith("OK"), proc.stdout
+    return proc.stdout
 
 
 def test_a_closed_tailer_keeps_its_mapping_until_it_is_gone(tmp_path: Path) -> None:

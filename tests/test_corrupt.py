@@ -76,7 +76,6 @@ LENGTH_MASK = 0x3FFFFFFF
 
 V5_ARCHIVE = "cqv5-sample-input.tar.bz2"
 V4_ARCHIVE = "cqv4-sample-input.tar.bz2"
-JAVA_FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "java"
 
 
 def payload(i: int) -> bytes:
@@ -557,10 +556,9 @@ def lib_layout(lib_queue: Path) -> Layout:
     return lay
 
 
-def _extract(tmp_path_factory: pytest.TempPathFactory, archive: str, sub: str) -> Path:
-    src = JAVA_FIXTURES / archive
-    if not src.is_file():
-        pytest.skip(f"Java fixture {src} not found")
+def _extract(tmp_path_factory: pytest.TempPathFactory, java_fixtures: Path, archive: str,
+             sub: str) -> Path:
+    src = java_fixtures / archive
     dest = tmp_path_factory.mktemp("java")
     subprocess.run(["tar", "--sparse", "--no-same-owner", "-xjf", str(src), "-C", str(dest)],
                    check=True, capture_output=True)
@@ -568,13 +566,13 @@ def _extract(tmp_path_factory: pytest.TempPathFactory, archive: str, sub: str) -
 
 
 @pytest.fixture(scope="module")
-def java_v5(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _extract(tmp_path_factory, V5_ARCHIVE, "qv5")
+def java_v5(tmp_path_factory: pytest.TempPathFactory, java_fixtures: Path) -> Path:
+    return _extract(tmp_path_factory, java_fixtures, V5_ARCHIVE, "qv5")
 
 
 @pytest.fixture(scope="module")
-def java_v4(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _extract(tmp_path_factory, V4_ARCHIVE, "cqv4")
+def java_v4(tmp_path_factory: pytest.TempPathFactory, java_fixtures: Path) -> Path:
+    return _extract(tmp_path_factory, java_fixtures, V4_ARCHIVE, "cqv4")
 
 
 def cycle_name(qdir: Path) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -141,14 +140,7 @@ def test_example_runs(script: str, extra: list[str], timeout: float,
         at = found + len(part)
 
 
-def _spark_available() -> bool:
-    return (importlib.util.find_spec("pyspark") is not None
-            and importlib.util.find_spec("pyarrow") is not None
-            and (shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))))
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _spark_available(), reason="Spark needs pyspark, pyarrow and Java")
 def test_spark_example_runs(tmp_path: Path) -> None:
     proc = _run([str(EXAMPLES / "spark_pipeline.py"), str(tmp_path / "work"),
                  "--ticks", "2000", "--seconds", "1"], tmp_path, 240)

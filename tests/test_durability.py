@@ -11,6 +11,7 @@ import textwrap
 import uuid
 
 import pytest
+import skips
 
 import aiochronicle as ac
 
@@ -25,7 +26,7 @@ def small_fs(tmp_path):
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
                        capture_output=True, text=True)
     if r.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.strip()}")
+        skips.skip("mount", f"a small tmpfs: {r.stderr.strip()}")
     try:
         yield mnt
     finally:
@@ -199,12 +200,12 @@ def read_only_view(tmp_path):
     view.mkdir()
     r = subprocess.run(["mount", "--bind", str(src), str(view)], capture_output=True, text=True)
     if r.returncode != 0:
-        pytest.skip(f"cannot bind-mount here: {r.stderr.strip()}")
+        skips.skip("mount", f"a bind mount: {r.stderr.strip()}")
     try:
         r = subprocess.run(["mount", "-o", "remount,ro,bind", str(view)], capture_output=True,
                            text=True)
         if r.returncode != 0:
-            pytest.skip(f"cannot remount read-only here: {r.stderr.strip()}")
+            skips.skip("mount", f"a read-only remount: {r.stderr.strip()}")
         yield src, view
     finally:
         subprocess.run(["umount", "-l", str(view)], check=False)

@@ -307,6 +307,7 @@ def run_sanitized(tmp_path: Path, script: str) -> list[str]:
     return r.stdout.split()
 
 
+@pytest.mark.checkout
 def test_hot_module_under_address_sanitizer(tmp_path: Path) -> None:
     assert run_sanitized(tmp_path, SANITIZED_RUN) == ["ok", "3000"]
 
@@ -373,5 +374,6 @@ def test_mapping_grows_under_concurrent_threads(tmp_path: Path) -> None:
     assert r.stdout.split() == ["ok", "12000", "1"]
 
 
+@pytest.mark.checkout
 def test_mapping_growth_under_address_sanitizer(tmp_path: Path) -> None:
     assert run_sanitized(tmp_path, GROWTH_RACE) == ["ok", "12000", "1"]

@@ -1,6 +1,6 @@
 """Compatibility with queues written by Java Chronicle Queue.
 
-Every expected value here comes from ``shared/fixtures/java/README.md`` (what the
+Every expected value here comes from ``tests/fixtures/java/README.md`` (what the
 Java-written golden files hold), from the bytes of those files, or from the format
 reference (``shared/reference/chronicle-queue-format.md`` §1-§7): never from the
 code under test.

@@ -10,11 +10,15 @@ no runtime dependency; they are left out.
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "aiochronicle"
+# the package under test: the checkout's, or the installed one (scripts/test.sh)
+_SPEC = importlib.util.find_spec("aiochronicle")
+assert _SPEC is not None and _SPEC.submodule_search_locations
+PACKAGE = Path(next(iter(_SPEC.submodule_search_locations)))
 
 #: bottom up; a module may import its own layer and those below
 LAYERS: list[tuple[str, set[str]]] = [
@@ -28,7 +32,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                       "_queue"}),
     ("codecs and methods", {"_codecs", "_methods"}),
     ("tools", {"_dump", "_ops", "_replication", "testing", "_monitor", "metrics",
-               "_monitor_cli", "spark._columns",
+               "_monitor_cli", "spark._jar", "spark._columns",
                "spark._source", "spark._feeder", "spark._sink", "spark"}),
     ("entry points", {"_cli", "__init__", "__main__"}),
 ]

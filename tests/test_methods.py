@@ -18,12 +18,11 @@ from typing import Any, Protocol
 
 import msgspec
 import pytest
+from loops import KINDS, loop_factory
 
 import aiochronicle as ac
 from aiochronicle._codecs import recorded_codec
 from aiochronicle._native import WriterMethod
-
-uvloop = pytest.importorskip("uvloop")
 
 CODECS = ["msgpack", "json", "binary_wire"]
 
@@ -70,10 +69,10 @@ def queue(tmp_path: Path) -> Iterator[ac.Queue]:
         yield q
 
 
-@pytest.fixture(params=["asyncio", "uvloop"])
+@pytest.fixture(params=KINDS)
 def run(request: pytest.FixtureRequest) -> Iterator[Callable[[Awaitable[Any]], Any]]:
     """Run a coroutine on each loop, in debug mode, failing on loop errors."""
-    factory = asyncio.new_event_loop if request.param == "asyncio" else uvloop.new_event_loop
+    factory = loop_factory(request.param)
     errors: list[dict[str, Any]] = []
 
     def runner(coro: Awaitable[Any]) -> Any:

@@ -23,12 +23,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from skips import skip_unless
 
 NATIVE = Path(__file__).resolve().parents[1] / "native"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("make") is None or shutil.which(os.environ.get("CC", "cc")) is None,
-    reason="make or a C compiler is missing")
+# the native sources and a C compiler
+pytestmark = pytest.mark.checkout
+
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                      "invariant failed", "SUMMARY: UndefinedBehaviorSanitizer")
@@ -84,7 +85,7 @@ def test_fuzz_smoke(build_dir: Path) -> None:
     assert "no crash, hang or sanitizer report" in out
 
 
-@pytest.mark.skipif(shutil.which("clang") is None, reason="clang (libFuzzer) is not installed")
+@skip_unless(shutil.which("clang") is not None, "clang")
 def test_libfuzzer_short_run(build_dir: Path) -> None:
     out = assert_clean(make(build_dir, "fuzz", "FUZZ_SECONDS=6"))
     assert "Done" in out
@@ -102,7 +103,7 @@ def test_wire_reader_fuzz_smoke(build_dir: Path) -> None:
     assert read > 10_000 and declined > 10_000
 
 
-@pytest.mark.skipif(shutil.which("clang") is None, reason="clang (libFuzzer) is not installed")
+@skip_unless(shutil.which("clang") is not None, "clang")
 def test_wire_reader_libfuzzer_short_run(build_dir: Path) -> None:
     out = assert_clean(make(build_dir, "wire-fuzz", "FUZZ_SECONDS=5"))
     assert "Done" in out
@@ -140,7 +141,7 @@ def test_notify_fuzz_smoke(build_dir: Path) -> None:
     assert woke > 5000 and sent > 5000 and freed > 5000, m.group(0)
 
 
-@pytest.mark.skipif(shutil.which("clang") is None, reason="clang (libFuzzer) is not installed")
+@skip_unless(shutil.which("clang") is not None, "clang")
 def test_notify_libfuzzer_short_run(build_dir: Path) -> None:
     out = assert_clean(make(build_dir, "notify-fuzz", "FUZZ_SECONDS=5"))
     assert "Done" in out

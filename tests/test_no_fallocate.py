@@ -16,6 +16,7 @@ import sys
 import textwrap
 
 import pytest
+import skips
 from test_durability import FULL_DISK
 
 import aiochronicle as ac
@@ -43,7 +44,7 @@ NO_FALLOCATE_C = textwrap.dedent(
 def _mount(args: list[str], mnt: str, what: str) -> None:
     r = subprocess.run(["mount", *args, mnt], capture_output=True, text=True)
     if r.returncode != 0:
-        pytest.skip(f"no permission to mount {what}: {r.stderr.strip()}")
+        skips.skip("mount", f"{what}: {r.stderr.strip()}")
 
 
 @pytest.fixture
@@ -63,8 +64,7 @@ def small_ext2(tmp_path):
     """An 8 MiB ext2 file system on a loop device: a file system whose files
     really have no fallocate (ext2 files have no extents)."""
     mkfs = shutil.which("mkfs.ext2") or shutil.which("mkfs.ext2", path="/sbin:/usr/sbin")
-    if mkfs is None:
-        pytest.skip("no mkfs.ext2 (e2fsprogs) to make an ext2 image")
+    assert mkfs is not None, "no mkfs.ext2 (e2fsprogs) to make an ext2 image"
     image = tmp_path / "ext2.img"
     with open(image, "wb") as f:
         f.truncate(8 << 20)
@@ -81,8 +81,7 @@ def small_ext2(tmp_path):
 @pytest.fixture(scope="module")
 def no_fallocate_lib(tmp_path_factory):
     cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler to build the fallocate interposer")
+    assert cc is not None, "no C compiler to build the fallocate interposer"
     d = tmp_path_factory.mktemp("nofalloc")
     (d / "nofalloc.c").write_text(NO_FALLOCATE_C)
     subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(d / "nofalloc.so"),
@@ -101,6 +100,7 @@ def _fill(path: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     return int(r.stdout.strip()), r.stderr
 
 
+@pytest.mark.checkout  # compiles an LD_PRELOAD library: no compiler in the installed pass
 def test_full_tmpfs_without_fallocate_is_disk_full_not_sigbus(small_tmpfs, no_fallocate_lib):
     path = str(small_tmpfs / "q")
     env = dict(os.environ, LD_PRELOAD=no_fallocate_lib)

@@ -12,6 +12,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -387,9 +388,11 @@ def test_repair_refuses_while_a_live_writer_holds_the_lock(tmp_path: Path) -> No
 def test_unfinished_file_is_reported(tmp_path: Path) -> None:
     qdir = tmp_path / "q"
     make_queue(qdir, cycles=1)
-    # a creator that died after claiming the header (reference §4.1)
+    # a creator that died after claiming the header (reference §4.1), an hour
+    # ago (a younger file may still be written: see test_unwritten_cycle.py)
     bad = qdir / "20220109T1.cq4"
     bad.write_bytes(struct.pack("<I", 0x80000000) + bytes(4092))
+    os.utime(bad, (time.time() - 3600, time.time() - 3600))
     findings = ac.check_queue(str(qdir))
     assert [(f.kind, Path(f.path).name) for f in findings if f.severity != "info"] == [
         ("listing-out-of-date", "metadata.cq4t"), ("unfinished-file", bad.name)]

@@ -1,16 +1,21 @@
-"""The wheel: it builds, carries the native core, py.typed and the entry points, and the
-installed copy (not the source tree) imports and round-trips a queue from an empty directory."""
+"""The wheel: it builds, carries the native core, the JVM reader, py.typed and the entry
+points, and the installed copy (not the source tree) imports and round-trips a queue from an
+empty directory; the sdist carries what a wheel built from it needs.
+
+``scripts/test.sh`` goes further with the real artifacts: ``python -m build`` (isolated),
+``auditwheel repair``, and the whole suite against the repaired wheel installed in a fresh
+venv with no C compiler (``scripts/test_installed.py``)."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import io
 import os
-import shutil
+import shlex
 import subprocess
 import sys
 import tarfile
 import textwrap
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -20,7 +25,7 @@ import aiochronicle
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.checkout]
 
 CHECK = textwrap.dedent("""
     import os, sys, tempfile
@@ -63,8 +68,7 @@ def test_wheel_contents(wheel: Path) -> None:
         assert "aiochronicle/_hot.pyi" in names
         assert "aiochronicle/spark/__init__.py" in names
         assert "pyspark_aiochronicle.py" in names
-        # the JVM reader, compiled against the installed PySpark (javac is on every
-        # machine that builds the project)
+        # the JVM reader, built by jvm/build.py with Maven
         jar_name = "aiochronicle/spark/aiochronicle-spark.jar"
         assert jar_name in names
         with zipfile.ZipFile(io.BytesIO(zf.read(jar_name))) as jar:
@@ -117,97 +121,6 @@ def test_a_stale_native_core_is_refused(wheel: Path, tmp_path: Path) -> None:
     assert aiochronicle.__version__ in last and "0.0.0.stale" in last and "rebuild" in last
 
 
-def _clean_env() -> dict[str, str]:
-    # no PYTHONPATH &c. from this process (the Spark tests set one): pip would
-    # otherwise find the source tree's package and install nothing
-    return {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-
-
-@pytest.fixture(scope="module")
-def fresh_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A venv without this interpreter's packages, the wheel installed in it (pip
-    resolves the dependencies itself), and the test runner: (python, site dir)."""
-    try:
-        import ensurepip  # noqa: F401
-    except ImportError:  # pragma: no cover - a Python built without ensurepip
-        pytest.fail("this Python has no ensurepip, so python -m venv cannot install pip")
-    env = _clean_env()
-    venv = tmp_path_factory.mktemp("venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True,
-                   timeout=120, env=env)
-    python = venv / "bin" / "python"
-    # the same test-runner versions as this environment
-    runner = [f"{name}=={importlib.metadata.version(name)}"
-              for name in ("pytest", "pytest-asyncio", "hypothesis")]
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel), *runner],
-                             capture_output=True, text=True, timeout=600, env=env)
-    assert install.returncode == 0, install.stderr
-    where = "import sysconfig; print(sysconfig.get_path('platlib'))"
-    site = subprocess.run([str(python), "-c", where], capture_output=True, text=True,
-                          check=True, env=env).stdout.strip()
-    return python, site
-
-
-def test_wheel_in_a_fresh_venv(fresh_venv: tuple[Path, str], tmp_path: Path) -> None:
-    python, site = fresh_venv
-    env = _clean_env()
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    result = subprocess.run([str(python), "-c", CHECK, site, aiochronicle.__version__],
-                            cwd=empty, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"OK {aiochronicle.__version__}"
-    cli = subprocess.run([str(python.parent / "aiochronicle"), "--help"], cwd=empty, env=env,
-                         capture_output=True, text=True, timeout=60)
-    assert cli.returncode == 0, cli.stderr
-
-
-# the part of the suite run again against the installed wheel: every module that
-# needs neither the source tree (native sources, docs, examples, bench) nor the
-# Spark extra, nor minutes of stress (crash, many writers, memory, tmpfs)
-INSTALLED_SUITE = ("test_queue_api.py", "test_java_fixtures.py", "test_async.py",
-                   "test_rolling.py", "test_rollcycles.py", "test_codecs.py", "test_wire.py",
-                   "test_history.py", "test_cli.py", "test_ops.py", "test_recovery.py",
-                   "test_write_at.py", "test_close_race.py", "test_fork.py",
-                   "test_libchronicle_queues.py", "test_lock_safety.py")
-SUITE_HELPERS = ("conftest.py", "rawfile.py", "workers.py", "libchronicle_format.py")
-
-INSTALLED_CHECK = textwrap.dedent("""
-    import os, sys
-    import aiochronicle
-
-    def test_this_run_uses_the_installed_wheel():
-        site = os.environ["AIOCHRONICLE_SITE"]
-        assert aiochronicle.__file__.startswith(site), aiochronicle.__file__
-""")
-
-
-def test_suite_passes_against_the_installed_wheel(fresh_venv: tuple[Path, str],
-                                                  tmp_path: Path) -> None:
-    """Tests copied to a directory with no source tree near it, run by the venv's
-    own pytest: they exercise the installed package, native core included."""
-    python, site = fresh_venv
-    run = tmp_path / "run"
-    (run / "tests").mkdir(parents=True)
-    for name in (*INSTALLED_SUITE, *SUITE_HELPERS):
-        shutil.copy(ROOT / "tests" / name, run / "tests" / name)
-    (run / "tests" / "test_installed.py").write_text(INSTALLED_CHECK)
-    # conftest.py finds Java's fixtures at ../../shared from its own directory
-    (tmp_path / "shared").symlink_to(ROOT.parent / "shared")
-    (run / "pytest.ini").write_text(
-        "[pytest]\naddopts = -ra --strict-markers -p no:cacheprovider\n"
-        "asyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
-        "markers =\n    slow: long-running tests\n")
-    env = dict(_clean_env(), AIOCHRONICLE_SITE=site)
-    result = subprocess.run([str(python), "-m", "pytest", "-q", "tests"], cwd=run, env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    summary = result.stdout.strip().splitlines()[-1]
-    assert "skipped" not in summary and "failed" not in summary, summary
-    passed = int(summary.split(" passed")[0].split()[-1])
-    assert passed > 300, summary  # those modules, not an empty collection
-
-
 def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
     """``pip install .`` from the sdist compiles the cffi core: its sources are all there."""
     sdist_dir = tmp_path / "sdist"
@@ -219,6 +132,7 @@ def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
     with tarfile.open(sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
     for needed in ("setup.py", "pyproject.toml", "LICENSE", "CHANGELOG.md", "README.md",
+                   "aiochronicle/spark/aiochronicle-spark.jar", "jvm/pom.xml", "jvm/build.py",
                    "native/build_ffi.py", "native/cq.c",
                    "native/cq.h", "native/pause.c", "native/pause.h", "native/codes.h",
                    "native/atomic.h", "native/notify.c", "native/notify.h", "native/hot.c",
@@ -231,3 +145,29 @@ def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
     (whl,) = out.glob("aiochronicle-*.whl")
     with zipfile.ZipFile(whl) as zf:
         assert any(n.startswith("aiochronicle/_cq") and n.endswith(".so") for n in zf.namelist())
+        # the jar the sdist carries (no Maven or PySpark needed to build the wheel)
+        assert "aiochronicle/spark/aiochronicle-spark.jar" in zf.namelist()
+
+
+def test_cibuildwheel_configuration(wheel: Path, tmp_path: Path) -> None:
+    """Release wheels for manylinux x86-64 and aarch64 and macOS, built from the sdist,
+    each checked by a test command that fails on a wheel without the jar."""
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    assert tool["linux"]["archs"] == ["x86_64", "aarch64"]
+    assert set(tool["macos"]["archs"]) == {"x86_64", "arm64"}
+    assert "musllinux" in tool["skip"] and "cp311-*" in tool["build"]
+    command = shlex.split(tool["test-command"])
+    assert command[0] == "python"
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
+                    "--target", str(target), str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(target)
+    ok = subprocess.run([sys.executable, *command[1:]], cwd=tmp_path, env=env,
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    (target / "aiochronicle" / "spark" / "aiochronicle-spark.jar").unlink()
+    without = subprocess.run([sys.executable, *command[1:]], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert without.returncode == 1, without.stderr

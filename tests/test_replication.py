@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loops import KINDS, loop_factory
 
 import aiochronicle as ac
 import aiochronicle._replication as rep
-
-uvloop = pytest.importorskip("uvloop")
 
 T0 = 1_637_251_500_000
 HOUR = 3_600_000
@@ -37,11 +36,11 @@ LOOPBACK = "127.0.0.1"
 Run = Callable[..., Any]
 
 
-@pytest.fixture(params=["asyncio", "uvloop"])
+@pytest.fixture(params=KINDS)
 def run(request: pytest.FixtureRequest) -> Iterator[Run]:
     """Run a coroutine on a fresh loop of each kind; fail on anything the loop's
     exception handler receives (a task whose error nobody retrieved, ...)."""
-    factory = asyncio.new_event_loop if request.param == "asyncio" else uvloop.new_event_loop
+    factory = loop_factory(request.param)
     errors: list[dict[str, Any]] = []
 
     def runner(coro: Awaitable[Any]) -> Any:
@@ -262,8 +261,7 @@ def test_a_wrong_secret_gets_nothing(run: Run, tmp_path: Path) -> None:
 
 def _make_pki(d: Path) -> dict[str, Path]:
     """A CA, a server certificate for 127.0.0.1 and a client certificate (openssl)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
+    assert shutil.which("openssl") is not None, "these tests make their certificates with openssl"
 
     def ossl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)

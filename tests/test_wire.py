@@ -1,6 +1,6 @@
 """Tests for aiochronicle._wire against bytes written by Java Chronicle Queue.
 
-Expected bytes come from the Java-written fixtures in /work/shared/fixtures/java
+Expected bytes come from the Java-written fixtures in tests/fixtures/java
 (extracted into a temporary directory) or are spelled out literally from the
 format notes; they are never produced by the code under test.
 """
@@ -28,7 +28,6 @@ from aiochronicle._wire import (
     parse_values,
 )
 
-FIXTURES = Path("/work/shared/fixtures/java")
 LONG_TEXT = "a much longer item that will need encoding as variable length text"
 META = 0x40000000
 I64_MIN = -(1 << 63)
@@ -40,11 +39,9 @@ I64_MIN = -(1 << 63)
 
 
 @pytest.fixture(scope="module")
-def qv5(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def qv5(tmp_path_factory: pytest.TempPathFactory, java_fixtures: Path) -> Path:
     """The 5.20 sample queue, extracted (sparse) into a temporary directory."""
-    archive = FIXTURES / "cqv5-sample-input.tar.bz2"
-    if not archive.exists():
-        pytest.skip("Java fixtures not available")
+    archive = java_fixtures / "cqv5-sample-input.tar.bz2"
     dest = tmp_path_factory.mktemp("qv5")
     subprocess.run(["tar", "--sparse", "-xjf", str(archive), "-C", str(dest)], check=True)
     return dest / "qv5"
@@ -67,18 +64,14 @@ def meta520(qv5: Path) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def meta525() -> bytes:
-    path = FIXTURES / "cq5.25ea1-named-tailer" / "metadata.cq4t"
-    if not path.exists():
-        pytest.skip("Java fixtures not available")
+def meta525(java_fixtures: Path) -> bytes:
+    path = java_fixtures / "cq5.25ea1-named-tailer" / "metadata.cq4t"
     return read_prefix(path, 0x400)
 
 
 @pytest.fixture(scope="module")
-def old2017() -> bytes:
-    path = FIXTURES / "cq4-header-then-eof" / "20170320.cq4"
-    if not path.exists():
-        pytest.skip("Java fixtures not available")
+def old2017(java_fixtures: Path) -> bytes:
+    path = java_fixtures / "cq4-header-then-eof" / "20170320.cq4"
     return read_prefix(path, 0x400)
 
 
@@ -290,10 +283,8 @@ def test_rebuild_table_store_520(meta520: bytes) -> None:
     assert word(meta520, 0xB0) == 0x24
 
 
-def test_rebuild_table_store_excerpt_18941() -> None:
-    path = FIXTURES / "metadata-cq4t-excerpt-cycle18941.bin"
-    if not path.exists():
-        pytest.skip("Java fixtures not available")
+def test_rebuild_table_store_excerpt_18941(java_fixtures: Path) -> None:
+    path = java_fixtures / "metadata-cq4t-excerpt-cycle18941.bin"
     data = path.read_bytes()
     records = [
         ("listing.highestCycle", 18941),

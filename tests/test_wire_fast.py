@@ -452,6 +452,7 @@ SANITIZED_RUN = textwrap.dedent(
 )
 
 
+@pytest.mark.checkout
 def test_c_codec_under_address_sanitizer(tmp_path: Path) -> None:
     """The C codec built with ASan/UBSan, fed the calls above and mutations of them."""
     so, env = sanitized_hot(tmp_path)

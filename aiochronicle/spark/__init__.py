@@ -16,10 +16,12 @@ looks up modules named ``pyspark_*`` that define ``DefaultSource``.
 micro-batches to a callback as Arrow tables or DataFrames.
 
 Reads run in the JVM when Spark can load ``aiochronicle-spark.jar`` (shipped in
-the wheel, see :func:`jar_path`): the raw columns are read there, from cycle files
-reached through Hadoop's FileSystem API, and so are msgpack structs and method
-calls of scalar fields; other decoded columns, other schemas and writing are
-served by the Python data source, chosen automatically.
+the sdist and the wheel, see :func:`jar_path`): the raw columns are read there, from
+cycle files reached through Hadoop's FileSystem API, and so are msgpack structs and
+method calls of scalar fields; other decoded columns, other schemas and writing are
+served by the Python data source, chosen automatically.  When the JVM reader cannot
+be used, :func:`register` warns once with the reason (:class:`JvmReaderWarning`) and
+``option("engine", "jvm")`` fails with it.
 
 Nothing here is imported by ``import aiochronicle``; PySpark and PyArrow are
 imported when this package's members are first used.
@@ -27,9 +29,12 @@ imported when this package's members are first used.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ._jar import JVM_SOURCE, NO_JAR, jar_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,6 +57,7 @@ __all__ = [
     "CommitMessage",
     "Feeder",
     "FeederStatistics",
+    "JvmReaderWarning",
     "PythonChronicleDataSource",
     "committed_batch",
     "hadoop_version",
@@ -61,9 +67,6 @@ __all__ = [
     "s3a_packages",
     "session_config",
 ]
-
-JVM_SOURCE = "io.aiochronicle.spark.ChronicleSource"
-"""The JVM data source's class (``format("chronicle")`` when its jar is loaded)."""
 
 _WHERE = {
     "ChronicleDataSource": "_source",
@@ -79,12 +82,12 @@ _WHERE = {
 }
 
 
-def jar_path() -> Path | None:
-    """The JVM reader's jar shipped in this package, or None if it was not built
-    (no ``javac`` where the wheel was built).  :func:`register` adds it to a
-    session; ``spark-submit --jars`` gives it to a job from the start."""
-    jar = Path(__file__).resolve().parent / "aiochronicle-spark.jar"
-    return jar if jar.is_file() else None
+class JvmReaderWarning(UserWarning):
+    """:func:`register` could not give the session the JVM reader (the message says
+    why): ``format("chronicle")`` reads with the Python data source."""
+
+
+_warned: list[str] = []  # the reason register() warned with, once per process
 
 
 def jvm_reader_loaded(spark: SparkSession) -> bool:
@@ -94,25 +97,51 @@ def jvm_reader_loaded(spark: SparkSession) -> bool:
     return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(JVM_SOURCE))
 
 
+def _load_jvm_reader(spark: SparkSession) -> str | None:
+    """Load the JVM reader into ``spark`` unless it is there; None, or why it cannot."""
+    try:
+        loaded = jvm_reader_loaded(spark)
+    except Exception as e:  # a Spark Connect session has no JVM in this process
+        return (f"this session's JVM cannot be reached from Python ({type(e).__name__}); "
+                "start its Spark with spark-submit --jars aiochronicle.spark.jar_path()")
+    jar = jar_path()
+    if jar is None:
+        return None if loaded else NO_JAR
+    if not _ships_jar(spark, jar.name):
+        try:
+            spark.sql(f"ADD JAR '{jar}'")
+        except Exception as e:
+            return f"Spark refused ADD JAR '{jar}': {e}"
+    if not jvm_reader_loaded(spark):
+        return f"Spark added {jar} but cannot load {JVM_SOURCE} from it"
+    return None
+
+
 def register(spark: SparkSession) -> None:
     """Register ``format("chronicle")`` with ``spark`` (idempotent).
 
     Unless the session's Spark context already ships the JVM reader's jar to its
     executors (given in ``spark.jars`` or ``--jars``, or added before), the jar
     this package carries is added now with ``ADD JAR``, for the driver and every
-    executor.  When the driver can then load the JVM reader, it is ``chronicle``
-    and the Python data source is registered as ``chronicle_python`` for what the
-    JVM hands to it; otherwise the Python data source is ``chronicle``.
+    executor (a new context on a JVM that loaded the jar before still needs it
+    added).  When the driver can then load the JVM reader, that reader is
+    ``chronicle`` and the Python data source is registered as ``chronicle_python``
+    for what the JVM hands to it.  Otherwise the Python data source is
+    ``chronicle``, and the first such call in a process warns with the reason
+    (:class:`JvmReaderWarning`).
     """
     from ._source import ChronicleDataSource, PythonChronicleDataSource
 
-    jar = jar_path()
-    if jar is not None and not _ships_jar(spark, jar.name):
-        spark.sql(f"ADD JAR '{jar}'")
-    if jvm_reader_loaded(spark):
+    problem = _load_jvm_reader(spark)
+    if problem is None:
         spark.dataSource.register(PythonChronicleDataSource)
-    else:
-        spark.dataSource.register(ChronicleDataSource)
+        return
+    spark.dataSource.register(ChronicleDataSource)
+    if not _warned:
+        _warned.append(problem)
+        warnings.warn(f"aiochronicle.spark: the JVM reader cannot be used: {problem}. "
+                      "format('chronicle') reads with the Python data source, and "
+                      "option('engine', 'jvm') fails", JvmReaderWarning, stacklevel=2)
 
 
 def _ships_jar(spark: SparkSession, name: str) -> bool:

@@ -41,6 +41,7 @@ from .._codecs import Codec, Codecs, recorded_codec
 from .._excerpt import Batch
 from .._queue import Queue, open_queue
 from ._columns import Layout, norm_options, option_int
+from ._jar import not_serving
 from ._sink import ChronicleStreamWriter, ChronicleWriter
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ __all__ = [
     "ChronicleStreamReader",
     "PythonChronicleDataSource",
     "Span",
+    "check_engine",
 ]
 
 DEFAULT_PARTITION_SIZE = 4_000_000
@@ -79,6 +81,19 @@ def shared_queue(path: str) -> Queue:
                 _QUEUES.pop(next(iter(_QUEUES))).close()
             _QUEUES[key] = q
         return q
+
+
+def check_engine(options: Mapping[str, str], *, reading: bool) -> None:
+    """The ``engine`` option as the Python data source sees it: ``auto`` and ``python``
+    are read here; a read with ``jvm`` reaches it only when the JVM reader is not
+    serving ``format("chronicle")``, and fails saying why.  (The JVM reader asks this
+    source for the schema of decoded columns whatever the engine: ``reading`` False.)"""
+    engine = norm_options(options).get("engine", "auto").strip().lower()
+    if engine not in ("auto", "jvm", "python"):
+        raise ValueError(f"option engine must be auto, jvm or python, not {engine!r}")
+    if engine == "jvm" and reading:
+        raise ValueError(f"option engine=jvm: the JVM reader is not serving this read: "
+                         f"{not_serving()}")
 
 
 def _queue_path(options: Mapping[str, str]) -> str:
@@ -398,6 +413,7 @@ class ChronicleDataSource(DataSource):
 
     def schema(self) -> StructType:
         """The default columns for the options given (see ``docs/spark.md``)."""
+        check_engine(self.options, reading=False)
         return Layout(self.options).schema
 
     def _user_schema(self, schema: StructType) -> bool:
@@ -405,10 +421,12 @@ class ChronicleDataSource(DataSource):
 
     def reader(self, schema: StructType) -> ChronicleReader:
         """Spark callback: a batch reader for ``spark.read``."""
+        check_engine(self.options, reading=True)
         return ChronicleReader(self.options, schema, self._user_schema(schema))
 
     def streamReader(self, schema: StructType) -> ChronicleStreamReader:
         """Spark callback: a streaming reader for ``spark.readStream``."""
+        check_engine(self.options, reading=True)
         return ChronicleStreamReader(self.options, schema, self._user_schema(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> ChronicleWriter:

@@ -19,9 +19,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
@@ -32,8 +29,7 @@ def _java_ok() -> bool:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    if not _java_ok():
-        pytest.skip("Spark needs Java (none on PATH or in JAVA_HOME)")
+    assert _java_ok(), "Spark needs Java 17 or later: none on PATH or in JAVA_HOME"
     saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
                                             "PYTHONPATH")}
     os.environ["PYSPARK_PYTHON"] = sys.executable

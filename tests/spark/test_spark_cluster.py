@@ -24,12 +24,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import boto3  # moto[server] of the dev extra brings it
 import pytest
 from test_spark_jvm import DAY, T0, tailed
 
 import aiochronicle as ac
-
-pytest.importorskip("boto3", reason="the S3 test needs moto[server] (the dev extra)")
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "bench"))
@@ -83,10 +82,8 @@ def _queue(path: Path) -> None:
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Run the job once on a fresh cluster and S3 server; its results."""
-    import boto3
-
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs Java (none on PATH or in JAVA_HOME)")
+    assert shutil.which("java") is not None or os.environ.get("JAVA_HOME"), \
+        "Spark needs Java (none on PATH or in JAVA_HOME)"
 
     tmp = tmp_path_factory.mktemp("cluster")
     queue = tmp / "q"

@@ -352,32 +352,193 @@ def test_structs_the_jvm_does_not_decode_go_to_python(spark: Any, tmp_path: Path
     assert df.collect()[0]["seq"] == 3
 
 
-def test_a_length_past_the_end_of_the_file_ends_the_read(spark: Any, tmp_path: Path) -> None:
-    """A corrupt header claiming ~1 GiB past the end of the file: the JVM reader
-    stops there (no huge allocation, no hang) and returns the excerpts before it."""
+def _headers(cycle_file: Path) -> list[tuple[int, int]]:
+    """(position, header word) of every document of a cycle file, in order."""
+    out = []
+    with open(cycle_file, "rb") as f:
+        pos = 0
+        f.seek(pos)
+        while (word := int.from_bytes(f.read(4), "little")) not in (0, 0xC0000000):
+            out.append((pos, word))
+            pos = (pos + 4 + (word & 0x3FFFFFFF) + 3) & ~3
+            f.seek(pos)
+    return out
+
+
+def _put32(cycle_file: Path, pos: int, value: int, size: int = 4) -> None:
+    with open(cycle_file, "r+b") as f:
+        f.seek(pos)
+        f.write(value.to_bytes(size, "little"))
+
+
+def _both_fail(spark: Any, path: Path, message: str) -> None:
+    """The library, the JVM reader and the Python data source all refuse the queue,
+    each with its named error."""
+    with pytest.raises(ac.CorruptQueueError, match=message):
+        tailed(path)
+    for engine in ("jvm", "python"):
+        df = spark.read.format("chronicle").option("engine", engine).load(str(path))
+        with pytest.raises(Exception, match=message) as err:
+            df.collect()
+        name = "CorruptQueueException" if engine == "jvm" else "CorruptQueueError"
+        assert name in str(err.value)
+
+
+@pytest.mark.parametrize("which", ["last", "middle"])
+def test_a_length_past_the_end_of_the_file_is_a_named_error(spark: Any, tmp_path: Path,
+                                                            which: str) -> None:
+    """A complete header claiming ~1 GiB past the end of the file: the JVM reader
+    allocates nothing from it and fails with CorruptQueueException, where the
+    library raises CorruptQueueError (no rows silently dropped after it)."""
     path = tmp_path / "q"
     with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
         a = q.appender()
         for i in range(5):
             a.append(f"e{i}".encode())
-    written = tailed(path)
     (cycle_file,) = path.glob("*.cq4")
-    with open(cycle_file, "r+b") as f:
-        pos = 0
-        while (word := int.from_bytes(f.read(4), "little")) != 0:
-            pos = (pos + 4 + (word & 0x3FFFFFFF) + 3) & ~3
-            f.seek(pos)
-        f.seek(pos)
-        f.write((0x3FFFFFF0).to_bytes(4, "little"))  # a complete data header, far too long
-    got = rows(spark.read.format("chronicle").option("engine", "jvm").load(str(path)))
-    assert [(r[0], r[3]) for r in got] == written
+    data = [pos for pos, word in _headers(cycle_file) if not word & 0x40000000]
+    end = data[-1] + 8
+    _put32(cycle_file, end if which == "last" else data[2], 0x3FFFFFF0)
+    _both_fail(spark, path, "runs past the end of the file")
+
+
+def test_a_shortened_length_that_hides_excerpts_is_a_named_error(spark: Any,
+                                                                 tmp_path: Path) -> None:
+    """A damaged length that leads the walk into unwritten bytes before the last
+    excerpt the header records: an error, not a queue that seems to end there."""
+    path = tmp_path / "q"
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        a = q.appender()
+        for i in range(6):
+            a.append(bytes([65 + i]) + bytes(60))
+    (cycle_file,) = path.glob("*.cq4")
+    data = [pos for pos, word in _headers(cycle_file) if not word & 0x40000000]
+    _put32(cycle_file, data[2], 8)  # lands in the zeros of its own payload
+    _both_fail(spark, path, "corrupt excerpt header")
+
+
+def _index_pages(cycle_file: Path) -> tuple[int, list[tuple[int, int]]]:
+    """The position of the index2index document, and of each index page in order:
+    (the page's header, its values[0])."""
+    docs = [pos for pos, word in _headers(cycle_file) if word & 0x40000000][1:]
+    raw = cycle_file.read_bytes()
+    return docs[0], [(pos, raw.index(b"\x8d", pos + 4) + 17) for pos in docs[1:]]
+
+
+def test_a_corrupt_index_is_skipped_never_trusted(spark: Any, tmp_path: Path) -> None:
+    """Index entries that do not check out (pointing past the end of the file, at
+    metadata, off the 4-byte grid, or at a "page" claiming ~1 GiB) are skipped, as the
+    library skips them: the reader walks from an earlier entry and returns every row,
+    allocating nothing sized from the damage."""
+    path = tmp_path / "q"
+    _many_index_pages(path)  # 32 slots of 4 excerpts a page: page p slot k is 128p + 4k
+    (cycle_file,) = path.glob("*.cq4")
+    i2i, pages = _index_pages(cycle_file)
+    size = cycle_file.stat().st_size
+    data = [pos for pos, word in _headers(cycle_file) if not word & 0x40000000]
+    bomb = data[504] + 4  # inside a payload of 20 bytes, off the walk
+    _put32(cycle_file, bomb, 0x40000000 | 0x3FFFFFF0)
+    expected = tailed(path)
+    # partitions of 37 start at 296 (page 2 slot 10), 333 (2, 19), 444 (3, 15), 703 (5, 15)
+    _put32(cycle_file, pages[2][1] + 8 * 10, size + 4096, 8)     # past the end of the file
+    _put32(cycle_file, pages[2][1] + 8 * 19, i2i, 8)             # at a metadata document
+    raw = cycle_file.read_bytes()
+    i2i_values = raw.index(b"\x8d", i2i + 4) + 17
+    _put32(cycle_file, i2i_values + 8 * 5, bomb, 8)              # page 5: ~1 GiB
+    for options in ({}, {"partitionSize": "37"}):
+        jvm, py = both(spark, path, **options)
+        assert jvm == py and [(r[0], r[3]) for r in jvm] == expected
+
+    def jvm_rows() -> list[tuple[int, bytes]]:
+        df = (spark.read.format("chronicle").option("engine", "jvm")
+              .option("partitionSize", "37").load(str(path)))
+        return [(r[0], r[3]) for r in rows(df)]
+
+    # off the 4-byte grid (the library takes this one and then fails on what it finds)
+    _put32(cycle_file, pages[3][1] + 8 * 15, pages[3][1] + 1, 8)
+    assert jvm_rows() == expected
+    at = raw.index(b"index2Index")
+    _put32(cycle_file, raw.index(b"\xa7", at) + 1, bomb, 8)     # index2index: ~1 GiB
+    assert jvm_rows() == expected
+
+
+def _libchronicle_queue(path: Path, n: int) -> list[tuple[int, bytes]]:
+    """``n`` excerpts in the layout libchronicle writes, over three hourly cycles with
+    an hour without a file between the second and the third."""
+    from libchronicle_format import LibchronicleStyleWriter, text_payload
+
+    first = 18949 * 24
+    w = LibchronicleStyleWriter(path, "yyyyMMdd-HH'F'", 3_600_000, first, "%Y%m%d-%HF")
+    written = []
+    try:
+        for i in range(n):
+            cycle = first + (0 if i < n // 2 else 1 if i < n - 40 else 3)
+            payload = text_payload(f"t{i}") if i % 3 == 0 else b"r%d" % i * (i % 9 + 1)
+            written.append((w.append(payload, cycle), payload))
+    finally:
+        w.close()
+    return written
+
+
+@pytest.mark.parametrize("options", [{}, {"partitionSize": "97", "includeMetadata": "true"},
+                                     {"startIndex": "SEQ333", "endIndex": "SEQ-20"}])
+def test_libchronicle_queues_read_the_same(spark: Any, tmp_path: Path,
+                                           options: dict[str, str]) -> None:
+    """Cycle files without a header document or index (libchronicle's): the JVM
+    reader walks them from offset 0 and returns the library's rows."""
+    path = tmp_path / "lcq"
+    written = _libchronicle_queue(path, 1000)
+    assert tailed(path) == written
+    idx = [i for i, _ in written]
+    opts = {k: str(idx[int(v[3:])]) if v.startswith("SEQ") else v for k, v in options.items()}
+    jvm, py = both(spark, path, **opts)
+    assert jvm == py
+    if not opts:
+        assert [(r[0], r[3]) for r in jvm] == written
+        stream = (spark.readStream.format("chronicle").option("engine", "jvm").load(str(path))
+                  .writeStream.format("memory").queryName("lcq").trigger(availableNow=True)
+                  .start())
+        assert stream.awaitTermination(120)
+        got = [(r["index"], bytes(r["payload"])) for r in
+               spark.sql("select * from lcq order by index").collect()]
+        assert got == written
+
+
+def test_a_file_that_starts_with_damaged_data_is_a_named_error(spark: Any,
+                                                               tmp_path: Path) -> None:
+    """A file whose first word is a data header but whose documents are not
+    libchronicle's either (here a length past the end): a named error, not 0 rows."""
+    path = tmp_path / "lcq"
+    _libchronicle_queue(path, 10)
+    first = sorted(path.glob("*.cq4"))[0]
+    _put32(first, 0, 0x3FFFFFF0)
+    with pytest.raises(Exception, match="not a complete metadata document") as err:
+        spark.read.format("chronicle").option("engine", "jvm").load(str(path)).collect()
+    assert "CorruptQueueException" in str(err.value)
+
+
+def _write_round(w: Any, i: int) -> None:
+    """Round ``i`` of calls by a method writer of :class:`spark_messages.TradingV2`."""
+    from spark_messages import Point, Quote
+
+    w.on_quote(Quote(i, i / 4, f"S{i}", i % 2 == 0, None if i % 3 else f"n{i}",
+                     bytes([i]) * (i % 4) if i % 5 else None, i * 10))
+    w.on_point(Point(i, i / 2, f"p{i}"))
+    if i % 2:
+        w.fill(f"F{i}", i, i * 1.5, None if i % 3 else "odd")
+    else:
+        w.fill(f"F{i}", -i)
+    if i % 7 == 0:
+        w.heartbeat()
+        w.cancel(i)  # a method Trading lacks
+    w.count(i)
 
 
 def _method_calls(path: Path) -> None:
     """Calls of :class:`spark_messages.TradingV2` by a method writer recording history
     (source id 3), a roll, metadata (one of them a call), and hand-framed calls."""
     import msgspec
-    from spark_messages import Point, Quote, TradingV2
+    from spark_messages import TradingV2
 
     enc = msgspec.msgpack.encode
     clock = ac.SetTimeProvider(T0)
@@ -386,17 +547,7 @@ def _method_calls(path: Path) -> None:
         a = q.appender()
         w = a.method_writer(TradingV2)
         for i in range(60):
-            w.on_quote(Quote(i, i / 4, f"S{i}", i % 2 == 0, None if i % 3 else f"n{i}",
-                             bytes([i]) * (i % 4) if i % 5 else None, i * 10))
-            w.on_point(Point(i, i / 2, f"p{i}"))
-            if i % 2:
-                w.fill(f"F{i}", i, i * 1.5, None if i % 3 else "odd")
-            else:
-                w.fill(f"F{i}", -i)
-            if i % 7 == 0:
-                w.heartbeat()
-                w.cancel(i)  # a method Trading lacks
-            w.count(i)
+            _write_round(w, i)
             if i % 11 == 0:
                 a.append_metadata(enc(["heartbeat", None]))
                 a.append_metadata(b"a note")
@@ -477,8 +628,167 @@ def test_method_calls_decoded_in_the_jvm(spark: Any, tmp_path: Path,
                                                                 "on_point.y"))
 
     assert nested(df) == nested(py) and "(Python)" not in plan(df.selectExpr("fill.qty"))
-    with pytest.raises(Exception, match=r"(?i)msgpack method call"):
+    with pytest.raises(Exception, match="not a method call of spark_messages:Trading"):
         (spark.read.format("chronicle").option("interface", "spark_messages:Trading")
          .option("decodeErrors", "fail").load(str(path)).collect())
     other = spark.read.format("chronicle").option("interface", "spark_messages:MarketData")
     assert "(Python)" in plan(other.load(str(path)))  # a list field: the Python source
+
+
+def _wire(*parts: Any) -> bytes:
+    """A BinaryWire payload: ``("event", name)``, ``("number", id)``, ``("field", name)``,
+    ``("int", n)``, ``("float", x)``, ``("text", s)``, ``("null",)``, ``("bool", b)``,
+    ``("typed", alias)``, ``("open",)``/``("close",)`` a length-prefixed body, or raw bytes."""
+    from aiochronicle._wire import WireWriter
+
+    w = WireWriter(small_raw=False)
+    tokens = []
+    for p in parts:
+        if isinstance(p, bytes):
+            w.raw(p)
+            continue
+        kind, *arg = p
+        if kind == "open":
+            tokens.append(w.begin_length32())
+        elif kind == "close":
+            w.end_length32(tokens.pop())
+        elif kind == "number":
+            w.field_number(arg[0])
+        elif kind == "int":
+            w.int_compact(arg[0])
+        elif kind == "float":
+            w.float64(arg[0])
+        elif kind == "typed":
+            w.type_prefix(arg[0])
+        elif kind == "null":
+            w.null()
+        elif kind == "bool":
+            w.bool(arg[0])
+        else:
+            getattr(w, {"event": "event_name", "field": "field", "text": "text"}[kind])(arg[0])
+    return w.getvalue()
+
+
+def _calls(path: Path, codec: str) -> int:
+    """Calls of :class:`spark_messages.TradingV2` framed by ``codec`` by a method writer
+    recording history (source id 3), a roll, metadata, and hand-framed calls: odd
+    arguments, several events in one excerpt, other framings, payloads that are not calls."""
+    import msgspec
+    from spark_messages import TradingV2
+
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(path, time_provider=clock, source_id=3) as q:
+        ac.set_queue_codec(q, codec)
+        a = q.appender()
+        w = a.method_writer(TradingV2)
+        for i in range(30):
+            _write_round(w, i)
+            if i % 11 == 0:
+                a.append_metadata(b"a note")
+            if i == 15:
+                clock.advance_millis(DAY)
+        odd = [msgspec.msgpack.encode(["count", 3]), b"", b"\x00", b"not a call"]
+        if codec == "json":
+            odd += [
+                b'["fill", ["x", 1, 2.5, "note", "extra"]]', b'["fill", ["x", 1]]',
+                b'["fill", ["x"]]', b'["fill", []]', b'["fill", ["x", 9223372036854775808]]',
+                b'["fill", {"symbol": "x"}]', b'["fill", ["x", 1.5]]', b'["fill", "x"]',
+                b'["on_quote", {"venueId": 1, "price": 2, "symbol": "int price"}]',
+                b'["on_quote", {"venueId": 1, "price": 2, "symbol": "b", "raw": "AQI="}]',
+                b'["on_quote", {"venueId": 1, "price": 2, "symbol": "b", "raw": "***"}]',
+                b'["on_quote", {"venueId": 1, "price": 2, "symbol": "s", "other": [1, {}]}]',
+                b'["on_quote", {"venueId": null, "price": 2, "symbol": "null"}]',
+                b'["on_quote", {"venueId": 1, "price": 2}]', b'["on_quote", [1, 2.0, "s"]]',
+                b'["on_point", [1, 2.5]]', b'["on_point", [1, 2.5, "l", "extra"]]',
+                b'["on_point", {"x": 1, "y": 2.5}]', b'["count", "seven"]', b'[7, 5]',
+                b'["heartbeat", {"any": [1, 2]}]', b'["count", 1] x', b'["count", 1e2]',
+                b'["nosuch", 1]', b'[99, 1]', b'["heartbeat"]', b'[true, 1]', b'[7.0, 1]',
+                b'[{"sources": [3, 5], "timings": [1]}, "count", 4]',
+                b'[{"sources": [[3, 5]], "timings": []}, "count", 6]',
+                b'[{"sources": [3]}, "count", 4]', b'["count", 1', b'[]', b'{}',
+            ]
+        else:
+            quote = [("open",), ("field", "venueId"), ("int", 1), ("field", "price"),
+                     ("int", 2), ("field", "symbol"), ("text", "s")]
+            odd += [_wire(*p) for p in [
+                [("number", 7), ("int", 5)],
+                [("event", "count"), ("int", 1), ("event", "count"), ("int", 2)],
+                [("event", "cancel"), ("int", 1), ("event", "count"), ("int", 3)],
+                [("event", "count"), ("int", 1), ("event", "count"), ("text", "x")],
+                [("event", "count"), ("int", 1), ("event", "nosuch"), ("int", 8)],
+                [("event", "history"), ("open",), ("close",), ("event", "count"), ("int", 4)],
+                [("event", "count"), ("float", 5.0)], [("event", "count"), ("float", 5.5)],
+                [("event", "count"), ("float", 1e19)], [("event", "count"), ("float", -1e19)],
+                [("event", "count"), ("null",)], [("event", "count"), ("text", "7")],
+                [("event", "fill"), ("text", "x")],
+                [("event", "fill"), ("open",), ("text", "x"), ("int", 1), ("close",)],
+                [("event", "fill"), ("open",), ("text", "x"), ("null",), ("close",)],
+                [("event", "fill"), ("open",), ("text", "x"), ("int", 1), ("float", 2.25),
+                 ("null",), ("int", 9), ("close",)],
+                [("event", "fill"), ("open",), ("text", "x"), ("int", 1), ("int", 2),
+                 ("text", None), ("close",)],
+                [("event", "on_quote"), *quote, ("close",)],
+                [("event", "on_quote"), ("typed", "Quote"), *quote, ("close",)],
+                [("event", "on_quote"), *quote, ("field", "other"), ("int", 1),
+                 ("field", "size"), ("float", 3.0), ("field", "note"), ("text", None),
+                 ("field", "venueId"), ("int", 99), ("close",)],
+                [("event", "on_quote"), *quote[:5], ("close",)],
+                [("event", "on_quote"), *quote[:5], ("field", "symbol"), ("int", 1),
+                 ("close",)],
+                [("event", "on_quote"), ("null",)],
+                [("event", "on_point"), ("open",), ("int", 1), ("float", 2.5), ("close",)],
+                [("event", "heartbeat")], [("event", "heartbeat"), ("int", 1)],
+                [("int", 1)], [("text", "a text")], [("event", "count")],
+            ]]
+        for p in odd:
+            a.append(p)
+    return len(odd)
+
+
+@pytest.mark.parametrize("codec", ["binary_wire", "json"])
+def test_binary_wire_and_json_calls_decoded_in_the_jvm(spark: Any, tmp_path: Path,
+                                                       codec: str) -> None:
+    """Method calls in Java's BinaryWire and in JSON are decoded in the JVM into the
+    rows the Python data source gives (each payload by its first byte, as the method
+    reader reads it: msgpack calls in such a queue too)."""
+    path = tmp_path / "q"
+    n_odd = _calls(path, codec)
+    idx = [i for i, _ in tailed(path)]
+    for options in ({}, {"includeMetadata": "true", "partitionSize": "41"}):
+        jvm, py = both(spark, path, interface="spark_messages:Trading", **options)
+        for j, p in zip(jvm, py, strict=True):
+            assert j == p, (j, p)
+        assert len(jvm) == len(idx) + (3 if options else 0)
+    df = spark.read.format("chronicle").option("interface", "spark_messages:Trading").load(
+        str(path))
+    assert "(Python)" not in plan(df)
+    methods = [r["method"] for r in df.collect()][:len(idx) - n_odd]  # the writer's
+    assert methods.count("on_quote") == 30 and methods.count("count") == 30
+    assert methods.count("fill") == 30 and methods.count("heartbeat") == 5
+    # 5 cancel calls; the Python reader takes no array-like Struct written as fields
+    assert methods.count("on_point") == (0 if codec == "binary_wire" else 30)
+    assert methods.count(None) == 5 + (30 if codec == "binary_wire" else 0)
+    with pytest.raises(Exception, match="method call of spark_messages:Trading"):
+        (spark.read.format("chronicle").option("interface", "spark_messages:Trading")
+         .option("decodeErrors", "fail").load(str(path)).collect())
+
+
+def test_a_large_read_is_one_partition_a_core_across_cycles(spark: Any, tmp_path: Path) -> None:
+    """Three cycles on two cores are two equal tasks (a partition goes on from the end
+    of one cycle into the next), not three; every row once, in order."""
+    path = tmp_path / "q"
+    clock = ac.SetTimeProvider(T0)
+    per = 70_000  # three cycles of it: more than 65,536 excerpts a core
+    with ac.open_queue(path, time_provider=clock) as q:
+        a = q.appender()
+        for c in range(3):
+            data = b"".join(i.to_bytes(4, "little") for i in range(c * per, (c + 1) * per))
+            a.append_packed(data, list(range(0, 4 * per + 1, 4)))
+            clock.advance_millis(DAY)
+    df = spark.read.format("chronicle").option("engine", "jvm").load(str(path))
+    assert df.rdd.getNumPartitions() == 2
+    sizes = df.rdd.glom().map(len).collect()
+    assert sizes == [3 * per // 2] * 2
+    assert [(r[0], r[3]) for r in rows(df)] == tailed(path)
+    assert spark.read.format("chronicle").option("partitionSize", "100000").load(
+        str(path)).rdd.getNumPartitions() == 3  # asked for: by cycle, as before

@@ -16,9 +16,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * {@code format("chronicle")} in the JVM: batch and streaming reads of the raw columns
- * ({@code index, cycle, sequence, payload, metadata}), and of msgpack queues' decoded
- * columns ({@code struct=} a Struct of scalars, {@code interface=} method calls whose
- * arguments are such Structs or scalars) whose schema the Python side gives.  Everything
+ * ({@code index, cycle, sequence, payload, metadata}), msgpack queues' Struct columns
+ * ({@code struct=} a Struct of scalars) and method calls in msgpack, JSON or BinaryWire
+ * ({@code interface=}, arguments that are such Structs or scalars), whose schema the
+ * Python side gives.  Everything
  * else (other decoded columns and codecs, other schemas, writing) is handed to
  * aiochronicle's Python data source, and {@code option("engine", "python")} asks for it.
  */
@@ -59,7 +60,7 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
     }
 
     /**
-     * Whether the options ask for what only the Python data source does: decoded
+     * Whether the options ask for what only the Python data source does: the struct
      * columns of a codec other than msgpack, or {@code engine=python}.
      */
     static boolean wantsPython(Map<String, String> options) {
@@ -67,6 +68,9 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
         String engine = engine(o);
         if (engine.equals("python")) {
             return true;
+        }
+        if (calls(o)) {
+            return false; // method calls: the JVM reads each payload's framing, as the Python side does
         }
         String codec = o.get("codec");
         if (codec != null && !codec.isEmpty() && !codec.trim().equalsIgnoreCase("msgpack")) {
@@ -77,8 +81,8 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
         }
         if (decodes(o) && !o.containsKey("codec") && !recordsMsgpack(o)) {
             if (engine.equals("jvm")) {
-                throw new IllegalArgumentException("the JVM decodes struct and interface columns of msgpack "
-                        + "queues only");
+                throw new IllegalArgumentException("the JVM decodes the struct columns of msgpack queues "
+                        + "only (and method calls of every codec)");
             }
             return true;
         }
@@ -94,6 +98,13 @@ public final class ChronicleSource implements TableProvider, DataSourceRegister 
             }
         }
         return false;
+    }
+
+    /** Whether the read decodes method calls ({@code interface}, and no {@code struct}). */
+    private static boolean calls(CaseInsensitiveStringMap o) {
+        String i = o.get("interface");
+        String st = o.get("struct");
+        return i != null && !i.isEmpty() && (st == null || st.isEmpty());
     }
 
     /** Whether the queue records the msgpack codec (aiochronicle's codec key). */

@@ -1,6 +1,9 @@
 package io.aiochronicle.spark;
 
 import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
+
+import com.fasterxml.jackson.databind.JsonNode;
 
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.StructField;
@@ -15,6 +18,37 @@ abstract class Decoder implements Serializable {
     private static final long serialVersionUID = 1L;
     /** The metadata key of the decoded columns. */
     static final String META = "aiochronicle.msgpack";
+    /** The types of a decoded field (as the Python side names them: long, double, ...). */
+    static final int LONG = 0;
+    static final int DOUBLE = 1;
+    static final int STRING = 2;
+    static final int BOOLEAN = 3;
+    static final int BINARY = 4;
+
+    /** The type of the field {@code spec} describes (one of {@link #LONG} ... {@link #BINARY}). */
+    static int fieldType(JsonNode spec) {
+        switch (spec.get("type").asText()) {
+            case "long": return LONG;
+            case "double": return DOUBLE;
+            case "string": return STRING;
+            case "boolean": return BOOLEAN;
+            default: return BINARY;
+        }
+    }
+
+    /** The default of the field {@code spec} describes (a Long, Double, Boolean or UTF-8 bytes), or null. */
+    static Object fieldDefault(JsonNode spec, int type) {
+        JsonNode d = spec.get("default");
+        if (d == null || d.isNull()) {
+            return null;
+        }
+        switch (type) {
+            case LONG: return d.asLong();
+            case DOUBLE: return d.asDouble();
+            case BOOLEAN: return d.asBoolean();
+            default: return d.asText().getBytes(StandardCharsets.UTF_8);
+        }
+    }
 
     /** The decoded columns, in the order {@link #column} numbers them. */
     final String[] columns;
@@ -65,14 +99,15 @@ abstract class Decoder implements Serializable {
     }
 
     /**
-     * The decoder for the decoded columns of {@code schema}: method calls when its
-     * {@code method} column says which, else a Struct's fields; null when a column
+     * The decoder for the decoded columns of {@code schema}: method calls (of any
+     * framing, {@link Calls}) when its {@code method} column says which, else a msgpack
+     * Struct's fields; null when a column
      * the reader does not produce itself lacks the metadata (the Python source reads).
      */
     static Decoder of(StructType schema, boolean failOnError) {
         for (StructField f : schema.fields()) {
             if (f.name().equals(MsgpackCalls.METHOD) && f.metadata().contains(META)) {
-                return MsgpackCalls.of(schema, failOnError);
+                return Calls.of(schema, failOnError);
             }
         }
         return MsgpackStruct.of(schema, failOnError);

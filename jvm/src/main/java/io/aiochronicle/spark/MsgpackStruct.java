@@ -32,11 +32,6 @@ final class MsgpackStruct extends Decoder {
     static final int ARRAY = 1;
     static final int PARAMS = 2;
     static final int SINGLE = 3;
-    private static final int LONG = 0;
-    private static final int DOUBLE = 1;
-    private static final int STRING = 2;
-    private static final int BOOLEAN = 3;
-    private static final int BINARY = 4;
 
     private final byte[][] keys;
     // what msgspec writes before field i's value (the map's or array's head before the
@@ -78,20 +73,10 @@ final class MsgpackStruct extends Decoder {
         for (int i = 0; i < n; i++) {
             JsonNode s = specs.get(i);
             keys[i] = s.get("key").asText().getBytes(StandardCharsets.UTF_8);
-            switch (s.get("type").asText()) {
-                case "long": types[i] = LONG; break;
-                case "double": types[i] = DOUBLE; break;
-                case "string": types[i] = STRING; break;
-                case "boolean": types[i] = BOOLEAN; break;
-                default: types[i] = BINARY; break;
-            }
+            types[i] = fieldType(s);
             nullable[i] = s.get("nullable").asBoolean();
             hasDefault[i] = s.get("hasDefault").asBoolean();
-            JsonNode d = s.get("default");
-            if (d != null && !d.isNull()) {
-                defaults[i] = types[i] == LONG ? (Object) d.asLong() : types[i] == DOUBLE ? (Object) d.asDouble()
-                        : types[i] == BOOLEAN ? (Object) d.asBoolean() : d.asText().getBytes(StandardCharsets.UTF_8);
-            }
+            defaults[i] = fieldDefault(s, types[i]);
             array = s.get("arrayLike").asBoolean();
         }
         this.shape = shape >= 0 ? shape : array ? ARRAY : MAP;

@@ -137,9 +137,15 @@ final class Reading implements Serializable {
 
     /**
      * Partitions covering indices {@code [loIndex, hiIndex)} and cycles
-     * {@code [firstCycle, lastCycle]} (null: open), by cycle, split by sequence ranges
-     * whose starts are found through the index pages.  The end of each cycle is fixed
-     * here (its complete excerpts now), so every partition reads only committed data.
+     * {@code [firstCycle, lastCycle]} (null: open), found through the index pages.  The
+     * end of each cycle is fixed here (its complete excerpts now), so every partition
+     * reads only committed data.
+     *
+     * <p>By default a read larger than {@link #MIN_PARTITION} excerpts a core is cut into
+     * one partition a core of equal size, a partition going on from the end of one cycle
+     * into the next (three cycles on two cores are two tasks, not three on two cores);
+     * a smaller read, or one with {@code partitionSize}, is read by cycle, a cycle
+     * holding more than that many excerpts split by sequence range.
      */
     static List<Span> plan(QueueFiles q, Long loIndex, Long hiIndex, Long firstCycle, Long lastCycle,
                            long partitionSize, int parallelism) {
@@ -168,14 +174,28 @@ final class Reading implements Serializable {
             // one partition per core (more, smaller ones measured slower: each task
             // opens its file and finds its start through the index)
             long parts = (long) parallelism * PARTITIONS_PER_CORE;
+            boolean packed = partitionSize <= 0 && total > parts * MIN_PARTITION;
             long step = partitionSize > 0 ? partitionSize
                     : Math.max(MIN_PARTITION, (total + parts - 1) / parts);
             List<Span> out = new ArrayList<>();
+            Span.Builder cur = new Span.Builder(q.shift);
+            long room = step;
             for (int i = 0; i < ranges.size(); i++) {
                 long[] r = ranges.get(i);
-                for (long s = r[1]; s < r[2]; s += step) {
-                    out.add(new Span(files.get(i).toString(), r[0], s, Math.min(r[2], s + step), q.shift));
+                for (long s = r[1]; s < r[2]; ) {
+                    long take = Math.min(r[2] - s, room);
+                    cur.add(files.get(i).toString(), r[0], s, s + take);
+                    s += take;
+                    room -= take;
+                    if (room == 0 || !packed && s == r[2]) {
+                        out.add(cur.build());
+                        cur = new Span.Builder(q.shift);
+                        room = step;
+                    }
                 }
+            }
+            if (!cur.isEmpty()) {
+                out.add(cur.build());
             }
             return out;
         } catch (IOException e) {

@@ -90,10 +90,21 @@ final class SpanReaders implements PartitionReaderFactory {
     /** One partition's excerpts, a batch of rows at a time. */
     private final class Columnar implements PartitionReader<ColumnarBatch> {
         private final Span span;
+        private int piece = -1;
         private CycleFile file;
         private long pos;
         private long seq;
-        private final OnHeapColumnVector[] vectors;
+        private long hi;
+        private long base;
+        // the columns the read asks for (null: not asked for)
+        private final OnHeapColumnVector index;
+        private final OnHeapColumnVector cycle;
+        private final OnHeapColumnVector sequence;
+        private final PayloadVector payload;
+        private final OnHeapColumnVector metadata;
+        // the decoded columns' vectors, reset before each batch (they hold nulls and
+        // appended bytes); the raw ones have neither: each row overwrites its slot
+        private final OnHeapColumnVector[] heap;
         private final WritableColumnVector[] decoded; // by the decoder's column (null: not read)
         private final ColumnarBatch batch;
         private boolean done;
@@ -101,95 +112,147 @@ final class SpanReaders implements PartitionReaderFactory {
         Columnar(Span span) {
             this.span = span;
             StructField[] f = schema.fields();
-            this.vectors = new OnHeapColumnVector[f.length];
-            for (int i = 0; i < f.length; i++) {
-                vectors[i] = new OnHeapColumnVector(batchRows, f[i].dataType());
-            }
-            this.batch = new ColumnarBatch(vectors.clone(), 0);
+            ColumnVector[] all = new ColumnVector[f.length];
+            OnHeapColumnVector[] byRaw = new OnHeapColumnVector[Reading.COLUMNS.length];
+            PayloadVector p = null;
+            java.util.List<OnHeapColumnVector> written = new java.util.ArrayList<>();
             this.decoded = new WritableColumnVector[decoder == null ? 0 : decoder.width()];
             for (int i = 0; i < f.length; i++) {
+                if (columns[i] == 3) {
+                    p = new PayloadVector(batchRows);
+                    all[i] = p;
+                    continue;
+                }
+                OnHeapColumnVector v = new OnHeapColumnVector(batchRows, f[i].dataType());
+                all[i] = v;
                 if (columns[i] >= DECODED) {
-                    decoded[columns[i] - DECODED] = vectors[i];
+                    decoded[columns[i] - DECODED] = v;
+                    written.add(v);
+                } else {
+                    byRaw[columns[i]] = v;
                 }
             }
+            this.index = byRaw[0];
+            this.cycle = byRaw[1];
+            this.sequence = byRaw[2];
+            this.metadata = byRaw[4];
+            this.payload = p;
+            this.heap = written.toArray(new OnHeapColumnVector[0]);
+            this.batch = new ColumnarBatch(all, 0);
         }
 
-        private void open() throws IOException {
-            Path p = new Path(span.file);
+        /** Opens the next piece of the span; false when there is none. */
+        private boolean nextPiece() throws IOException {
+            if (file != null) {
+                file.close();
+                file = null;
+            }
+            if (++piece >= span.files.length) {
+                return false;
+            }
+            Path p = new Path(span.files[piece]);
             FileSystem fs = QueueFiles.fileSystem(p, conf.value());
             file = new CycleFile(fs, p);
-            seq = span.lo;
-            pos = file.positionOf(span.lo);
+            seq = span.lo[piece];
+            hi = span.hi[piece];
+            base = span.cycles[piece] << span.shift;
+            pos = file.positionOf(seq);
+            return true;
         }
 
         @Override
         public boolean next() throws IOException {
-            if (done) {
-                return false;
+            while (!done) {
+                if (file == null || seq >= hi) {
+                    if (!nextPiece()) {
+                        done = true;
+                        return false;
+                    }
+                }
+                int n = fill();
+                if (n > 0) {
+                    batch.setNumRows(n);
+                    return true;
+                }
+                seq = hi; // a header that is not complete: nothing more in this piece
             }
-            if (file == null) {
-                open();
-            }
-            for (OnHeapColumnVector v : vectors) {
+            return false;
+        }
+
+        /**
+         * Reads rows of the current piece into the vectors, up to a batch; a batch with a
+         * payload column ends where the next excerpt is not in the read window (its rows
+         * are views of the window, which must stay in place until Spark has read them).
+         */
+        private int fill() throws IOException {
+            for (OnHeapColumnVector v : heap) {
                 v.reset();
             }
+            CycleFile f = file;
+            PayloadVector pv = payload;
+            int[] offs = pv == null ? null : pv.offsets;
+            int[] lens = pv == null ? null : pv.lengths;
+            boolean views = pv != null;
             int n = 0;
-            long base = span.cycle << span.shift;
-            while (n < batchRows && seq < span.hi) {
-                int w = file.word(pos);
+            long s = seq;
+            long at = pos;
+            int c = (int) span.cycles[piece];
+            while (n < batchRows && s < hi) {
+                if (views && n > 0 && !f.inWindow(at, 4)) {
+                    break;
+                }
+                int w = f.word(at);
                 if (!CycleFile.ready(w)) {
                     break; // never past a header that is not complete
                 }
-                if (!file.fits(pos, w)) {
-                    throw new IOException(span.file + ": the excerpt at " + pos
-                            + " runs past the end of the file (a corrupt cycle file)");
-                }
+                f.checkFits(at, w);
                 int len = w & CycleFile.LENGTH_MASK;
                 boolean meta = (w & CycleFile.META) != 0;
-                long at = pos + 4;
-                pos = file.align(at + len);
+                long body = at + 4;
                 if (meta && !includeMetadata) {
+                    at = f.align(body + len);
                     continue;
+                }
+                if (views && n > 0 && !f.inWindow(body, len)) {
+                    break;
                 }
                 byte[] b = null;
                 int off = 0;
-                if (decoder != null) {
-                    // metadata too, as the Python source decodes every row it gives
-                    b = file.bytes(at, len);
-                    off = file.offset(at);
-                    if (!decoder.read(b, off, len, n, decoded) && decoder.failOnError()) {
-                        throw new IOException("excerpt " + (base + seq) + " of " + span.file
-                                + " is not a " + decoder.expected());
-                    }
+                if (views || decoder != null) {
+                    b = f.bytes(body, len);
+                    off = f.offset(body);
                 }
-                for (int c = 0; c < columns.length; c++) {
-                    OnHeapColumnVector v = vectors[c];
-                    switch (columns[c]) {
-                        case 0: v.putLong(n, base + seq); break;
-                        case 1: v.putInt(n, (int) span.cycle); break;
-                        case 2: v.putLong(n, seq); break;
-                        case 3:
-                            if (b == null) {
-                                b = file.bytes(at, len);
-                                off = file.offset(at);
-                            }
-                            v.putByteArray(n, b, off, len);
-                            break;
-                        case 4: v.putBoolean(n, meta); break;
-                        default: break; // decoded above
-                    }
+                at = f.align(body + len);
+                if (decoder != null && !decoder.read(b, off, len, n, decoded) && decoder.failOnError()) {
+                    // metadata too, as the Python source decodes every row it gives
+                    throw new IOException("excerpt " + (base + s) + " of " + span.files[piece]
+                            + " is not a " + decoder.expected());
+                }
+                if (views) {
+                    pv.data = b;
+                    offs[n] = off;
+                    lens[n] = len;
+                }
+                if (index != null) {
+                    index.putLong(n, base + s);
+                }
+                if (cycle != null) {
+                    cycle.putInt(n, c);
+                }
+                if (sequence != null) {
+                    sequence.putLong(n, s);
+                }
+                if (metadata != null) {
+                    metadata.putBoolean(n, meta);
                 }
                 if (!meta) {
-                    seq++;
+                    s++;
                 }
                 n++;
             }
-            if (n == 0) {
-                done = true;
-                return false;
-            }
-            batch.setNumRows(n);
-            return true;
+            seq = s;
+            pos = at;
+            return n;
         }
 
         @Override

