@@ -219,26 +219,40 @@ typedef struct {
 
 #define WM_STACK 512
 
+/* The appender's own append() in C (cq_append, else its slow path); 0 or -1. */
+static int wm_append_direct(HotAppender *ha, const char *payload, Py_ssize_t len,
+                            PyObject *whole) {
+    cq_appender *a = ha->a;
+    int64_t r = 0;
+    if (a != NULL) {
+        uint64_t spin = a->lock_spin_ns;
+        a->lock_spin_ns = 0;
+        r = cq_append(a, (const uint8_t *)payload, (uint64_t)len, 0);
+        a->lock_spin_ns = spin;
+        if (r >= 0) return 0;
+    }
+    PyObject *data = whole ? Py_NewRef(whole) : PyBytes_FromStringAndSize(payload, len);
+    if (data == NULL) return -1;
+    PyObject *got = slow_append(ha, r, data);
+    Py_DECREF(data);
+    if (got == NULL) return -1;
+    Py_DECREF(got);
+    return 0;
+}
+
 /* Append payload[0:len] as the appender's append() would; returns 0 or -1. */
 static int wm_append(WriterMethod *self, const char *payload, Py_ssize_t len, PyObject *whole) {
     PyObject *data = NULL;
     if (self->direct) {
+        /* counted in flight as append() is: a close meanwhile (another
+         * thread in the slow path, a signal handler) leaves the file mapped
+         * until this call leaves */
         HotAppender *ha = (HotAppender *)self->appender;
-        cq_appender *a = ha->a;
-        int64_t r = 0;
-        if (a != NULL) {
-            uint64_t spin = a->lock_spin_ns;
-            a->lock_spin_ns = 0;
-            r = cq_append(a, (const uint8_t *)payload, (uint64_t)len, 0);
-            a->lock_spin_ns = spin;
-            if (r >= 0) return 0;
-        }
-        data = whole ? Py_NewRef(whole) : PyBytes_FromStringAndSize(payload, len);
-        if (data == NULL) return -1;
-        PyObject *got = slow_append(ha, r, data);
-        Py_DECREF(data);
-        if (got == NULL) return -1;
-        Py_DECREF(got);
+        ha->busy++;
+        int rc = wm_append_direct(ha, payload, len, whole);
+        PyObject *res = leave((PyObject *)ha, rc < 0 ? NULL : Py_NewRef(Py_None));
+        if (res == NULL) return -1;
+        Py_DECREF(res);
         return 0;
     }
     data = whole ? Py_NewRef(whole) : PyBytes_FromStringAndSize(payload, len);

@@ -95,6 +95,20 @@ CASES = {
         op = lambda: obj.append(b"x" * 100)
         trace = hook("_reserve", "_appender.py")
     """,
+    # a method writer's call encoded and appended in C (WriterMethod) reaches
+    # the appender's slow path the same way: its count in flight is the appender's
+    "method_writer_reserve": """
+        import msgspec
+        class Tick(msgspec.Struct):
+            n: int
+        class Ticks:
+            def on_tick(self, tick: Tick) -> None: ...
+        q = ac.open_queue(path)
+        obj = q.appender()
+        w = obj.method_writer(Ticks)
+        op = lambda: w.on_tick(Tick(7))
+        trace = hook("_reserve", "_appender.py")
+    """,
     # a read meets the end of cycle 1 (EOF -> _next_cycle)
     "tailer_next_cycle": """
         clock = ac.SetTimeProvider(1_700_000_000_000)
