@@ -322,15 +322,21 @@ class CycleStore:
             self.file.release()
 
 
+def _header_settled(word: int) -> bool:
+    """Whether a cycle file's first header word is no creator's work in
+    progress: complete, a bare EOF (a headerless cycle closed before any
+    write), or damage that waiting will not mend.  A creator (Java's or
+    ours) moves the word from 0 to ``NOT_COMPLETE`` alone, then to the
+    finished header; ``NOT_COMPLETE`` with any other bit is a flipped bit."""
+    return bool(word) and word != HDR_NOT_COMPLETE
+
+
 def _wait_header(f: MappedFile, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     delay = 1e-5
     while True:
-        if f.size >= 4:
-            word = f.load32(0)
-            # (a bare EOF first: a headerless cycle closed before any write)
-            if word and (not word & HDR_NOT_COMPLETE or word == HDR_EOF):
-                return True
+        if f.size >= 4 and _header_settled(f.load32(0)):
+            return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(delay)
