@@ -22,7 +22,10 @@ value, **wrong** when any call returned a wrong value (a wrong payload, a
 wrong index, a short read that ends with no error, ``move_to_index`` False
 for an index that exists), **crash** for any other exception or a dead or
 hung child.  For every flip that is not correct, ``check`` must not report
-the queue clean (``check_silent`` counts those it did).
+the queue clean (``check_silent`` counts those it did).  One kind of flip no
+reader can catch: a low length bit of an excerpt header set so that the
+length grows into the excerpt's own zero padding (its 4-byte aligned end
+unchanged); ``wrong_into_padding`` counts the wrong reads of that kind.
 
 With ``--repair`` each flipped copy is then repaired (``repair_queue``), and
 every excerpt whose bytes the flip did not touch must read at its index with
@@ -120,6 +123,18 @@ def region_of(data: bytes, docs: list[tuple[str, int, int]], off: int) -> str:
     return "beyond-data"
 
 
+def into_padding(data: bytes, docs: list[tuple[str, int, int]], off: int, bit: int) -> bool:
+    """Whether the flip lengthens a data excerpt into its own zero padding
+    (its aligned end unchanged): the excerpt then reads with zero bytes more,
+    and nothing in the format can tell (no checksums, no other record of the
+    length)."""
+    for kind, pos, end in docs:
+        if kind == "data" and off == pos and bit < 2:
+            grown = end + (1 << bit) if not (end - pos - 4) >> bit & 1 else end
+            return grown > end and (grown + 3) & ~3 == (end + 3) & ~3
+    return False
+
+
 def _header_field(data: bytes, end: int, off: int) -> str:
     """The field of the store header document holding ``off`` (by name)."""
     names = [b"writePosition", b"indexing", b"indexCount", b"indexSpacing", b"index2Index",
@@ -142,8 +157,9 @@ def targets(base: str, head: int, n_random: int, seed: int) -> list[dict[str, An
 
     def add(name: str, off: int, bit: int) -> None:
         data = Path(base, name).read_bytes()
-        out.append({"file": name, "off": off, "bit": bit,
-                    "region": region_of(data, documents(data), off)})
+        docs = documents(data)
+        out.append({"file": name, "off": off, "bit": bit, "region": region_of(data, docs, off),
+                    "into_padding": into_padding(data, docs, off, bit)})
 
     mid = files[len(files) // 2]
     size = len(Path(base, mid).read_bytes())
@@ -364,6 +380,8 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "flips": len(results),
         "read": dict(reads),
+        "wrong_into_padding": sum(1 for r in results
+                                  if r["read"] == "wrong" and r["into_padding"]),
         "by_region": {k: dict(v) for k, v in sorted(regions.items())},
         "check_silent": sum(1 for r in results if r.get("check") == 0),
         "repair": dict(Counter(r["repair"] for r in results if "repair" in r)),
