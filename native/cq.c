@@ -529,6 +529,25 @@ static int data_beyond(const cq_store *s, uint64_t pos) {
     return p > pos && fits(s, pos, 4) && not_ready(hdr_load(s, pos));
 }
 
+/* Whether the writePosition or the index records data excerpt `seq` (or a
+ * later one) of this file. */
+static int recorded_from(const cq_store *s, uint64_t seq) {
+    uint64_t p, q;
+    if (write_position(s, &p, &q) && q >= seq) return 1;
+    index_floor(s, UINT64_MAX, &p, &q);
+    return p && q >= seq;
+}
+
+/* Whether the unwritten header at `pos`, reached with `seq` data excerpts
+ * before it, stands before committed data: the writePosition lies beyond it
+ * or records excerpt `seq` or later, and the header is still unwritten once
+ * the writePosition was loaded (it is published after every header before). */
+static int hides_committed(const cq_store *s, uint64_t pos, uint64_t seq) {
+    uint64_t wp, wq;
+    return write_position(s, &wp, &wq) && (wp > pos || wq >= seq) &&
+           fits(s, pos, 4) && not_ready(hdr_load(s, pos));
+}
+
 int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof) {
     uint64_t p, q, need = 0, err = 0;
     if (!write_position(s, &p, &q)) index_floor(s, UINT64_MAX, &p, &q);
@@ -547,7 +566,10 @@ int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof) {
     *pos = p;
     *seq = q;
     *eof = rc == CQ_EOF;
-    if (rc == CQ_NONE || rc == CQ_EOF) return CQ_OK;
+    /* an end before excerpts the writePosition or the index records is
+     * damage (as cq_read sees it) */
+    if (rc == CQ_EOF) return recorded_from(s, q) ? CQ_CORRUPT : CQ_OK;
+    if (rc == CQ_NONE) return hides_committed(s, p, q) ? CQ_CORRUPT : CQ_OK;
     return rc;
 }
 
@@ -1149,17 +1171,21 @@ int64_t cq_read(cq_tailer *t) {
     for (unsigned skips = 0; skips < MAX_META_SKIPS; skips++) {
         if (pos + 4 > map_len(s)) { t->need = pos + 4; t->err_pos = pos; t->pos = pos; return CQ_NEED_MAP; }
         uint32_t h = hdr_load(s, pos);
-        if (is_eof(h)) { t->pos = pos; return CQ_EOF; }
+        if (is_eof(h)) {
+            t->pos = pos;
+            if (!recorded_from(s, t->seq)) return CQ_EOF;
+            t->err_pos = pos; /* the end of the cycle before excerpts it records */
+            return CQ_CORRUPT;
+        }
         if (not_ready(h)) {
             t->pos = pos;
             /* every header before the last committed excerpt is written: an
-             * unwritten one there means a damaged length led the walk astray,
-             * which must not read as "nothing more yet" */
+             * unwritten one there (or after it while that excerpt was never
+             * read) means a damaged length led the walk astray, which must
+             * not read as "nothing more yet" */
             uint64_t wp, wq;
-            if (write_position(s, &wp, &wq) && wp > pos) {
-                /* wp is published after every header before it: loaded after
-                 * wp (acquire), this header must be written by now */
-                if (not_ready(hdr_load(s, pos))) { t->err_pos = pos; return CQ_CORRUPT; }
+            if (write_position(s, &wp, &wq) && (wp > pos || wq >= t->seq)) {
+                if (hides_committed(s, pos, t->seq)) { t->err_pos = pos; return CQ_CORRUPT; }
                 continue; /* committed meanwhile: read it */
             }
             return CQ_NONE;
