@@ -1069,7 +1069,7 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
         if refusal is not None:
             first = walked.fixes[0][0] if walked.fixes else (
                 walked.end.pos if walked.end is not None else None)
-            return out + [CheckFinding("error", "broken-chain", path, "damaged excerpt "
+            return [*out, CheckFinding("error", "broken-chain", path, "damaged excerpt "
                                        f"headers hide excerpts from readers: {refusal}", first)]
         out += _short_length_findings(path, cycle, short)
         end_doc = walked.end

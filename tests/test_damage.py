@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rawfile import raw_documents
 
 import aiochronicle as ac
-
-from rawfile import raw_documents
 
 T0 = 1_637_251_500_000  # 2021-11-18 16:05:00 UTC
 BLOCK = 64 << 10
