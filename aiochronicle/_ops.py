@@ -920,13 +920,13 @@ def _single_flips(fw: _Pages, span: tuple[int, int, int, int], align: int, hops:
 
 
 def _keep_indices(fw: _Pages, walked: _Salvaged, anchors: dict[int, int], start: int,
-                  align: int, spacing: int) -> tuple[_Salvaged, str | None]:
+                  align: int, spacing: int) -> tuple[_Salvaged, tuple[str, int] | None]:
     """A repair must keep every excerpt at its index.  Where the chain of
     headers does not join two anchors (index entries, writePosition), look
     for the one header whose flipped bit explains it and walk again with it
     restored; else the walk's own joins (padding) may stand only if they put
     every anchor where it says.  Returns the walk to repair by, and why there
-    is none (the walk given back is then not to be repaired by)."""
+    is none and where (the walk given back is then not to be repaired by)."""
     damaged_end = walked.end is not None and walked.end.kind in ("incomplete", "truncated")
     if not (walked.fixes or damaged_end or _contradicted(walked.docs, anchors)):
         return walked, None
@@ -945,7 +945,10 @@ def _keep_indices(fw: _Pages, walked: _Salvaged, anchors: dict[int, int], start:
         if not _contradicted(again.docs, anchors):
             again.fixes.insert(0, fix)
             return again, None
-    if not _contradicted(walked.docs, anchors):
+    # padding may stand only where no flipped bit explains the damage, every
+    # anchor stays put and no excerpt it leaves ends in bytes that are not zero
+    if not flips and not _contradicted(walked.docs, anchors) \
+            and not _short_lengths(fw, walked.docs):
         return walked, None
     if not flips:
         what = "no header one flipped bit away joins"
@@ -959,9 +962,10 @@ def _keep_indices(fw: _Pages, walked: _Salvaged, anchors: dict[int, int], start:
                 f"({flips[0][2]:#010x}, {flips[1][2]:#010x}) both join")
     return walked, (f"{what} the excerpts at {span[0]:#x} (sequence {span[1]}) and "
                     f"{span[2]:#x} (sequence {span[3]}), and padding over the damage would "
-                    "move the excerpts after it to other indices: repair refuses; restore "
+                    "lose excerpts or move the ones after it to other indices: repair "
+                    "refuses; restore "
                     "the file from a backup (move_to_index still reaches the excerpts past "
-                    "the damage)")
+                    "the damage)", flips[0][0] if flips else span[0])
 
 
 def _anchors(st: CycleStore, size: int) -> set[int]:
@@ -1067,10 +1071,9 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
         finally:
             os.close(fd)
         if refusal is not None:
-            first = walked.fixes[0][0] if walked.fixes else (
-                walked.end.pos if walked.end is not None else None)
             return [*out, CheckFinding("error", "broken-chain", path, "damaged excerpt "
-                                       f"headers hide excerpts from readers: {refusal}", first)]
+                                       f"headers hide excerpts from readers: {refusal[0]}",
+                                       refusal[1])]
         out += _short_length_findings(path, cycle, short)
         end_doc = walked.end
         for doc in walked.docs:
