@@ -968,18 +968,13 @@ def _keep_indices(fw: _Pages, walked: _Salvaged, anchors: dict[int, int], start:
                     "the damage)", flips[0][0] if flips else span[0])
 
 
-def _anchors(st: CycleStore, size: int) -> set[int]:
-    """Known excerpt positions: the index entries and writePosition."""
+def _anchors(st: CycleStore, size: int, seqs: dict[int, int]) -> set[int]:
+    """Known excerpt positions: the index entries (``seqs``, from
+    :func:`_anchor_seqs`) and writePosition, whatever its sequence says."""
     lay = st.layout
-    found: set[int] = set()
-    if lay.wp_off:
-        found.add(st.file.load64(lay.wp_off))
-    i2i = _index_array(st, st.file.load64(lay.i2i_off), "index2index") if lay.i2i_off else None
-    for page_pos in (i2i.values if i2i is not None else ()):
-        page = _index_array(st, page_pos, "index") if page_pos > 0 else None
-        found.update(v for v in (page.values if page is not None else ()) if v > 0)
-    return {a for a in found if lay.data_start <= a <= size - 4 and a % lay.align == 0}
-
+    wp = st.file.load64(lay.wp_off) if lay.wp_off else 0
+    return set(seqs) | ({wp} if lay.data_start <= wp <= size - 4 and wp % lay.align == 0
+                        else set())
 
 
 def _header_rebuild(q: Queue, path: str, same_length: bool = False
@@ -1063,10 +1058,11 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
         fd = open_regular(path)
         try:
             pages = _Pages(fd, time.monotonic() + SALVAGE_SECONDS)
+            seqs = _anchor_seqs(st, pages.size)
             walked = _salvage_walk(pages, lay.data_start, lay.align,
-                                   _anchors(st, pages.size))
-            walked, refusal = _keep_indices(pages, walked, _anchor_seqs(st, pages.size),
-                                            lay.data_start, lay.align, spacing)
+                                   _anchors(st, pages.size, seqs))
+            walked, refusal = _keep_indices(pages, walked, seqs, lay.data_start, lay.align,
+                                            spacing)
             short = _short_lengths(pages, walked.docs) if lay.align == 4 else []
         finally:
             os.close(fd)
