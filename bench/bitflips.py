@@ -52,6 +52,7 @@ import tempfile
 import traceback
 import warnings
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -356,7 +357,6 @@ def campaign(work: str, roll: str, cycles: int, per_cycle: int, head: int, n_ran
     if jobs == 1:
         results = run_slice(*procs[0])
     else:
-        from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(jobs) as ex:
             for part in ex.map(lambda p: run_slice(*p), procs):
                 results += part
