@@ -885,8 +885,8 @@ def _single_flips(fw: _Pages, span: tuple[int, int, int, int], align: int, hops:
                   ) -> list[tuple[int, int, int]]:
     """The header words on the walk across ``span`` that, with one bit
     flipped back, make the chain join both ends with the right number of
-    excerpts: (position, word now, word restored), at most two (one is the
-    repair; two, that the bytes cannot tell which).  An index page is never
+    excerpts: (position, word now, word restored), at most three (one is the
+    repair; more, that the bytes cannot tell which).  An index page is never
     taken for an excerpt."""
     p0, q0, p1, q1 = span
     visited = []
@@ -914,9 +914,18 @@ def _single_flips(fw: _Pages, span: tuple[int, int, int, int], align: int, hops:
             if _lands(fw, pos, cand, seq, p1, q1, align, hops) \
                     and not _swallows(fw, pos, cand, align):
                 found.append((pos, word, cand))
-                if len(found) > 1:
+                if len(found) > 2:
                     return found
     return found
+
+
+def _index_page_restored(fw: _Pages, flips: list[tuple[int, int, int]]
+                         ) -> list[tuple[int, int, int]]:
+    """Of several flips that fit, the one that makes an index page a
+    metadata document again (its event name says what it is), if exactly one."""
+    found = [f for f in flips if f[2] & HDR_META and not f[1] & HDR_META
+             and _index_doc(fw, f[0])]
+    return found if len(found) == 1 else flips
 
 
 def _keep_indices(fw: _Pages, walked: _Salvaged, anchors: dict[int, int], start: int,
@@ -935,7 +944,7 @@ def _keep_indices(fw: _Pages, walked: _Salvaged, anchors: dict[int, int], start:
     if span is None:
         # the chain joins every anchor: what contradicts it is an index entry
         return walked, None
-    flips = _single_flips(fw, span, align, hops)
+    flips = _index_page_restored(fw, _single_flips(fw, span, align, hops))
     if len(flips) == 1:
         fix = flips[0]
         # one flipped bit explains the damage: restored, nothing else changes
@@ -1093,7 +1102,7 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                     if not s.file.cas32(pos, now, word):
                         raise ChronicleError(f"the header at {pos:#x} of {path} changed")
 
-            pads = sum(1 for _, _, w in walked.fixes if w & HDR_META)
+            pads = sum(1 for _, now, w in walked.fixes if (now ^ w).bit_count() != 1)
             first = walked.fixes[0][0]
             out.append(CheckFinding(
                 "error", "broken-chain", path,

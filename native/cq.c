@@ -468,11 +468,11 @@ static int chain_broken(int rc, uint64_t stopped, uint64_t pos, uint64_t *err) {
  * index entry at or before it (or from the confirmed point (from_pos,
  * from_seq) when that is nearer), and that the headers from there reach the
  * next anchor: the index entry of the next multiple of the spacing, else the
- * writePosition when it lies in between.  With no index there is nothing to
- * confirm against.  CQ_OK with the anchor reached (*apos, *aseq) and *vend
- * (every data excerpt below it is where the walk says); CQ_CORRUPT with *err;
- * CQ_NEED_MAP with *need.  Walks at most a spacing of headers plus the
- * distance from the confirmed point. */
+ * writePosition.  With no index there is nothing to confirm against.  CQ_OK
+ * with the anchor reached (*apos, *aseq) and *vend (every data excerpt below
+ * it is where the walk says); CQ_CORRUPT with *err; CQ_NEED_MAP with *need.
+ * Walks a spacing of headers plus the distance from the confirmed point
+ * (where the index has no entry, up to the writePosition, once). */
 static int verify_span(const cq_store *s, uint64_t pos, uint64_t seq, uint64_t from_pos,
                        uint64_t from_seq, uint64_t *apos, uint64_t *aseq, uint64_t *vend,
                        uint64_t *need, uint64_t *err) {
@@ -493,7 +493,9 @@ static int verify_span(const cq_store *s, uint64_t pos, uint64_t seq, uint64_t f
     uint64_t tpos = next ? index_slot(s, next) : 0, tseq = next;
     uint64_t wp, wq;
     if (!tpos) {
-        if (!write_position(s, &wp, &wq) || wq < seq || wq >= next) {
+        /* no index entry there (the last stretch, a hole, a damaged index):
+         * the writePosition, however far */
+        if (!write_position(s, &wp, &wq) || wq < seq) {
             /* nothing written yet to confirm it against but its padding */
             if (!own_pad_zero(s, pos)) { *err = pos; return CQ_CORRUPT; }
             *vend = seq + 1;
