@@ -842,6 +842,23 @@ def _lands(fw: _Pages, pos: int, word: int | None, seq: int, target: int, target
     return False
 
 
+def _reaches(fw: _Pages, pos: int, target: int, align: int, hops: int) -> bool:
+    """Whether the headers from ``pos`` lead to a data excerpt at ``target``
+    (whatever its sequence), every excerpt's padding zero."""
+    word = fw.u32(pos)
+    for _ in range(hops):
+        if not word or word & HDR_NOT_COMPLETE or pos > target:
+            return False
+        if pos == target:
+            return not word & HDR_META
+        end = pos + 4 + (word & LENGTH_MASK)
+        if end > fw.size or (align == 4 and not word & HDR_META and not _padding_zero(fw, end)):
+            return False
+        pos = _up(end, align)
+        word = fw.u32(pos)
+    return False
+
+
 def _broken_span(fw: _Pages, anchors: dict[int, int], start: int, align: int, hops: int
                  ) -> tuple[int, int, int, int] | None:
     """The first stretch between two anchors (from the start of the data)
@@ -954,6 +971,11 @@ def _keep_indices(fw: _Pages, walked: _Salvaged, anchors: dict[int, int], start:
         if not _contradicted(again.docs, anchors):
             again.fixes.insert(0, fix)
             return again, None
+        flips = []  # it moves an anchor: no explanation
+    if not flips and span[2] == max(anchors) and _reaches(fw, span[0], span[2], align, hops):
+        # the chain is whole up to the writePosition, whose sequence no single
+        # header explains: that sequence is what is damaged (its own finding)
+        return walked, None
     # padding may stand only where no flipped bit explains the damage, every
     # anchor stays put and no excerpt it leaves ends in bytes that are not zero
     if not flips and not _contradicted(walked.docs, anchors) \
@@ -961,9 +983,6 @@ def _keep_indices(fw: _Pages, walked: _Salvaged, anchors: dict[int, int], start:
         return walked, None
     if not flips:
         what = "no header one flipped bit away joins"
-    elif len(flips) == 1:
-        what = (f"the header at {flips[0][0]:#x} one flipped bit away leaves other damage; "
-                "nothing joins")
     elif flips[0][0] != flips[1][0]:
         what = f"headers at {flips[0][0]:#x} and {flips[1][0]:#x} one flipped bit away both join"
     else:
