@@ -507,7 +507,7 @@ class _Pages:
     """A cycle file read in 4 KiB pages on demand, for walks that jump about
     (a 1 MiB window would be read again on every jump); bounded in time."""
 
-    __slots__ = ("calls", "deadline", "fd", "pages", "size")
+    __slots__ = ("calls", "deadline", "fd", "pages", "patched", "size")
 
     def __init__(self, fd: int, deadline: float) -> None:
         self.fd = fd
@@ -515,6 +515,8 @@ class _Pages:
         self.pages: dict[int, bytes] = {}
         self.deadline = deadline
         self.calls = 0
+        #: header words as a repair would write them (read instead of the file's)
+        self.patched: dict[int, int] = {}
 
     def u32(self, pos: int) -> int | None:
         """The little-endian word at ``pos``; None past the end of the file."""
@@ -523,6 +525,8 @@ class _Pages:
             raise _GiveUp
         if pos < 0 or pos + 4 > self.size:
             return None
+        if pos in self.patched:
+            return self.patched[pos]
         n, off = divmod(pos, 4096)
         if off > 4092:
             return int.from_bytes(os.pread(self.fd, 4, pos).ljust(4, b"\0"), "little")
@@ -757,18 +761,280 @@ def _join(out: _Salvaged, fw: _Pages, pos: int, word: int, target: int, align: i
     out.docs.append(RawDocument(pos, cand, "meta" if cand & HDR_META else "data"))
 
 
-def _anchors(st: CycleStore, size: int) -> set[int]:
-    """Known excerpt positions: the index entries and writePosition."""
-    lay = st.layout
-    found: set[int] = set()
-    if lay.wp_off:
-        found.add(st.file.load64(lay.wp_off))
-    i2i = _index_array(st, st.file.load64(lay.i2i_off), "index2index") if lay.i2i_off else None
-    for page_pos in (i2i.values if i2i is not None else ()):
-        page = _index_array(st, page_pos, "index") if page_pos > 0 else None
-        found.update(v for v in (page.values if page is not None else ()) if v > 0)
-    return {a for a in found if lay.data_start <= a <= size - 4 and a % lay.align == 0}
+def _padding_zero(fw: _Pages, end: int) -> bool:
+    """Whether the alignment padding after a document ending at ``end`` is zero."""
+    if not end & 3:
+        return True
+    word = fw.u32(end & ~3)
+    return word is None or not word >> 8 * (end & 3)
 
+
+def _short_lengths(fw: _Pages, docs: list[RawDocument]
+                   ) -> list[tuple[int, int, tuple[int, int] | None]]:
+    """Excerpts whose alignment padding is not zero: (position, header word,
+    the repair).  Either a flipped low bit shortened the length (the
+    excerpt's last bytes then read as padding; repaired by the header word
+    one flipped bit away that ends at the same place with zero padding) or a
+    bit of the padding itself flipped (one byte with one bit set; repaired by
+    zeroing it): the repair is (offset, word to write there), None when both,
+    or neither, explain it."""
+    out = []
+    for doc in docs:
+        end = doc.pos + 4 + doc.length
+        if doc.kind != "data" or _padding_zero(fw, end):
+            continue
+        found = [(doc.pos, w) for w in (doc.header ^ 1, doc.header ^ 2)
+                 if (w & LENGTH_MASK) > doc.length and _up(end, 4) == _up(
+                     doc.pos + 4 + (w & LENGTH_MASK), 4)
+                 and _padding_zero(fw, doc.pos + 4 + (w & LENGTH_MASK))]
+        word = fw.u32(end & ~3) or 0
+        pad = word >> 8 * (end & 3) << 8 * (end & 3)
+        if pad and not pad & (pad - 1):  # one bit set
+            found.append((end & ~3, word ^ pad))
+        out.append((doc.pos, doc.header, found[0] if len(found) == 1 else None))
+    return out
+
+
+def _short_length_findings(path: str, cycle: int,
+                           short: list[tuple[int, int, tuple[int, int] | None]]
+                           ) -> list[CheckFinding]:
+    out = []
+    for pos, word, fix in short:
+        def restore(ctx: _RepairContext, fix: tuple[int, int] | None = fix) -> None:
+            assert fix is not None
+            f = ctx.store(path, cycle).file
+            if not f.cas32(fix[0], f.load32(fix[0]), fix[1]):
+                raise ChronicleError(f"the word at {fix[0]:#x} of {path} changed")
+
+        what = ("repair refuses: a shortened length and a flipped padding bit explain it "
+                "alike (or neither does)" if fix is None else
+                f"restore the header one flipped bit away ({fix[1]:#010x})" if fix[0] == pos
+                else "clear the flipped bit of the padding")
+        out.append(CheckFinding(
+            "error", "broken-chain", path,
+            f"excerpt header {word:#010x} is followed by padding that is not zero: its length "
+            "or its padding is damaged" + (f"; {what}" if fix is None else ""), pos,
+            None if fix is None else what, _apply=None if fix is None else restore))
+    return out
+
+
+def _anchor_seqs(st: CycleStore, size: int) -> dict[int, int]:
+    """Known excerpt positions with their sequences: the index entries, and
+    the writePosition where its packed sequence agrees with its position."""
+    lay = st.layout
+    out: dict[int, int] = {}
+    if lay.i2i_off:
+        count_bits = lay.index_count.bit_length() - 1
+        spacing_bits = lay.index_spacing.bit_length() - 1
+        i2i = _index_array(st, st.file.load64(lay.i2i_off), "index2index")
+        for i2, page_pos in enumerate(i2i.values if i2i is not None else ()):
+            page = _index_array(st, page_pos, "index") if page_pos > 0 else None
+            for i3, v in enumerate(page.values if page is not None else ()):
+                if v > 0:
+                    out.setdefault(v, ((i2 << count_bits) + i3) << spacing_bits)
+    if lay.wp_off and lay.wp_seq_off:
+        shift = cycle_shift_for(lay.index_count, lay.index_spacing)
+        wp = st.file.load64(lay.wp_off)
+        packed = st.file.load64(lay.wp_seq_off) & _U64
+        if wp > 0 and packed >> shift == wp & ((1 << (64 - shift)) - 1):
+            out.setdefault(wp, packed & ((1 << shift) - 1))
+    return {p: q for p, q in out.items()
+            if lay.data_start <= p <= size - 4 and p % lay.align == 0}
+
+
+def _contradicted(docs: list[RawDocument], anchors: dict[int, int]) -> list[int]:
+    """The anchors that the documents of a (repaired) walk put elsewhere: no
+    data excerpt at the anchor's position, or one of another sequence."""
+    seqs: dict[int, int] = {}
+    for d in docs:
+        if d.kind == "data":
+            seqs[d.pos] = len(seqs)
+    return sorted(p for p, q in anchors.items() if seqs.get(p) != q)
+
+
+def _lands(fw: _Pages, pos: int, word: int | None, seq: int, target: int, target_seq: int,
+           align: int, hops: int) -> bool:
+    """Whether the headers from ``pos`` (the first one read as ``word``, the
+    document there being of sequence ``seq``) lead to data excerpt
+    ``target_seq`` exactly at ``target``, every excerpt's padding zero."""
+    for _ in range(hops):
+        if not word or word & HDR_NOT_COMPLETE or pos > target:
+            return False
+        if pos == target:
+            return seq == target_seq and not word & HDR_META
+        end = pos + 4 + (word & LENGTH_MASK)
+        if end > fw.size:
+            return False
+        if not word & HDR_META:
+            if align == 4 and not _padding_zero(fw, end):
+                return False
+            seq += 1
+        pos = _up(end, align)
+        word = fw.u32(pos)
+    return False
+
+
+def _reaches(fw: _Pages, pos: int, target: int, align: int, hops: int) -> bool:
+    """Whether the headers from ``pos`` lead to a data excerpt at ``target``
+    (whatever its sequence), every excerpt's padding zero."""
+    word = fw.u32(pos)
+    for _ in range(hops):
+        if not word or word & HDR_NOT_COMPLETE or pos > target:
+            return False
+        if pos == target:
+            return not word & HDR_META
+        end = pos + 4 + (word & LENGTH_MASK)
+        if end > fw.size or (align == 4 and not word & HDR_META and not _padding_zero(fw, end)):
+            return False
+        pos = _up(end, align)
+        word = fw.u32(pos)
+    return False
+
+
+def _broken_span(fw: _Pages, anchors: dict[int, int], start: int, align: int, hops: int
+                 ) -> tuple[int, int, int, int] | None:
+    """The first stretch between two anchors (from the start of the data)
+    that the chain of headers does not join: (position, sequence) of both
+    ends.  An anchor the chain passes by while it joins the one after is a
+    damaged index entry, not a broken chain."""
+    points = sorted(anchors.items())
+    if not points or points[0][0] != start:
+        points.insert(0, (start, 0))
+    k = 0
+    while k + 1 < len(points):
+        p0, q0 = points[k]
+        if _lands(fw, p0, fw.u32(p0), q0, *points[k + 1], align, hops):
+            k += 1
+        elif k + 2 < len(points) and _lands(fw, p0, fw.u32(p0), q0, *points[k + 2], align,
+                                             hops):
+            k += 2
+        else:
+            return p0, q0, *points[k + 1]
+    return None
+
+
+def _index_doc(fw: _Pages, pos: int) -> bool:
+    """Whether the document at ``pos`` is an index page (its event name)."""
+    head = b"".join((fw.u32(pos + 4 + k) or 0).to_bytes(4, "little") for k in (0, 4, 8, 12))
+    return head.startswith((b"\xb9\x05index", b"\xb9\x0bindex2index"))
+
+
+def _swallows(fw: _Pages, pos: int, word: int, align: int) -> bool:
+    """Whether the document at ``pos``, read with header ``word``, holds
+    documents of its own that end where it ends (a header restored over a
+    lost one must not take in the documents after it)."""
+    fw.patched[pos] = word
+    try:
+        return _swallowed(fw, pos, align, fw.size, set()) is not None
+    finally:
+        del fw.patched[pos]
+
+
+def _single_flips(fw: _Pages, span: tuple[int, int, int, int], align: int, hops: int
+                  ) -> list[tuple[int, int, int]]:
+    """The header words on the walk across ``span`` that, with one bit
+    flipped back, make the chain join both ends with the right number of
+    excerpts: (position, word now, word restored), at most three (one is the
+    repair; more, that the bytes cannot tell which).  An index page is never
+    taken for an excerpt."""
+    p0, q0, p1, q1 = span
+    visited = []
+    pos, seq, word = p0, q0, fw.u32(p0)
+    for _ in range(hops):
+        if word is None or pos > p1:
+            break
+        visited.append((pos, word, seq))
+        if pos == p1 or not word or word & HDR_NOT_COMPLETE:
+            break
+        end = pos + 4 + (word & LENGTH_MASK)
+        if end > fw.size:
+            break
+        seq += 0 if word & HDR_META else 1
+        pos = _up(end, align)
+        word = fw.u32(pos)
+    found: list[tuple[int, int, int]] = []
+    for pos, word, seq in visited:
+        for bit in range(32):
+            cand = word ^ (1 << bit)
+            if not cand or cand & HDR_NOT_COMPLETE:
+                continue
+            if word & HDR_META and not cand & HDR_META and _index_doc(fw, pos):
+                continue
+            if _lands(fw, pos, cand, seq, p1, q1, align, hops) \
+                    and not _swallows(fw, pos, cand, align):
+                found.append((pos, word, cand))
+                if len(found) > 2:
+                    return found
+    return found
+
+
+def _index_page_restored(fw: _Pages, flips: list[tuple[int, int, int]]
+                         ) -> list[tuple[int, int, int]]:
+    """Of several flips that fit, the one that makes an index page a
+    metadata document again (its event name says what it is), if exactly one."""
+    found = [f for f in flips if f[2] & HDR_META and not f[1] & HDR_META
+             and _index_doc(fw, f[0])]
+    return found if len(found) == 1 else flips
+
+
+def _keep_indices(fw: _Pages, walked: _Salvaged, anchors: dict[int, int], start: int,
+                  align: int, spacing: int) -> tuple[_Salvaged, tuple[str, int] | None]:
+    """A repair must keep every excerpt at its index.  Where the chain of
+    headers does not join two anchors (index entries, writePosition), look
+    for the one header whose flipped bit explains it and walk again with it
+    restored; else the walk's own joins (padding) may stand only if they put
+    every anchor where it says.  Returns the walk to repair by, and why there
+    is none and where (the walk given back is then not to be repaired by)."""
+    damaged_end = walked.end is not None and walked.end.kind in ("incomplete", "truncated")
+    if not (walked.fixes or damaged_end or _contradicted(walked.docs, anchors)):
+        return walked, None
+    hops = 4 * spacing + 1024
+    span = _broken_span(fw, anchors, start, align, hops)
+    if span is None:
+        # the chain joins every anchor: what contradicts it is an index entry
+        return walked, None
+    flips = _index_page_restored(fw, _single_flips(fw, span, align, hops))
+    if len(flips) == 1:
+        fix = flips[0]
+        # one flipped bit explains the damage: restored, nothing else changes
+        fw.patched[fix[0]] = fix[2]
+        again = _salvage_walk(fw, start, align, set(anchors))
+        fw.patched.clear()
+        if not _contradicted(again.docs, anchors):
+            again.fixes.insert(0, fix)
+            return again, None
+        flips = []  # it moves an anchor: no explanation
+    if not flips and span[2] == max(anchors) and _reaches(fw, span[0], span[2], align, hops):
+        # the chain is whole up to the writePosition, whose sequence no single
+        # header explains: that sequence is what is damaged (its own finding)
+        return walked, None
+    # padding may stand only where no flipped bit explains the damage, every
+    # anchor stays put and no excerpt it leaves ends in bytes that are not zero
+    if not flips and not _contradicted(walked.docs, anchors) \
+            and not _short_lengths(fw, walked.docs):
+        return walked, None
+    if not flips:
+        what = "no header one flipped bit away joins"
+    elif flips[0][0] != flips[1][0]:
+        what = f"headers at {flips[0][0]:#x} and {flips[1][0]:#x} one flipped bit away both join"
+    else:
+        what = (f"two header words at {flips[0][0]:#x} one flipped bit away "
+                f"({flips[0][2]:#010x}, {flips[1][2]:#010x}) both join")
+    return walked, (f"{what} the excerpts at {span[0]:#x} (sequence {span[1]}) and "
+                    f"{span[2]:#x} (sequence {span[3]}), and padding over the damage would "
+                    "lose excerpts or move the ones after it to other indices: repair "
+                    "refuses; restore "
+                    "the file from a backup (move_to_index still reaches the excerpts past "
+                    "the damage)", flips[0][0] if flips else span[0])
+
+
+def _anchors(st: CycleStore, size: int, seqs: dict[int, int]) -> set[int]:
+    """Known excerpt positions: the index entries (``seqs``, from
+    :func:`_anchor_seqs`) and writePosition, whatever its sequence says."""
+    lay = st.layout
+    wp = st.file.load64(lay.wp_off) if lay.wp_off else 0
+    return set(seqs) | ({wp} if lay.data_start <= wp <= size - 4 and wp % lay.align == 0
+                        else set())
 
 
 def _header_rebuild(q: Queue, path: str, same_length: bool = False
@@ -871,10 +1137,19 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
         fd = open_regular(path)
         try:
             pages = _Pages(fd, time.monotonic() + SALVAGE_SECONDS)
+            seqs = _anchor_seqs(st, pages.size)
             walked = _salvage_walk(pages, lay.data_start, lay.align,
-                                   _anchors(st, pages.size))
+                                   _anchors(st, pages.size, seqs))
+            walked, refusal = _keep_indices(pages, walked, seqs, lay.data_start, lay.align,
+                                            spacing)
+            short = _short_lengths(pages, walked.docs) if lay.align == 4 else []
         finally:
             os.close(fd)
+        if refusal is not None:
+            return [*out, CheckFinding("error", "broken-chain", path, "damaged excerpt "
+                                       f"headers hide excerpts from readers: {refusal[0]}",
+                                       refusal[1])]
+        out += _short_length_findings(path, cycle, short)
         end_doc = walked.end
         for doc in walked.docs:
             if progress is not None and count % 4096 == 0:
@@ -897,7 +1172,7 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
                     if not s.file.cas32(pos, now, word):
                         raise ChronicleError(f"the header at {pos:#x} of {path} changed")
 
-            pads = sum(1 for _, _, w in walked.fixes if w & HDR_META)
+            pads = sum(1 for _, now, w in walked.fixes if (now ^ w).bit_count() != 1)
             first = walked.fixes[0][0]
             out.append(CheckFinding(
                 "error", "broken-chain", path,

@@ -318,10 +318,13 @@ class CycleStore:
             self.file.release()
 
 
-def _header_written(word: int) -> bool:
-    """The first header word of a cycle file says its header is complete (or,
-    a bare EOF: a headerless cycle closed before any write)."""
-    return bool(word) and (not word & HDR_NOT_COMPLETE or word == HDR_EOF)
+def _header_settled(word: int) -> bool:
+    """Whether a cycle file's first header word is no creator's work in
+    progress: complete, a bare EOF (a headerless cycle closed before any
+    write), or damage that waiting will not mend.  A creator (Java's or
+    ours) moves the word from 0 to ``NOT_COMPLETE`` alone, then to the
+    finished header; ``NOT_COMPLETE`` with any other bit is a flipped bit."""
+    return bool(word) and word != HDR_NOT_COMPLETE
 
 
 def unwritten_age(path: str) -> float | None:
@@ -334,7 +337,7 @@ def unwritten_age(path: str) -> float | None:
     A look with ``pread``, no mapping, no wait.
     """
     got = first_word(path)
-    if got is None or _header_written(got[1]):
+    if got is None or _header_settled(got[1]):
         return None
     return max(0.0, time.time() - got[0].st_mtime)
 
@@ -368,7 +371,7 @@ def _wait_header(f: MappedFile, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     delay = 1e-5
     while True:
-        if f.size >= 4 and _header_written(f.load32(0)):
+        if f.size >= 4 and _header_settled(f.load32(0)):
             return True
         if time.monotonic() >= deadline:
             return False

@@ -373,13 +373,31 @@ static int write_position(const cq_store *s, uint64_t *pos, uint64_t *seq) {
     return 1;
 }
 
+/* Whether the alignment padding [from, to) after an excerpt is zero, as
+ * every writer leaves it (a length shortened by a flipped bit ends inside
+ * the payload, which then reads as padding). */
+static int pad_zero(const cq_store *s, uint64_t from, uint64_t to) {
+    if (to > map_len(s)) return 1;
+    const uint8_t *b = map_base(s);
+    for (uint64_t i = from; i < to; i++)
+        if (b[i]) return 0;
+    return 1;
+}
+
+/* pad_zero for the data document whose header is at `pos` */
+static int own_pad_zero(const cq_store *s, uint64_t pos) {
+    uint64_t end = pos + 4 + (hdr_load(s, pos) & CQ_HDR_LENGTH_MASK);
+    return pad_zero(s, end, align_up(s, end));
+}
+
 /* Walk forward over complete documents from (pos, seq) until either
  * `target` data excerpts have been passed (seq == target and the header at
- * pos is data or not yet written) or the end of written data.
+ * pos is data or not yet written) or the end of written data.  `strict`:
+ * an excerpt whose alignment padding is not zero is damage (CQ_CORRUPT).
  * Returns CQ_OK (data header at pos), CQ_NONE (unwritten header at pos),
  * CQ_EOF, CQ_NEED_MAP or CQ_CORRUPT. */
-static int walk(const cq_store *s, uint64_t *pos_io, uint64_t *seq_io, uint64_t target,
-                uint64_t *need, uint64_t *err) {
+static int walk_docs(const cq_store *s, uint64_t *pos_io, uint64_t *seq_io, uint64_t target,
+                     uint64_t *need, uint64_t *err, int strict) {
     uint64_t pos = *pos_io, seq = *seq_io;
     int rc;
     for (;;) {
@@ -396,21 +414,170 @@ static int walk(const cq_store *s, uint64_t *pos_io, uint64_t *seq_io, uint64_t 
         }
         uint64_t end = pos + 4 + len;
         if (end > map_len(s)) { *need = end; *err = pos; rc = CQ_NEED_MAP; break; }
-        pos = align_up(s, end);
+        uint64_t nxt = align_up(s, end);
+        if (strict && !(h & CQ_HDR_META) && !pad_zero(s, end, nxt)) {
+            *err = pos; rc = CQ_CORRUPT; break;
+        }
+        pos = nxt;
     }
     *pos_io = pos;
     *seq_io = seq;
     return rc;
 }
 
+/* Walk as readers do (see walk_docs). */
+static int walk(const cq_store *s, uint64_t *pos_io, uint64_t *seq_io, uint64_t target,
+                uint64_t *need, uint64_t *err) {
+    return walk_docs(s, pos_io, seq_io, target, need, err, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* redundancy: what the index and writePosition say of the chain        */
+
+/* The index entry of sequence `seq` (a multiple of the spacing): the header
+ * position it records, or 0 when there is none (no page, an empty slot) or
+ * it points at no written data header (a stale or damaged entry, which
+ * lookups skip as index_floor does). */
+static uint64_t index_slot(const cq_store *s, uint64_t seq) {
+    if (!s->i2i_off || !s->index_count || !fits(s, s->i2i_off, 8) || (s->i2i_off & 7))
+        return 0;
+    uint64_t vals, used_off, cap, pv, pu, pc;
+    uint64_t i2i = (uint64_t)ld64(s, s->i2i_off);
+    if (!i2i || array_at(s, i2i, &vals, &used_off, &cap) != CQ_OK) return 0;
+    unsigned bits = (unsigned)(s->count_bits + s->spacing_bits);
+    uint64_t n2 = bits >= 64 ? 0 : seq >> bits;
+    if (n2 >= cap) return 0;
+    uint64_t page = (uint64_t)ld64(s, vals + 8 * n2);
+    if (!page || array_at(s, page, &pv, &pu, &pc) != CQ_OK) return 0;
+    uint64_t n3 = (seq >> s->spacing_bits) & (s->index_count - 1);
+    uint64_t p = n3 < pc ? (uint64_t)ld64(s, pv + 8 * n3) : 0;
+    if (!p || !fits(s, p, 4)) return 0;
+    uint32_t h = hdr_load(s, p);
+    return not_ready(h) || (h & CQ_HDR_META) ? 0 : p;
+}
+
+/* CQ_CORRUPT with the offset to report: where the walk stopped (an
+ * unwritten header, an EOF, an excerpt with a damaged length: walk_docs set
+ * it), else the excerpt being confirmed (the walk went past its anchor). */
+static int chain_broken(int rc, uint64_t stopped, uint64_t pos, uint64_t *err) {
+    if (rc == CQ_NONE || rc == CQ_EOF) *err = stopped;
+    else if (rc != CQ_CORRUPT) *err = pos;
+    return CQ_CORRUPT;
+}
+
+/* Chronicle's format has no checksums, but its index and writePosition say
+ * where excerpts are: an index entry every `index_spacing` excerpts, and the
+ * last excerpt's (position, sequence).  One flipped bit in a header word, an
+ * index entry or the writePosition's sequence breaks that agreement.
+ *
+ * Confirm that data excerpt `seq` has its header at `pos`, walking from the
+ * index entry at or before it (or from the confirmed point (from_pos,
+ * from_seq) when that is nearer), and that the headers from there reach the
+ * next anchor: the index entry of the next multiple of the spacing, else the
+ * writePosition.  With no index there is nothing to confirm against.  CQ_OK
+ * with the anchor reached (*apos, *aseq) and *vend (every data excerpt below
+ * it is where the walk says); CQ_CORRUPT with *err; CQ_NEED_MAP with *need.
+ * Walks a spacing of headers plus the distance from the confirmed point
+ * (where the index has no entry, up to the writePosition, once). */
+static int verify_span(const cq_store *s, uint64_t pos, uint64_t seq, uint64_t from_pos,
+                       uint64_t from_seq, uint64_t *apos, uint64_t *aseq, uint64_t *vend,
+                       uint64_t *need, uint64_t *err) {
+    *apos = pos;
+    *aseq = seq;
+    *vend = UINT64_MAX;
+    if (!s->i2i_off || !s->index_count || !layout_ok(s)) return CQ_OK;
+    uint64_t p, q;
+    index_floor(s, seq, &p, &q);
+    if (from_pos && from_seq <= seq && from_seq >= q && from_pos >= p) {
+        p = from_pos;
+        q = from_seq;
+    }
+    int rc = walk_docs(s, &p, &q, seq, need, err, 1);
+    if (rc == CQ_NEED_MAP) return rc;
+    if (rc != CQ_OK || p != pos) return chain_broken(rc, p, pos, err);
+    uint64_t next = (seq | (s->index_spacing - 1)) + 1;
+    uint64_t tpos = next ? index_slot(s, next) : 0, tseq = next;
+    uint64_t wp, wq;
+    if (!tpos) {
+        /* no index entry there (the last stretch, a hole, a damaged index):
+         * the writePosition, however far */
+        if (!write_position(s, &wp, &wq) || wq < seq) {
+            /* nothing written yet to confirm it against but its padding */
+            if (!own_pad_zero(s, pos)) { *err = pos; return CQ_CORRUPT; }
+            *vend = seq + 1;
+            return CQ_OK;
+        }
+        tpos = wp;
+        tseq = wq;
+    }
+    rc = walk_docs(s, &p, &q, tseq, need, err, 1);
+    if (rc == CQ_NEED_MAP) return rc;
+    if (rc != CQ_OK || p != tpos) return chain_broken(rc, p, pos, err);
+    if (tseq != next && !own_pad_zero(s, p)) { *err = p; return CQ_CORRUPT; }
+    *apos = p;
+    *aseq = q;
+    *vend = tseq == next ? next : tseq + 1;
+    return CQ_OK;
+}
+
+/* Whether the writePosition (wp, wq) is where the walk from the index entry
+ * before it puts data excerpt wq. */
+static int wp_agrees(const cq_store *s, uint64_t wp, uint64_t wq) {
+    uint64_t p, q, need, err;
+    index_floor(s, wq, &p, &q);
+    return walk_docs(s, &p, &q, wq, &need, &err, 1) == CQ_OK && p == wp;
+}
+
+/* Whether committed data lies beyond the unwritten header at `pos`: a
+ * writePosition or an index entry past it, and the header still unwritten
+ * after they were loaded (they are published after it). */
+static int data_beyond(const cq_store *s, uint64_t pos) {
+    uint64_t p, q;
+    if (!write_position(s, &p, &q) || p <= pos) index_floor(s, UINT64_MAX, &p, &q);
+    return p > pos && fits(s, pos, 4) && not_ready(hdr_load(s, pos));
+}
+
+/* Whether the writePosition or the index records data excerpt `seq` (or a
+ * later one) of this file. */
+static int recorded_from(const cq_store *s, uint64_t seq) {
+    uint64_t p, q;
+    if (write_position(s, &p, &q) && q >= seq) return 1;
+    index_floor(s, UINT64_MAX, &p, &q);
+    return p && q >= seq;
+}
+
+/* Whether the unwritten header at `pos`, reached with `seq` data excerpts
+ * before it, stands before committed data: the writePosition lies beyond it
+ * or records excerpt `seq` or later, and the header is still unwritten once
+ * the writePosition was loaded (it is published after every header before). */
+static int hides_committed(const cq_store *s, uint64_t pos, uint64_t seq) {
+    uint64_t wp, wq;
+    return write_position(s, &wp, &wq) && (wp > pos || wq >= seq) &&
+           fits(s, pos, 4) && not_ready(hdr_load(s, pos));
+}
+
 int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof) {
     uint64_t p, q, need = 0, err = 0;
     if (!write_position(s, &p, &q)) index_floor(s, UINT64_MAX, &p, &q);
+    else if (s->i2i_off && !wp_agrees(s, p, q)) {
+        /* the writePosition, an index entry or a header between them is
+         * damaged: the index is, if the chain alone agrees with it */
+        uint64_t p0 = 0, q0 = 0;
+        if (walk(s, &p0, &q0, q, &need, &err) != CQ_OK || p0 != p) {
+            *pos = p;
+            *seq = q;
+            *eof = 0;
+            return CQ_CORRUPT;
+        }
+    }
     int rc = walk(s, &p, &q, UINT64_MAX, &need, &err);
     *pos = p;
     *seq = q;
     *eof = rc == CQ_EOF;
-    if (rc == CQ_NONE || rc == CQ_EOF) return CQ_OK;
+    /* an end before excerpts the writePosition or the index records is
+     * damage (as cq_read sees it) */
+    if (rc == CQ_EOF) return recorded_from(s, q) ? CQ_CORRUPT : CQ_OK;
+    if (rc == CQ_NONE) return hides_committed(s, p, q) ? CQ_CORRUPT : CQ_OK;
     return rc;
 }
 
@@ -419,7 +586,15 @@ static int seek_walk(const cq_store *s, uint64_t p, uint64_t q, uint64_t seq, ui
     uint64_t need = 0, err = 0;
     int rc = walk(s, &p, &q, seq, &need, &err);
     *pos = p;
-    if (rc == CQ_OK) return CQ_OK;
+    if (rc == CQ_OK) {
+        uint64_t ap, aq, vend;
+        rc = verify_span(s, p, seq, 0, 0, &ap, &aq, &vend, &need, &err);
+        if (rc == CQ_NEED_MAP) *pos = need;
+        else if (rc == CQ_CORRUPT) *pos = err;
+        return rc;
+    }
+    /* an unwritten header with committed data after it: damage, not the end */
+    if (rc == CQ_NONE && data_beyond(s, p)) return CQ_CORRUPT;
     if (rc == CQ_NONE) return q == seq ? CQ_NOT_REACHED : CQ_NOT_FOUND;
     if (rc == CQ_EOF) return CQ_NOT_FOUND;
     if (rc == CQ_NEED_MAP) *pos = need;
@@ -430,8 +605,13 @@ int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
     if (!layout_ok(s)) return CQ_CORRUPT;
     uint64_t p, q;
     uint64_t wp, wq;
-    if (write_position(s, &wp, &wq) && wq <= seq) { p = wp; q = wq; }
-    else index_floor(s, seq, &p, &q);
+    index_floor(s, seq, &p, &q);
+    /* the writePosition only where the index lags (its sequence is checked
+     * by nothing else here) */
+    if (write_position(s, &wp, &wq) && wq <= seq && wq >= q + s->index_spacing) {
+        p = wp;
+        q = wq;
+    }
     return seek_walk(s, p, q, seq, pos);
 }
 
@@ -983,25 +1163,50 @@ static void drop_behind(cq_tailer *t) {
     t->dropped = to;
 }
 
+/* Confirm the data excerpt about to be read at (pos, t->seq) against the
+ * index and writePosition (verify_span), from the tailer's last anchor when
+ * it is in the same file; a read moved elsewhere (a seek, a new cycle)
+ * confirms its span again.  Once per index spacing on a sequential read. */
+static int confirm(cq_tailer *t, const cq_store *s, uint64_t pos) {
+    int same = t->vstore == s && t->vcycle == s->cycle;
+    uint64_t ap, aq, vend;
+    int rc = verify_span(s, pos, t->seq, same ? t->vpos : 0, same ? t->vseq : 0, &ap, &aq,
+                         &vend, &t->need, &t->err_pos);
+    if (rc != CQ_OK) return rc;
+    t->vstore = s;
+    t->vcycle = s->cycle;
+    t->vpos = ap;
+    t->vseq = aq;
+    t->vend = vend;
+    return CQ_OK;
+}
+
 int64_t cq_read(cq_tailer *t) {
     if (is_closed(&t->closed)) return CQ_BAD_STATE;
     cq_store *s = t->store;
     if (!s || !map_base(s)) return CQ_BAD_STATE;
     uint64_t pos = t->pos;
+    /* the cursor stands where the last confirmed read left it */
+    int cont = t->vstore == s && t->vcycle == s->cycle && pos == t->vnext &&
+               t->seq == t->vnext_seq;
     for (unsigned skips = 0; skips < MAX_META_SKIPS; skips++) {
         if (pos + 4 > map_len(s)) { t->need = pos + 4; t->err_pos = pos; t->pos = pos; return CQ_NEED_MAP; }
         uint32_t h = hdr_load(s, pos);
-        if (is_eof(h)) { t->pos = pos; return CQ_EOF; }
+        if (is_eof(h)) {
+            t->pos = pos;
+            if (!recorded_from(s, t->seq)) return CQ_EOF;
+            t->err_pos = pos; /* the end of the cycle before excerpts it records */
+            return CQ_CORRUPT;
+        }
         if (not_ready(h)) {
             t->pos = pos;
             /* every header before the last committed excerpt is written: an
-             * unwritten one there means a damaged length led the walk astray,
-             * which must not read as "nothing more yet" */
+             * unwritten one there (or after it while that excerpt was never
+             * read) means a damaged length led the walk astray, which must
+             * not read as "nothing more yet" */
             uint64_t wp, wq;
-            if (write_position(s, &wp, &wq) && wp > pos) {
-                /* wp is published after every header before it: loaded after
-                 * wp (acquire), this header must be written by now */
-                if (not_ready(hdr_load(s, pos))) { t->err_pos = pos; return CQ_CORRUPT; }
+            if (write_position(s, &wp, &wq) && (wp > pos || wq >= t->seq)) {
+                if (hides_committed(s, pos, t->seq)) { t->err_pos = pos; return CQ_CORRUPT; }
                 continue; /* committed meanwhile: read it */
             }
             return CQ_NONE;
@@ -1018,10 +1223,15 @@ int64_t cq_read(cq_tailer *t) {
                 if (len && len <= t->scratch_cap && t->scratch) memcpy(t->scratch, t->data, (size_t)len);
                 t->index = (int64_t)(((uint64_t)s->cycle << t->queue_shift) | t->seq);
                 t->pos = align_up(s, end);
+                if (cont) t->vnext = t->pos;
                 return (int64_t)len;
             }
             pos = align_up(s, end);
             continue;
+        }
+        if (!(cont && t->seq < t->vend)) {
+            int vrc = confirm(t, s, pos);
+            if (vrc != CQ_OK) { t->pos = pos; return vrc; }
         }
         t->data = (const char *)(map_base(s) + pos + 4);
         t->len = len;
@@ -1030,6 +1240,8 @@ int64_t cq_read(cq_tailer *t) {
         t->index = (int64_t)(((uint64_t)s->cycle << t->queue_shift) | t->seq);
         t->seq++;
         t->pos = align_up(s, end);
+        t->vnext = t->pos;
+        t->vnext_seq = t->seq;
         drop_behind(t);
         return (int64_t)len;
     }

@@ -97,6 +97,17 @@ typedef struct cq_tailer {
     int32_t is_meta;
     uint64_t need;
     uint64_t err_pos;
+    /* what the file's redundancy confirmed (see verify_span in cq.c): data
+     * excerpts below sequence vend of store vstore lie where the index entries
+     * and writePosition say; (vpos, vseq) is the last confirmed anchor and
+     * (vnext, vnext_seq) where the cursor stood after the last confirmed read */
+    const cq_store *vstore;
+    int64_t vcycle;
+    uint64_t vend;
+    uint64_t vpos;
+    uint64_t vseq;
+    uint64_t vnext;
+    uint64_t vnext_seq;
 } cq_tailer;
 
 /* mapping helpers */

@@ -709,13 +709,15 @@ def test_garbage_header_words(worker: Worker, tmp_path: Path, lib_queue: Path,
         for w in (0, HDR_NOT_COMPLETE, HDR_EOF, 5, HDR_META | 3, HDR_META | LENGTH_MASK):
             cases.append({"name": f"meta{doc:#x}-{w:#010x}",
                           "mutations": [["write", cyc, doc, u32(w)]]})
-    # an EOF marker or a stop word before any data: nothing to read, cleanly
+    # an EOF marker over the first excerpt, whose index entries and
+    # writePosition record excerpts after it: damage, named at the marker
+    # (it used to read as an empty cycle)
     cases.append({"name": "eof-first", "mutations": [["write", cyc, lay.data[0][0],
                                                       u32(HDR_EOF) + b"\xc3EOF".hex()]]})
     res = run_cases(worker, tmp_path, lib_queue, cases)
     for ro in (True, False):
         r = res["eof-first", ro]
-        assert r["read"] == [] and r["corrupt"] == {}
+        assert r["read"] == "corrupt" and r["corrupt"]["read"] == lay.data[0][0], r
         # a header that is not (yet) complete before excerpts that are
         # (writePosition lies beyond it) is damage: a named error at that
         # header, never a silent end of the data

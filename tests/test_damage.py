@@ -9,8 +9,10 @@
 * a queue directory or metadata this process may not read: a named
   ``QueueAccessError`` (a ``PermissionError``) from the API and "permission
   denied" from the CLI, not "not a Chronicle queue";
-* seeded random damage to cycle files and the table store: ``repair`` gives
-  back every excerpt still intact and never loses one that was readable.
+* seeded random damage to cycle files and the table store: ``repair`` never
+  moves an excerpt to another index nor loses one that was readable, and
+  gives back every excerpt still intact at its index unless it refuses (and
+  says why: damage no flipped bit explains, which padding would renumber).
 
 Campaigns run in a child process (this file run as a script), so a hang or a
 crash fails the test instead of killing pytest; the CLI runs as real
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rawfile import raw_documents
 
 import aiochronicle as ac
 
@@ -346,20 +349,38 @@ def raw_excerpts(path: str) -> list[tuple[int, int]]:
     return out
 
 
-def _read_until_error(path: str) -> tuple[list[bytes], str | None]:
-    out: list[bytes] = []
+def _read_until_error(path: str) -> tuple[list[tuple[int, bytes]], str | None]:
+    out: list[tuple[int, bytes]] = []
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with ac.open_queue(path, read_only=True, timeout=0.01) as q:
                 t = q.tailer()
                 while (e := t.read_nowait()) is not None:
-                    out.append(e.payload)
+                    out.append((e.index, e.payload))
                     if len(out) > 10_000:
                         return out, "runaway"
     except ac.ChronicleError as exc:
         return out, f"{type(exc).__name__}: {exc}"
     return out, None
+
+
+def _reachable(path: str, wanted: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The (index, payload) pairs of ``wanted`` that move_to_index finds at
+    their index with their payload."""
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with ac.open_queue(path, read_only=True, timeout=0.01) as q:
+            t = q.tailer()
+            for index, data in wanted:
+                try:
+                    if t.move_to_index(index) and (e := t.read_nowait()) is not None \
+                            and (e.index, e.payload) == (index, data):
+                        out.append((index, data))
+                except ac.ChronicleError:
+                    pass
+    return out
 
 
 def _damage(rng: Any, qdir: str, kind: str) -> str:
@@ -414,8 +435,9 @@ def campaign_repair_fuzz(base: str, work: str, cases: str, seed: str) -> None:
     line per case with what was intact, readable and read back."""
     import random
 
-    expected = read_all(base)
-    index = {p: i for i, p in enumerate(expected)}
+    with ac.open_queue(base, read_only=True) as q:
+        written = [(e.index, e.payload) for e in q.tailer()]
+    index = {p: i for i, (_, p) in enumerate(written)}
     rng = random.Random(int(seed))
     for case in range(int(cases)):
         faulthandler.dump_traceback_later(STEP_TIMEOUT, exit=True)
@@ -446,22 +468,29 @@ def campaign_repair_fuzz(base: str, work: str, cases: str, seed: str) -> None:
                 seen += 1
         got_before, err_before = _read_until_error(qdir)
         res: dict[str, Any] = {"case": case, "kind": kind, "what": what}
+        refused = []
         try:
-            ac.repair_queue(qdir, lock_timeout=0.1)
+            found = ac.repair_queue(qdir, lock_timeout=0.1)
+            refused = [str(f) for f in found if f.kind == "broken-chain" and not f.repaired]
         except ac.ChronicleError as exc:
             res["repair_error"] = f"{type(exc).__name__}: {exc}"
         except Exception:
             res["repair_error"] = traceback.format_exc()
             res["traceback"] = True
         got, err_after = _read_until_error(qdir)
-        ids = [index[p] for p in got if p in index]
-        readable = {index[p] for p in got_before if p in index}
+        ids = [index[p] for _, p in got if p in index]
+        # a payload read at an index other than its own: renumbered
+        moved = [index[p] for i, p in got if p in index and written[index[p]][0] != i]
+        # what a forward read gave before: each still at its index
+        readable = {index[p] for i, p in got_before if p in index and written[index[p]][0] == i}
+        at_index = {index[p] for _, p in _reachable(qdir, [written[k] for k in intact])}
         res.update({
-            "intact": len(intact),
+            "intact": len(intact), "refused": refused,
             "read_before": len(got_before), "error_before": err_before,
             "read_after": len(got), "error_after": err_after,
-            "lost_intact": sorted(set(intact) - set(ids) - set(shadowed)),
-            "shadowed": sorted(set(shadowed) - set(ids)),
+            "moved": moved,
+            "lost_intact": sorted(set(intact) - at_index - set(shadowed)),
+            "shadowed": sorted(set(shadowed) - at_index),
             "lost_readable": sorted(readable - set(ids)),
             "duplicated": len(ids) - len(set(ids)),
             "out_of_order": ids != sorted(ids),
@@ -494,41 +523,93 @@ def test_repair_gives_back_every_intact_excerpt(tmp_path: Path) -> None:
     results = run_child("repair-fuzz", str(base), str(tmp_path), str(FUZZ_CASES),
                         str(FUZZ_SEED))
     assert len(results) == FUZZ_CASES
-    bad = [r for r in results if r["lost_intact"] or r["lost_readable"] or r["duplicated"]
-           or r["out_of_order"] or r.get("traceback")]
+    # never renumbered, lost when readable, duplicated, reordered; an intact
+    # excerpt not back at its index only where repair refused, and then only
+    # in the stretch between two index entries around the damage
+    spacing = ac.RollCycles.TEST4_DAILY.index_spacing
+    bad = [r for r in results if r["moved"] or r["lost_readable"] or r["duplicated"]
+           or r["out_of_order"] or r.get("traceback")
+           or (r["lost_intact"] and not r["refused"])
+           or len(r["lost_intact"]) > 2 * spacing]
     assert not bad, json.dumps(bad[:5], indent=1)
+    # the refusals say why
+    refused = [r for r in results if r["refused"]]
+    unexplained = [r["refused"] for r in refused if "repair refuses" not in r["refused"][0]]
+    assert not unexplained, unexplained[:3]
 
 
 def test_repaired_cycle_file_takes_appends_and_finds_every_index(tmp_path: Path) -> None:
-    """After repair joined a damaged chain (a zeroed header, a garbage one)
-    the cycle file is one a writer and an index lookup use as a fresh one: the
-    padding is skipped, the index entries and writePosition match what reads."""
+    """After repair joined a damaged chain (a zeroed header, a garbage one, both
+    of metadata documents between the excerpts) the cycle file is one a writer
+    and an index lookup use as a fresh one: the padding is skipped, the index
+    entries and writePosition match what reads, and every excerpt kept its index."""
     q = tmp_path / "q"
-    expected = make_fuzz_queue(q)
-    last = sorted(q.glob("*.cq4"))[-1]
-    docs = raw_excerpts(str(last))
-    data = bytearray(last.read_bytes())
-    data[docs[3][0]:docs[3][0] + 4] = bytes(4)
-    data[docs[17][0]:docs[17][0] + 4] = b"\xff\xff\xff\x7f"  # runs past the end
-    last.write_bytes(data)
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(q, roll_cycle=ac.RollCycles.TEST4_DAILY, time_provider=clock,
+                       block_size=BLOCK) as qq:
+        a = qq.appender()
+        written = []
+        for i in range(40):
+            if i in (3, 17):
+                a.append_metadata(b"note %d" % i)
+            written.append((a.append(fuzz_payload(i)), fuzz_payload(i)))
+    gc.collect()
+    path = sorted(q.glob("*.cq4"))[-1]
+    data = bytearray(path.read_bytes())
+    metas = [pos for kind, pos, body in raw_documents(path) if kind == "meta"
+             and body.startswith(b"note")]
+    assert len(metas) == 2
+    data[metas[0]:metas[0] + 4] = bytes(4)
+    data[metas[1]:metas[1] + 4] = b"\xff\xff\xff\x7f"  # runs past the end
+    path.write_bytes(data)
     r = run_cli("repair", "--yes", "--no-backup", str(q))
     assert r.returncode == 0, (r.stdout, r.stderr)
-    clock = ac.SetTimeProvider(T0 + 86_400_000)
+    clock = ac.SetTimeProvider(T0)
     with ac.open_queue(q, time_provider=clock, block_size=BLOCK) as qq:
         a = qq.appender()
         for i in range(20):
-            a.append(b"new%d" % i)
+            written.append((a.append(b"new%d" % i), b"new%d" % i))
     with ac.open_queue(q, read_only=True) as qq:
-        got = [(e.index, e.payload) for e in qq.tailer()]
-        lost = {expected[43], expected[57]}  # their headers were hit
-        assert [p for _, p in got] == [p for p in expected if p not in lost] + [
-            b"new%d" % i for i in range(20)]
+        assert [(e.index, e.payload) for e in qq.tailer()] == written
         t = qq.tailer()
-        for index, pl in got:
+        for index, pl in written:
             assert t.move_to_index(index)
             e = t.read_nowait()
             assert e is not None and e.payload == pl, hex(index)
     assert ac.check_queue(str(q)) == []
+
+
+def test_repair_refuses_to_renumber(tmp_path: Path) -> None:
+    """A data excerpt's header zeroed: padding over it would move every excerpt
+    after it to the index before its own, so repair refuses, says why, and
+    changes nothing; move_to_index still reaches the excerpts past the damage."""
+    q = tmp_path / "q"
+    make_fuzz_queue(q)
+    with ac.open_queue(q, read_only=True) as qq:
+        written = [(e.index, e.payload) for e in qq.tailer()]
+    path = sorted(q.glob("*.cq4"))[-1]
+    docs = raw_excerpts(str(path))
+    data = bytearray(path.read_bytes())
+    data[docs[9][0]:docs[9][0] + 4] = bytes(4)
+    path.write_bytes(data)
+    r = run_cli("repair", "--yes", "--no-backup", str(q))
+    assert r.returncode == 4, (r.stdout, r.stderr)
+    assert "repair refuses" in r.stdout and "other indices" in r.stdout, r.stdout
+    assert path.read_bytes() == data
+    r = run_cli("check", str(q))
+    assert r.returncode == 4 and "broken-chain" in r.stdout, r.stdout
+    damaged = 40 + 9  # the second cycle's tenth excerpt
+    with ac.open_queue(q, read_only=True) as qq:
+        t = qq.tailer()
+        with pytest.raises(ac.CorruptQueueError):
+            while t.read_nowait() is not None:
+                pass
+        spacing = ac.RollCycles.TEST4_DAILY.index_spacing
+        after = (damaged // spacing + 1) * spacing  # the next indexed excerpt
+        for index, pl in written[after:]:
+            assert t.move_to_index(index)
+            e = t.read_nowait()
+            assert e is not None and (e.index, e.payload) == (index, pl)
 
 
 # --------------------------------------------------------------------------

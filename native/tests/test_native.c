@@ -1391,8 +1391,10 @@ static void t_index_is_used(void) {
     CHECK_EQ(p, f.pos[20]);
     CHECK_EQ(cq_seek(&s, 21, &p), CQ_OK);
     CHECK_EQ(p, f.pos[21]);
-    CHECK_EQ(cq_seek(&s, 0, &p), CQ_OK);
-    CHECK_EQ(cq_seek(&s, 1, &p), CQ_NOT_REACHED);
+    /* ... but the chain from excerpt 0 does not reach the next index entry,
+     * and an unwritten header with indexed data after it is damage, not the end */
+    CHECK_EQ(cq_seek(&s, 0, &p), CQ_CORRUPT);
+    CHECK_EQ(cq_seek(&s, 1, &p), CQ_CORRUPT);
     uint64_t q;
     int eof;
     CHECK_EQ(cq_find_end(&s, &p, &q, &eof), CQ_OK);
@@ -1411,6 +1413,92 @@ static void t_index_is_used(void) {
     CHECK_EQ(cq_seek(&w, f.n - 1, &p), CQ_OK);
     CHECK_EQ(p, f.pos[f.n - 1]);
     w32(f.b, f.pos[1], saved);
+    free(f.b);
+}
+
+/* Read every excerpt with a fresh tailer: the count read before the first
+ * code other than a length, and that code (CQ_NONE at the end). */
+static int64_t read_through(cq_store *s, uint64_t *n_out) {
+    cq_tailer t;
+    tailer_init(&t, s);
+    *n_out = 0;
+    for (;;) {
+        int64_t r = cq_read(&t);
+        if (r < 0) return r;
+        (*n_out)++;
+    }
+}
+
+/* One flipped bit in an excerpt header, an index entry or the
+ * writePosition's sequence: a read or seek gives the right excerpt or
+ * CQ_CORRUPT, never another excerpt, a wrong length or a short end. */
+static void t_flips_are_caught(void) {
+    ix_file f;
+    build_indexed(&f, IX_MAX, 1);
+    cq_store s = f.s;
+    uint8_t *b = f.b;
+    uint64_t n, p, q;
+    int eof;
+    CHECK_EQ(read_through(&s, &n), CQ_NONE);
+    CHECK_EQ(n, IX_MAX);
+    /* a length bit of excerpt 5 (grown and shrunk), its metadata bit, and the
+     * metadata bit of an index page header: all caught before excerpt 5 is returned */
+    uint32_t flips[] = {1u << 2, 1u << 4, 1u << 9, 1u << 30};
+    for (unsigned k = 0; k < 4; k++) {
+        uint32_t saved = r32(b, f.pos[5]);
+        w32(b, f.pos[5], saved ^ flips[k]);
+        CHECK_EQ(read_through(&s, &n), CQ_CORRUPT);
+        CHECK(n <= 4);
+        int rc = cq_seek(&s, 6, &p);
+        CHECK(rc == CQ_CORRUPT || (rc == CQ_OK && p == f.pos[6]));
+        w32(b, f.pos[5], saved);
+    }
+    /* excerpt 4's length shrunk by 4: the walk lands inside its payload */
+    uint32_t saved = r32(b, f.pos[4]);
+    w32(b, f.pos[4], saved - 4);
+    CHECK_EQ(read_through(&s, &n), CQ_CORRUPT);
+    CHECK_EQ(n, 4);
+    w32(b, f.pos[4], saved);
+    /* an index page header read as data: one excerpt too many before the next entry */
+    uint64_t i2i = array_code(b, f.i2i_pos, "index2index");
+    uint64_t page1 = r64(b, i2i + 17 + 8 * 1);
+    saved = r32(b, page1);
+    w32(b, page1, saved & ~META);
+    CHECK_EQ(read_through(&s, &n), CQ_CORRUPT);
+    w32(b, page1, saved);
+    /* an index entry moved onto another excerpt's header */
+    uint64_t arr1 = array_code(b, page1, "index");
+    uint64_t entry = r64(b, arr1 + 17 + 8 * 1);
+    w64(b, arr1 + 17 + 8 * 1, f.pos[IX_PER_PAGE + IX_SPACING + 1]);
+    CHECK_EQ(read_through(&s, &n), CQ_CORRUPT);
+    int rc = cq_seek(&s, IX_PER_PAGE + IX_SPACING + 1, &p);
+    CHECK(rc == CQ_CORRUPT || (rc == CQ_OK && p == f.pos[IX_PER_PAGE + IX_SPACING + 1]));
+    w64(b, arr1 + 17 + 8 * 1, entry);
+    /* the writePosition's sequence off by one bit: seeks come from the index
+     * (right, or CQ_CORRUPT where the writePosition is the anchor), the end is
+     * not taken from it */
+    int64_t wseq = (int64_t)r64(b, WP_SEQ_OFF);
+    for (unsigned bit = 0; bit < 5; bit++) {
+        w64(b, WP_SEQ_OFF, (uint64_t)wseq ^ (1ull << bit));
+        for (uint64_t i = 0; i < IX_MAX; i++) {
+            rc = cq_seek(&s, i, &p);
+            CHECK(rc == CQ_CORRUPT || (rc == CQ_OK && p == f.pos[i]));
+        }
+        CHECK_EQ(cq_find_end(&s, &p, &q, &eof), CQ_CORRUPT);
+    }
+    w64(b, WP_SEQ_OFF, (uint64_t)wseq);
+    CHECK_EQ(cq_find_end(&s, &p, &q, &eof), CQ_OK);
+    CHECK_EQ(q, IX_MAX);
+    /* NOT_COMPLETE set on a middle header: the data after it is not "the end" */
+    saved = r32(b, f.pos[9]);
+    w32(b, f.pos[9], saved | CQ_HDR_NOT_COMPLETE);
+    CHECK_EQ(read_through(&s, &n), CQ_CORRUPT);
+    CHECK_EQ(cq_seek(&s, 9, &p), CQ_CORRUPT);
+    CHECK_EQ(cq_seek(&s, 10, &p), CQ_OK); /* from its index entry, intact up to the next */
+    CHECK_EQ(p, f.pos[10]);
+    w32(b, f.pos[9], saved);
+    CHECK_EQ(read_through(&s, &n), CQ_NONE);
+    CHECK_EQ(n, IX_MAX);
     free(f.b);
 }
 
@@ -1489,11 +1577,11 @@ static void t_write_position_validation(void) {
     w64(b, WP_OFF, f.len + 64);
     w64(b, WP_SEQ_OFF, ((f.len + 64) << 32) | 4);
     check_seek_all(&f, &s);
-    /* consistent but lying about the sequence: results may be wrong, never a crash */
+    /* consistent but lying about the sequence: the index and the chain say
+     * otherwise, so the end is not taken from it */
     w64(b, WP_OFF, f.pos[4]);
     w64(b, WP_SEQ_OFF, (f.pos[4] << 32) | 9);
-    CHECK_EQ(cq_find_end(&s, &p, &q, &eof), CQ_OK);
-    CHECK_EQ(p, f.pos[f.n]);
+    CHECK_EQ(cq_find_end(&s, &p, &q, &eof), CQ_CORRUPT);
     free(f.b);
 }
 
@@ -2228,6 +2316,7 @@ static const test_case TESTS[] = {
     {"index_written", t_index_written, 10},
     {"index_seek", t_index_seek, 10},
     {"index_is_used", t_index_is_used, 10},
+    {"flips_are_caught", t_flips_are_caught, 10},
     {"index_holes_and_stale", t_index_holes_and_stale, 10},
     {"write_position_validation", t_write_position_validation, 10},
     {"index_eof", t_index_eof, 10},
