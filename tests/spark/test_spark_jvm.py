@@ -378,7 +378,11 @@ def _both_fail(spark: Any, path: Path, message: str) -> None:
         tailed(path)
     for engine in ("jvm", "python"):
         df = spark.read.format("chronicle").option("engine", engine).load(str(path))
-        with pytest.raises(Exception, match=message) as err:
+        # the Python source counts each cycle's excerpts when it plans partitions:
+        # the end-finding, which confirms the walk against the writePosition,
+        # refuses the damaged cycle there, before a read meets the header
+        expected = message if engine == "jvm" else f"{message}|cannot find the end of the data"
+        with pytest.raises(Exception, match=expected) as err:
             df.collect()
         name = "CorruptQueueException" if engine == "jvm" else "CorruptQueueError"
         assert name in str(err.value)
