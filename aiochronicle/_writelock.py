@@ -4,13 +4,14 @@ appender of every process (Java's too) takes around each write, and
 writers out; their recovery from dead holders and ``UnlockMode``.
 
 A lock value holds its holder's PID in its low 32 bits (Java's layout);
-``UNLOCKED`` (``Long.MIN_VALUE``) is free.  An appender takes and releases
-the write lock with one CAS in the native core (``cq_lock``/``cq_unlock``,
-which spin with the GIL released); waiting, forcing and recovery are here.
-So is every other change of a lock word: :func:`take_lock` (repair takes
-the write lock, a replication sink the append lock), :func:`break_lock`
-(a dead holder's lock, ``unlock``, ``UnlockMode.ALWAYS``) and
-:func:`release_lock`; :func:`lock_states_in` reads both locks for the tools.
+``UNLOCKED`` (``Long.MIN_VALUE``) is free.  Taking and releasing is one CAS
+in the native core (``cq_lock``/``cq_unlock``, which spin with the GIL
+released); waiting, forcing and recovery are here.
+
+So is every lock the tools and a replication sink take or free:
+:func:`take_lock` (repair takes the write lock, a sink the append lock),
+:func:`break_lock` (a dead holder's lock, ``unlock``, ``UnlockMode.ALWAYS``)
+and :func:`release_lock`; :func:`lock_states_in` reads both locks.
 """
 
 from __future__ import annotations
