@@ -7,6 +7,8 @@ consumed by reading.
 """
 
 from ._appender import Appender as Appender
+from ._check import CheckFinding as CheckFinding
+from ._check import check_queue as check_queue
 from ._clock import SetTimeProvider as SetTimeProvider
 from ._clock import SystemTimeProvider as SystemTimeProvider
 from ._clock import TimeProvider as TimeProvider
@@ -26,10 +28,12 @@ from ._errors import IndexFullError as IndexFullError
 from ._errors import MessageTooLargeError as MessageTooLargeError
 from ._errors import NoFallocateWarning as NoFallocateWarning
 from ._errors import NoSuchIndexError as NoSuchIndexError
+from ._errors import NoSuchQueueError as NoSuchQueueError
 from ._errors import NotAQueueError as NotAQueueError
 from ._errors import QueueAccessError as QueueAccessError
 from ._errors import QueueBusyError as QueueBusyError
 from ._errors import QueueClosedError as QueueClosedError
+from ._errors import QueueOSError as QueueOSError
 from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
 from ._errors import ReplicationError as ReplicationError
 from ._errors import ReplicationTimeoutError as ReplicationTimeoutError
@@ -44,30 +48,21 @@ from ._excerpt import Excerpt as Excerpt
 from ._excerpt import TailerDirection as TailerDirection
 from ._history import MessageHistory as MessageHistory
 from ._history import current_history as current_history
+from ._listeners import StoreFileListener as StoreFileListener
+from ._listeners import add_store_file_listener as add_store_file_listener
+from ._locks import lock_states as lock_states
+from ._locks import unlock_queue as unlock_queue
 from ._methods import MethodCall as MethodCall
 from ._methods import MethodReader as MethodReader
 from ._methods import MethodReaderStatistics as MethodReaderStatistics
 from ._methods import method_id as method_id
-from ._ops import CheckFinding as CheckFinding
-from ._ops import CycleStats as CycleStats
-from ._ops import LockState as LockState
-from ._ops import QueueStats as QueueStats
-from ._ops import Retention as Retention
-from ._ops import RetentionDecision as RetentionDecision
-from ._ops import StoreFileListener as StoreFileListener
-from ._ops import TailerStats as TailerStats
-from ._ops import add_store_file_listener as add_store_file_listener
-from ._ops import check_queue as check_queue
-from ._ops import lock_states as lock_states
-from ._ops import queue_stats as queue_stats
-from ._ops import repair_queue as repair_queue
-from ._ops import unlock_queue as unlock_queue
 from ._pauser import Pauser as Pauser
 from ._pauser import PauserMode as PauserMode
 from ._pauser import PauserStatistics as PauserStatistics
 from ._pretoucher import Pretoucher as Pretoucher
 from ._queue import Queue as Queue
 from ._queue import open_queue as open_queue
+from ._repair import repair_queue as repair_queue
 from ._replication import DivergenceError as DivergenceError
 from ._replication import IncompatibleQueueError as IncompatibleQueueError
 from ._replication import ReplicationAuthError as ReplicationAuthError
@@ -76,13 +71,20 @@ from ._replication import ReplicationProtocolError as ReplicationProtocolError
 from ._replication import ReplicationSink as ReplicationSink
 from ._replication import ReplicationSource as ReplicationSource
 from ._replication import SinkInfo as SinkInfo
+from ._retention import Retention as Retention
+from ._retention import RetentionDecision as RetentionDecision
 from ._rollcycles import RollCycle as RollCycle
 from ._rollcycles import RollCycles as RollCycles
 from ._settings import QueueOptions as QueueOptions
 from ._settings import SyncMode as SyncMode
 from ._settings import UnlockMode as UnlockMode
+from ._stats import CycleStats as CycleStats
+from ._stats import QueueStats as QueueStats
+from ._stats import TailerStats as TailerStats
+from ._stats import queue_stats as queue_stats
 from ._tailer import Tailer as Tailer
 from ._version import __version__ as __version__
+from ._writelock import LockState as LockState
 
 __all__ = [
     "AppendLockedError",
@@ -112,6 +114,7 @@ __all__ = [
     "MethodReaderStatistics",
     "NoFallocateWarning",
     "NoSuchIndexError",
+    "NoSuchQueueError",
     "NotAQueueError",
     "Pauser",
     "PauserMode",
@@ -121,6 +124,7 @@ __all__ = [
     "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
+    "QueueOSError",
     "QueueOptions",
     "QueueStats",
     "ReadOnlyQueueError",

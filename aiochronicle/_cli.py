@@ -25,31 +25,21 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
+from ._check import CheckFinding, check_queue
 from ._codecs import payload_decoder
 from ._dump import dump_path
-from ._errors import ChronicleError
+from ._errors import ChronicleError, NoSuchIndexError, NotAQueueError
 from ._excerpt import TailerDirection
+from ._locks import lock_states, unlock_queue
 from ._monitor_cli import add_parsers as _add_monitor_parsers
-from ._ops import (
-    CheckFinding,
-    NoSuchIndexError,
-    NotAQueueError,
-    QueueStats,
-    Retention,
-    check_queue,
-    files_to_repair,
-    lock_states,
-    parse_index,
-    queue_stats,
-    repair_queue,
-    start_of_last,
-    unlock_queue,
-)
 from ._pauser import Pauser
 from ._queue import Queue, is_queue_dir, open_existing_queue, open_queue
 from ._render import DecodedPayload, decoder_names, get_decoder
+from ._repair import files_to_repair, repair_queue
 from ._replication import ReplicationSink, ReplicationSource
+from ._retention import Retention, human_size
 from ._rollcycles import RollCycles
+from ._stats import QueueStats, queue_stats
 from ._tailer import Tailer
 from ._version import __version__
 from ._wire import WireWriter
@@ -121,6 +111,23 @@ class ProgressBar:
 # --------------------------------------------------------------------------
 
 
+def parse_index(text: str) -> int:
+    """A queue index written as hex (``0x4a0500000000``) or decimal.
+
+    Raises:
+        ValueError: the text is neither, or the index is negative.
+    """
+    s = text.strip().lower().replace("_", "")
+    try:
+        value = int(s, 16) if s.startswith(("0x", "-0x")) else int(s, 10)
+    except ValueError:
+        raise ValueError(
+            f"bad index {text!r}: expected hex (0x4a0500000000) or decimal") from None
+    if value < 0 or value >= 1 << 63:
+        raise ValueError(f"bad index {text!r}: must be between 0 and 2**63-1")
+    return value
+
+
 def _index_arg(text: str) -> int:
     try:
         return parse_index(text)
@@ -184,13 +191,6 @@ def _roll_cycle(text: str) -> str:
 # --------------------------------------------------------------------------
 
 
-def _human(n: int) -> str:
-    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= k:
-            return f"{n / k:.1f} {unit}"
-    return f"{n} B"
-
-
 def _hex(i: int | None) -> str:
     return "-" if i is None else f"{i:#x}"
 
@@ -246,6 +246,22 @@ def _interface_methods(spec: str) -> set[str] | None:
     if not names:
         raise UsageError(f"interface {spec!r} has no public methods")
     return names
+
+
+def start_of_last(q: Queue, n: int) -> int | None:
+    """The index of the first of the last ``n`` excerpts of ``q`` (None if empty)."""
+    rc = q.roll_cycle
+    start = None
+    left = n
+    for c in reversed(q.cycles()):
+        count = q.excerpts_in_cycle(c)
+        if not count:
+            continue
+        if count >= left:
+            return rc.to_index(c, count - left)
+        left -= count
+        start = rc.to_index(c, 0)
+    return start
 
 
 def _position_tailer(q: Queue, t: Tailer, args: argparse.Namespace) -> None:
@@ -549,7 +565,7 @@ def _print_stats(s: QueueStats, out: TextIO) -> None:
     out.write(f"roll cycle:  {s.roll_cycle} (epoch {s.epoch})\n")
     out.write(f"excerpts:    {s.total_excerpts} in {nc} cycle{'s' if nc != 1 else ''}, "
               f"first {_hex(s.first_index)}, last {_hex(s.last_index)}\n")
-    out.write(f"bytes:       {s.total_bytes} written, {_human(s.disk_bytes)} on disk\n")
+    out.write(f"bytes:       {s.total_bytes} written, {human_size(s.disk_bytes)} on disk\n")
     for lk in s.locks:
         state = "free" if not lk.locked else \
             f"held by process {lk.holder} ({'alive' if lk.alive else 'dead'})"
@@ -765,15 +781,15 @@ def cmd_retention(args: argparse.Namespace) -> int:
     for d in decisions:
         name = os.path.basename(d.path)
         if d.action == "keep":
-            out.write(f"keep    {name} ({_human(d.disk_bytes)}): {d.reason}\n")
+            out.write(f"keep    {name} ({human_size(d.disk_bytes)}): {d.reason}\n")
             continue
         verb = d.action if args.dry_run else ("moved" if d.action == "move" else "deleted")
         dest = f" -> {d.destination}" if d.destination else ""
         prefix = "would " if args.dry_run else ""
-        out.write(f"{prefix}{verb:<7} {name} ({_human(d.disk_bytes)}){dest}: {d.reason}\n")
+        out.write(f"{prefix}{verb:<7} {name} ({human_size(d.disk_bytes)}){dest}: {d.reason}\n")
     freed = sum(d.disk_bytes for d in gone)
     what = "would free" if args.dry_run else "freed"
-    out.write(f"{len(gone)} of {len(decisions)} cycle files; {what} {_human(freed)}\n")
+    out.write(f"{len(gone)} of {len(decisions)} cycle files; {what} {human_size(freed)}\n")
     return 0
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
-from ._errors import ChronicleError, CorruptQueueError, NotAQueueError
+from ._errors import ChronicleError, CorruptQueueError, NoSuchQueueError, NotAQueueError
 from ._headerless import HEADERLESS_LIMITATION, is_headerless
 from ._mapped import list_dir, open_regular
 from ._native import HDR_EOF, HDR_META, HDR_NOT_COMPLETE
@@ -271,7 +271,7 @@ def dump_path(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
             raise ChronicleError("an index range needs the queue directory, not a single file")
         return dump_file(out, path, decoder=decoder, progress=progress)
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"no such queue: {path}")
+        raise NoSuchQueueError(f"no such queue: {path}")
     if not _is_queue_dir(path):
         raise NotAQueueError(f"not a Chronicle queue: {path} (no .cq4 or .cq4t files)")
     ranged = from_index is not None or to_index is not None

@@ -16,10 +16,12 @@ __all__ = [
     "MessageTooLargeError",
     "NoFallocateWarning",
     "NoSuchIndexError",
+    "NoSuchQueueError",
     "NotAQueueError",
     "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
+    "QueueOSError",
     "ReadOnlyQueueError",
     "ReplicationError",
     "ReplicationTimeoutError",
@@ -97,6 +99,13 @@ class DiskFullError(ChronicleError, OSError):
     """The file system has no room for the queue to grow; nothing was written."""
 
 
+class QueueOSError(ChronicleError, OSError):
+    """A system call the native core made on a queue file (``mmap``, ``msync``,
+    ``madvise``, ``fallocate``, a futex) failed for a reason other than a full
+    disk; ``errno``, ``strerror`` and ``filename`` say which, as for any
+    ``OSError``."""
+
+
 class HeaderlessCycleError(ChronicleError):
     """An append to a cycle file without a header document (one libchronicle
     wrote): such files are read, never appended to, because there is no header
@@ -106,6 +115,11 @@ class HeaderlessCycleError(ChronicleError):
 
 class NotAQueueError(ChronicleError):
     """The path exists but is not a Chronicle Queue directory (or file)."""
+
+
+class NoSuchQueueError(ChronicleError, FileNotFoundError):
+    """Nothing exists at the path of a queue that must already exist (the tools,
+    :func:`open_existing_queue`)."""
 
 
 class QueueAccessError(ChronicleError, PermissionError):

@@ -23,13 +23,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ._errors import WireError
+from ._errors import NoSuchQueueError, WireError
 from ._excerpt import Batch
 from ._history import MessageHistory
 from ._methods import call_history
-from ._ops import QueueStats, SealedCycles, TailerStats, queue_stats
 from ._queue import Queue, open_existing_queue
 from ._settings import METADATA_FILE
+from ._stats import QueueStats, SealedCycles, TailerStats, queue_stats
 from ._writelock import WRITE_LOCK
 
 __all__ = [
@@ -93,7 +93,7 @@ class QueueWatch:
         """Watch the queue at ``path``, which must exist.
 
         Raises:
-            FileNotFoundError: nothing at ``path``.
+            NoSuchQueueError: nothing at ``path``.
             NotAQueueError: ``path`` is not a queue directory.
             QueueAccessError: the queue may not be read.
         """
@@ -124,7 +124,7 @@ class QueueWatch:
         """Look at the queue now.
 
         Raises:
-            FileNotFoundError, NotAQueueError, QueueAccessError: the queue is
+            NoSuchQueueError, NotAQueueError, QueueAccessError: the queue is
                 gone or unreadable now.
         """
         q = self._queue
@@ -132,7 +132,7 @@ class QueueWatch:
             same = q is not None and self._where() == self._identity
         except FileNotFoundError:
             self.close()
-            raise FileNotFoundError(f"no such queue: {self.path}") from None
+            raise NoSuchQueueError(f"no such queue: {self.path}") from None
         if q is None or not same:
             q = self._open()
         try:

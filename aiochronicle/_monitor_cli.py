@@ -31,7 +31,7 @@ from ._monitor import (
     RateTracker,
     scan_latency,
 )
-from ._ops import _human_size
+from ._retention import human_size
 
 __all__ = ["add_parsers", "cmd_latency", "cmd_metrics", "cmd_top"]
 
@@ -141,7 +141,7 @@ def top_rows(looks: list[tuple[str, QueueFigures | str]],
         s = f.stats
         queues.append([path, str(s.total_excerpts),
                        "-" if s.last_index is None else f"{s.last_index:#x}", _rate(append),
-                       str(len(s.cycles)), _human_size(s.disk_bytes), _lock_text(f)])
+                       str(len(s.cycles)), human_size(s.disk_bytes), _lock_text(f)])
         for t in s.tailers:
             tailers.append([path, t.name, f"{t.index:#x}" if t.index else "start",
                             str(t.lag_messages), str(t.lag_bytes), _rate(reads.get(t.name))])

@@ -13,6 +13,7 @@ from ._errors import (
     DiskFullError,
     IndexFullError,
     MessageTooLargeError,
+    QueueOSError,
     UnalignedCycleError,
     WriteLockLostError,
 )
@@ -143,7 +144,7 @@ def check(rc: int, *, path: str = "", pos: int = 0, what: str = "",
         raise DiskFullError(28, detail or f"{doing}no space left on the device for {path}")
     if rc == ERRNO:
         err = ffi.errno
-        raise OSError(err, f"{doing}{os.strerror(err)}", path or None)
+        raise QueueOSError(err, f"{doing}{os.strerror(err)}", path or None)
     raise ChronicleError(detail or f"{doing}native call failed with {code_name(rc)}")
 
 

@@ -17,6 +17,7 @@ from ._appender import Appender, _ClockedAppender, _SyncedAppender
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
 from ._errors import (
     CorruptQueueError,
+    NoSuchQueueError,
     NotAQueueError,
     QueueAccessError,
     QueueClosedError,
@@ -802,11 +803,11 @@ def open_existing_queue(path: str, *, writable: bool = False) -> Queue:
     """Open a queue that must already exist (read-only unless ``writable``).
 
     Raises:
-        FileNotFoundError: nothing at ``path``.
+        NoSuchQueueError: nothing at ``path`` (a FileNotFoundError too).
         NotAQueueError: ``path`` is not a queue directory.
     """
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no such queue: {path}")
+        raise NoSuchQueueError(f"no such queue: {path}")
     if not os.path.isdir(path):
         raise NotAQueueError(f"not a queue directory: {path}")
     list_dir(path)  # QueueAccessError rather than "not a queue" when it is unreadable

@@ -72,13 +72,12 @@ from ._errors import (
     ReplicationTimeoutError,
 )
 from ._excerpt import Batch
-from ._native import UNLOCKED
 from ._pauser import Pauser
 from ._queue import Queue, open_queue
 from ._rollcycles import RollCycle, make_roll_cycle
 from ._tablestore import Cell
 from ._tailer import Tailer
-from ._writelock import lock_holder, pid_alive
+from ._writelock import APPEND_LOCK, release_lock, take_lock
 
 __all__ = [
     "DivergenceError",
@@ -100,7 +99,6 @@ MAGIC = b"ACQR"
 DEFAULT_PORT = 7399
 LOOPBACK = "127.0.0.1"
 
-APPEND_LOCK_KEY = "chronicle.append.lock"
 LAST_SENT_KEY = "chronicle.lastIndexReplicated"
 LAST_ACK_KEY = "chronicle.lastAcknowledgedIndexReplicated"
 
@@ -1151,25 +1149,18 @@ class ReplicationSink:
         """Hold ``chronicle.append.lock`` (value: our PID) while we are a sink."""
         meta = q._meta
         assert meta is not None
-        pid = os.getpid()
-        off = meta.acquire(APPEND_LOCK_KEY, UNLOCKED)
-        while not meta.file.cas64(off, UNLOCKED, pid):
-            value = meta.file.load64(off)
-            holder = lock_holder(value)
-            if holder == pid or pid_alive(holder):
-                who = "this process" if holder == pid else f"live process {holder}"
-                raise AppendLockedError(f"{q.path} is already a replication sink: "
-                                        f"chronicle.append.lock is held by {who}")
-            meta.file.cas64(off, value, UNLOCKED)  # its holder died
+        holder = take_lock(meta, APPEND_LOCK)  # a dead holder's is taken over
+        if holder is not None:
+            who = "this process" if holder == os.getpid() else f"live process {holder}"
+            raise AppendLockedError(f"{q.path} is already a replication sink: "
+                                    f"chronicle.append.lock is held by {who}")
         self._locked = True
 
     def _unlock(self, q: Queue) -> None:
         if not self._locked or q._meta is None:
             return
         self._locked = False
-        off = q._meta.offset(APPEND_LOCK_KEY)
-        if off is not None:
-            q._meta.file.cas64(off, os.getpid(), UNLOCKED)
+        release_lock(q._meta, APPEND_LOCK)
 
     def _resume_point(self) -> tuple[int, bytes]:
         q = self.queue

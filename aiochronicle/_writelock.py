@@ -7,6 +7,11 @@ A lock value holds its holder's PID in its low 32 bits (Java's layout);
 ``UNLOCKED`` (``Long.MIN_VALUE``) is free.  Taking and releasing is one CAS
 in the native core (``cq_lock``/``cq_unlock``, which spin with the GIL
 released); waiting, forcing and recovery are here.
+
+So is every lock the tools and a replication sink take or free:
+:func:`take_lock` (repair takes the write lock, a sink the append lock),
+:func:`break_lock` (a dead holder's lock, ``unlock``, ``UnlockMode.ALWAYS``)
+and :func:`release_lock`; :func:`lock_states_in` reads both locks.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 import time
 import warnings
 import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._errors import AppendLockedError, QueueClosedError, WriteLockTimeoutError
@@ -27,15 +33,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPEND_LOCK",
+    "LOCK_KEYS",
     "WRITE_LOCK",
+    "LockState",
     "WriteLock",
+    "break_lock",
+    "free_dead_lock",
     "lock_holder",
+    "lock_states_in",
     "pid_alive",
     "recover_dead_locks",
+    "release_lock",
+    "take_lock",
 ]
 
 WRITE_LOCK = "chronicle.write.lock"
 APPEND_LOCK = "chronicle.append.lock"
+LOCK_KEYS = (WRITE_LOCK, APPEND_LOCK)
 #: how long the native lock call spins (GIL released) before Python waits
 SPIN_NS = 100_000
 
@@ -59,15 +73,95 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def break_lock(meta: TableStore, key: str, value: int) -> bool:
+    """Free lock ``key``, seen holding ``value``, whoever holds it: one CAS, so a
+    lock that changed hands meanwhile is left alone.  True if it was freed."""
+    return meta.cas(key, value, UNLOCKED)
+
+
+def free_dead_lock(meta: TableStore, key: str, value: int) -> bool:
+    """Free lock ``key``, seen holding ``value``, if its holder is another
+    process and dead.  True if the holder was dead (the lock is free now, or
+    was taken by another process meanwhile)."""
+    holder = lock_holder(value)
+    if holder == os.getpid() or pid_alive(holder):
+        return False
+    break_lock(meta, key, value)
+    return True
+
+
 def recover_dead_locks(meta: TableStore) -> None:
     """Free both locks when their holder is dead (done when a queue opens)."""
-    for key in (WRITE_LOCK, APPEND_LOCK):
+    for key in LOCK_KEYS:
+        value = meta.get(key)
+        if value is not None and value != UNLOCKED:
+            free_dead_lock(meta, key, value)
+
+
+def take_lock(meta: TableStore, key: str, timeout: float = 0.0) -> int | None:
+    """Take lock ``key`` for this process with a CAS, taking it over from a dead
+    holder; a live holder (this process too) is waited for up to ``timeout``
+    seconds.  For the tools and the replication sink; an appender takes the
+    write lock with :class:`WriteLock`.
+
+    Returns None once the lock is taken, else the PID of the live holder that
+    kept it.
+    """
+    pid = os.getpid()
+    deadline = time.monotonic() + timeout
+    while True:
         value = meta.get(key)
         if value is None or value == UNLOCKED:
+            if meta.cas(key, UNLOCKED, pid):  # (creates the key, free, if absent)
+                return None
             continue
         holder = lock_holder(value)
-        if holder != os.getpid() and not pid_alive(holder):
-            meta.cas(key, value, UNLOCKED)
+        if holder != pid and not pid_alive(holder):
+            if meta.cas(key, value, pid):  # its holder died: ours now
+                return None
+            continue
+        if time.monotonic() >= deadline:
+            return holder
+        time.sleep(0.01)
+
+
+def release_lock(meta: TableStore, key: str) -> bool:
+    """Release lock ``key`` if this process holds it (taken with :func:`take_lock`);
+    a key that does not exist is left so.  True if it was released."""
+    off = meta.offset(key)
+    return off is not None and meta.file.cas64(off, os.getpid(), UNLOCKED)
+
+
+@dataclass(frozen=True, slots=True)
+class LockState:
+    """One lock value of ``metadata.cq4t``."""
+
+    key: str
+    value: int
+    holder: int | None  # PID, None when unlocked
+    alive: bool
+
+    @property
+    def locked(self) -> bool:
+        """True if some process holds this lock."""
+        return self.holder is not None
+
+
+def lock_states_in(meta: TableStore | None) -> list[LockState]:
+    """The write and append locks of ``meta`` (those present), with their holders."""
+    out: list[LockState] = []
+    if meta is None:
+        return out
+    for key in LOCK_KEYS:
+        value = meta.get(key)
+        if value is None:
+            continue
+        if value == UNLOCKED:
+            out.append(LockState(key, value, None, False))
+        else:
+            holder = value & 0xFFFFFFFF
+            out.append(LockState(key, value, holder, pid_alive(holder)))
+    return out
 
 
 class WriteLock:
@@ -137,17 +231,15 @@ class WriteLock:
                 # again whenever the lock changes hands
                 last = value
                 deadline = time.monotonic() + q.lock_timeout
-            holder = lock_holder(value)
-            if (mode is not UnlockMode.NEVER and holder != os.getpid()
-                    and not pid_alive(holder)):
-                meta.cas(WRITE_LOCK, value, UNLOCKED)
+            if mode is not UnlockMode.NEVER and free_dead_lock(meta, WRITE_LOCK, value):
                 return
+            holder = lock_holder(value)
             if time.monotonic() >= deadline:
                 if mode is UnlockMode.ALWAYS:
                     warnings.warn(f"forcing {WRITE_LOCK} of {q.path} away from "
                                   f"process {holder} after {q.lock_timeout}s",
                                   RuntimeWarning, stacklevel=4)
-                    meta.cas(WRITE_LOCK, value, UNLOCKED)
+                    break_lock(meta, WRITE_LOCK, value)
                     return
                 raise WriteLockTimeoutError(
                     f"{WRITE_LOCK} of {q.path} is held by "
@@ -181,13 +273,11 @@ class WriteLock:
         value = meta.get(APPEND_LOCK)
         if value is None or value == UNLOCKED:
             return
-        holder = lock_holder(value)
-        if not pid_alive(holder):
-            meta.cas(APPEND_LOCK, value, UNLOCKED)
+        if free_dead_lock(meta, APPEND_LOCK, value):
             return
         raise AppendLockedError(
             f"queue {self.queue.path} is a replication sink: {APPEND_LOCK} is held "
-            f"by process {holder}")
+            f"by process {lock_holder(value)}")
 
     def refuse_if_sink(self) -> None:
         """Refuse (AppendLockedError) before a roll creates a file or writes an

@@ -85,7 +85,7 @@ class QueueCollector(Collector):
         """Collect the queues at ``paths`` (each must exist now).
 
         Raises:
-            FileNotFoundError, NotAQueueError, QueueAccessError: a path is not
+            NoSuchQueueError, NotAQueueError, QueueAccessError: a path is not
                 a readable queue.
         """
         self._watches = [QueueWatch(p) for p in paths]

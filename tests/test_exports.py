@@ -4,6 +4,7 @@ all shown as ``aiochronicle.X``, and every error derives from ``ChronicleError``
 from __future__ import annotations
 
 import enum
+import errno
 import importlib
 import inspect
 import pickle
@@ -42,6 +43,7 @@ EXPECTED = [
     "MethodReaderStatistics",
     "NoFallocateWarning",
     "NoSuchIndexError",
+    "NoSuchQueueError",
     "NotAQueueError",
     "Pauser",
     "PauserMode",
@@ -51,6 +53,7 @@ EXPECTED = [
     "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
+    "QueueOSError",
     "QueueOptions",
     "QueueStats",
     "ReadOnlyQueueError",
@@ -207,11 +210,7 @@ def test_every_package_error_is_exported() -> None:
         assert getattr(aiochronicle, cls.__name__, None) is cls, cls
 
 
-def test_ops_errors_still_importable_from_old_home() -> None:
-    ops = importlib.import_module("aiochronicle._ops")
-    assert ops.NotAQueueError is aiochronicle.NotAQueueError
-    assert ops.NoSuchIndexError is aiochronicle.NoSuchIndexError
-    assert ops.QueueBusyError is aiochronicle.QueueBusyError
+def test_errors_still_importable_from_old_homes() -> None:
     rc = importlib.import_module("aiochronicle._rollcycles")
     assert rc.UnknownRollCycleError is aiochronicle.UnknownRollCycleError
     wire = importlib.import_module("aiochronicle._wire")
@@ -228,3 +227,18 @@ def test_errors_pickle_through_the_public_name() -> None:
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is aiochronicle.NotAQueueError
     assert str(back) == "not here"
+
+
+def test_a_failed_system_call_of_the_native_core_is_a_named_error() -> None:
+    """``CQ_ERRNO`` (a system call of the core failed) is a ChronicleError that
+    is still the OSError it was: here msync of an address nothing is mapped at."""
+    native = importlib.import_module("aiochronicle._native")
+    page = 1 << 12
+    rc = native.lib.cq_sync(native.ffi.cast("uint8_t *", page), 0, page, 0)
+    assert rc == native.ERRNO
+    with pytest.raises(aiochronicle.QueueOSError) as caught:
+        native.check(rc, path="/q/x.cq4", what="syncing")
+    assert isinstance(caught.value, aiochronicle.ChronicleError)
+    assert isinstance(caught.value, OSError)
+    assert caught.value.errno == errno.ENOMEM and caught.value.filename == "/q/x.cq4"
+    assert "syncing: " in str(caught.value)

@@ -21,6 +21,14 @@ import warnings
 import pytest
 
 import aiochronicle as ac
+from aiochronicle._tablestore import TableStore
+from aiochronicle._writelock import (
+    APPEND_LOCK,
+    WRITE_LOCK,
+    free_dead_lock,
+    release_lock,
+    take_lock,
+)
 
 STALLED_DOC = textwrap.dedent(
     """
@@ -259,3 +267,50 @@ def test_lock_timeout_restarts_when_the_lock_changes_hands(tmp_path):
     finally:
         for s in sleepers:
             s.kill()
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_taking_a_lock_by_force_in_one_place(tmp_path):
+    """``_writelock.take_lock`` (repair's write lock, a sink's append lock):
+    a free or absent lock is taken, a dead holder's is taken over, a live
+    holder's (this process's too) is not; ``release_lock`` frees only our own
+    and creates no key; ``free_dead_lock`` frees only a dead holder's."""
+    unlocked = -(1 << 63)
+    path = str(tmp_path / "q")
+    with ac.open_queue(path) as q:
+        q.appender().append(b"x")
+    me = os.getpid()
+    meta = TableStore(os.path.join(path, "metadata.cq4t"), read_only=False, timeout=2.0)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        # absent: not created by a release, created (ours) by a take
+        assert meta.get(APPEND_LOCK) is None
+        assert release_lock(meta, APPEND_LOCK) is False and meta.get(APPEND_LOCK) is None
+        assert take_lock(meta, APPEND_LOCK) is None and meta.get(APPEND_LOCK) == me
+        # held by this process: a live holder, not taken again
+        assert take_lock(meta, APPEND_LOCK) == me
+        assert free_dead_lock(meta, APPEND_LOCK, me) is False and meta.get(APPEND_LOCK) == me
+        assert release_lock(meta, APPEND_LOCK) is True and meta.get(APPEND_LOCK) == unlocked
+        # a dead holder's: freed, or taken over
+        dead = _dead_pid()
+        meta.set(WRITE_LOCK, dead)
+        assert free_dead_lock(meta, WRITE_LOCK, dead) is True
+        assert meta.get(WRITE_LOCK) == unlocked
+        meta.set(WRITE_LOCK, dead)
+        assert take_lock(meta, WRITE_LOCK) is None and meta.get(WRITE_LOCK) == me
+        assert release_lock(meta, WRITE_LOCK) and meta.get(WRITE_LOCK) == unlocked
+        # a live holder's: kept, and who holds it is said
+        meta.set(WRITE_LOCK, sleeper.pid)
+        assert free_dead_lock(meta, WRITE_LOCK, sleeper.pid) is False
+        assert take_lock(meta, WRITE_LOCK, timeout=0.05) == sleeper.pid
+        assert release_lock(meta, WRITE_LOCK) is False
+        assert meta.get(WRITE_LOCK) == sleeper.pid
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        meta.close()

@@ -542,7 +542,7 @@ def test_ended_cycles_are_not_opened_again(tmp_path: Path) -> None:
         def on_released(self, cycle: int, p: str) -> None:
             pass
 
-    from aiochronicle._ops import SealedCycles, queue_stats  # the layer under the watch
+    from aiochronicle._stats import SealedCycles, queue_stats  # the layer under the watch
 
     sealed: SealedCycles = {}
     with ac.open_queue(path, read_only=True) as q:

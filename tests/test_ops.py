@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import aiochronicle as ac
-from aiochronicle import _dump, _ops, _render
+from aiochronicle import _cli, _dump, _listeners, _queue, _render, _salvage
 from aiochronicle._tablestore import TableStore
 
 DAY = 86_400_000
@@ -110,12 +110,12 @@ def end_position(path: Path) -> int:
 
 
 def test_parse_index_hex_and_decimal() -> None:
-    assert _ops.parse_index("0x4a0500000000") == 0x4A0500000000
-    assert _ops.parse_index("0X4A05_0000_0003") == 0x4A0500000003
-    assert _ops.parse_index("81415400062976") == 81415400062976
+    assert _cli.parse_index("0x4a0500000000") == 0x4A0500000000
+    assert _cli.parse_index("0X4A05_0000_0003") == 0x4A0500000003
+    assert _cli.parse_index("81415400062976") == 81415400062976
     for bad in ("zz", "", "-1", "0x", str(1 << 63)):
         with pytest.raises(ValueError):
-            _ops.parse_index(bad)
+            _cli.parse_index(bad)
 
 
 def test_decode_payloads() -> None:
@@ -210,7 +210,7 @@ def test_dump_rejects_garbage(tmp_path: Path) -> None:
     bad.write_bytes(b"\x12\x34\x56\x78" * 64)
     with pytest.raises(ac.ChronicleError):
         _dump.dump_path(io.StringIO(), str(bad), decoder=_render.get_decoder())
-    with pytest.raises(_ops.NotAQueueError):
+    with pytest.raises(ac.NotAQueueError):
         _dump.dump_path(io.StringIO(), str(tmp_path / ".."), decoder=_render.get_decoder())
 
 
@@ -265,10 +265,17 @@ def test_stats_of_java_fixtures(extract_fixture: Callable[..., Path]) -> None:
 
 
 def test_open_existing_queue_errors(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        _ops.open_existing_queue(str(tmp_path / "missing"))
-    with pytest.raises(_ops.NotAQueueError):
-        _ops.open_existing_queue(str(tmp_path))
+    with pytest.raises(ac.NoSuchQueueError) as missing:
+        _queue.open_existing_queue(str(tmp_path / "missing"))
+    assert isinstance(missing.value, FileNotFoundError)  # as it was before it was named
+    with pytest.raises(ac.NotAQueueError):
+        _queue.open_existing_queue(str(tmp_path))
+    # the tools that open a queue's files themselves say the same
+    missing_path = str(tmp_path / "missing")
+    for tool in (ac.lock_states, ac.unlock_queue,
+                 lambda p: _dump.dump_path(io.StringIO(), p, decoder=_render.get_decoder())):
+        with pytest.raises(ac.NoSuchQueueError, match="no such queue"):
+            tool(missing_path)
     assert not (tmp_path / "missing").exists()
 
 
@@ -291,8 +298,8 @@ def damage(qdir: Path) -> dict[str, object]:
         st = q._acquire_store(19001)
         assert st is not None
         i2i = st.file.load64(st.layout.i2i_off)
-        page = _ops._index_array(st, _ops._index_array(st, i2i, "index2index").values[0],
-                                 "index")
+        page = _salvage.index_array(st, _salvage.index_array(st, i2i, "index2index").values[0],
+                                    "index")
         q._release_store(st)
     assert page is not None and page.values[:3] == tuple(pos1[:3])
     put(f1, page.value_offset(1), bytes(8))  # hole at sequence 1
@@ -378,7 +385,7 @@ def test_repair_refuses_while_a_live_writer_holds_the_lock(tmp_path: Path) -> No
     qdir = tmp_path / "q"
     make_queue(qdir, cycles=1)
     meta_set(qdir, "chronicle.write.lock", os.getpid())
-    with pytest.raises(_ops.QueueBusyError):
+    with pytest.raises(ac.QueueBusyError):
         ac.repair_queue(str(qdir), lock_timeout=0.2)
     assert meta_get(qdir, "chronicle.write.lock") == os.getpid()
     kinds = [f.kind for f in ac.check_queue(str(qdir))]
@@ -421,7 +428,7 @@ def test_unlock_dead_live_and_forced(tmp_path: Path) -> None:
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         meta_set(qdir, "chronicle.append.lock", sleeper.pid)
-        with pytest.raises(_ops.QueueBusyError, match=str(sleeper.pid)):
+        with pytest.raises(ac.QueueBusyError, match=str(sleeper.pid)):
             ac.unlock_queue(str(qdir))
         assert meta_get(qdir, "chronicle.append.lock") == sleeper.pid
         ac.unlock_queue(str(qdir), force=True)
@@ -492,12 +499,12 @@ def test_files_open_by_processes_sees_other_process(tmp_path: Path) -> None:
          " time.sleep(30)", str(target)], stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline() == b"ok\n"
-        found = _ops.files_open_by_processes([str(target)], include_self=False)
+        found = _listeners.files_open_by_processes([str(target)], include_self=False)
         assert found == {str(target): [child.pid]}
     finally:
         child.kill()
         child.wait()
-    assert _ops.files_open_by_processes([str(target)]) == {}
+    assert _listeners.files_open_by_processes([str(target)]) == {}
 
 
 class Recorder:

@@ -719,6 +719,31 @@ def test_the_sink_queue_refuses_other_writers(run: Run, tmp_path: Path) -> None:
     assert_same_queue(tmp_path / "src", tmp_path / "sink")
 
 
+def test_a_sink_takes_over_the_append_lock_of_a_dead_sink(run: Run, tmp_path: Path) -> None:
+    clock = ac.SetTimeProvider(T0)
+    q = _open(tmp_path / "src", clock)
+    _fill(q, clock, [0], 3)
+    # a sink that died holding the append lock of its queue
+    with _open(tmp_path / "sink", clock) as sq:
+        sq.appender()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with ac.open_queue(tmp_path / "sink") as sq:
+        sq.table_store_put("chronicle.append.lock", dead.pid)
+    assert _append_lock(tmp_path / "sink") == dead.pid
+
+    async def main() -> None:
+        async with ac.ReplicationSource(q, port=0, secret=SECRET) as src, \
+                ac.ReplicationSink(tmp_path / "sink", port=src.port, secret=SECRET) as sink:
+            await sink.wait_for_index(q.last_index or 0, 10)
+            assert sink.queue.table_store_get("chronicle.append.lock") == os.getpid()
+
+    run(main())
+    q.close()
+    assert _append_lock(tmp_path / "sink") == -(1 << 63)  # released
+    assert_same_queue(tmp_path / "src", tmp_path / "sink")
+
+
 # -- separate processes, killed and restarted ------------------------------------------------
 
 WRITER = textwrap.dedent("""
