@@ -43,11 +43,11 @@ from ._native import (
     lib,
 )
 from ._resource import _Resource, in_flight
-from ._rolling import roll_store, store_at
 from ._settings import ACK_KEY, MAX_PAYLOAD, SyncMode
 
 if TYPE_CHECKING:
     from ._codecs import Codec
+    from ._cycles import Cycles
     from ._queue import Queue
     from ._store import CycleStore
 
@@ -80,18 +80,25 @@ class Appender(HotAppender, _Resource):
     #: the notify watch the native appender points at (``_notify``)
     _notify_watch: Any = None
 
-    def __init__(self, queue: Queue) -> None:
-        assert queue._meta is not None
+    def __init__(self, cycles: Cycles, queue: Queue) -> None:
+        """An appender writing ``cycles`` (a writable queue's), made by
+        ``queue`` (:meth:`Queue.appender`, the documented way in): it reads
+        the queue's public sync settings."""
+        meta = cycles.meta
+        assert meta is not None
         self.queue = queue
         """The queue this object belongs to."""
+        self._cycles = cycles
+        self._meta = meta
+        self._write_lock = cycles.write_lock
         self._store: CycleStore | None = None
         c = ffi.new("cq_appender *")
         self._c: Any = c
         self._keep: list[Any] = []
-        c.write_lock = queue._write_lock.ptr()
+        c.write_lock = self._write_lock.ptr()
         self._refresh_append_lock()
         c.pid = os.getpid()
-        tp = queue.time_provider
+        tp = cycles.time_provider
         self._py_clock: TimeProvider | None = None
         if isinstance(tp, SetTimeProvider):
             c.clock_cell = tp._cell
@@ -103,9 +110,9 @@ class Appender(HotAppender, _Resource):
             self._keep.append(cell)
             c.clock_cell = cell
             self._py_clock = tp
-        c.epoch = queue.epoch
-        c.length_ms = queue.roll_cycle.length_ms
-        c.queue_shift = queue.roll_cycle.cycle_shift
+        c.epoch = cycles.epoch
+        c.length_ms = cycles.roll_cycle.length_ms
+        c.queue_shift = cycles.roll_cycle.cycle_shift
         c.check_cycle = 1
         c.lock_spin_ns = 100_000
         c.populate_step = 1 << 20
@@ -118,8 +125,7 @@ class Appender(HotAppender, _Resource):
         self._bind_native(int(ffi.cast("uintptr_t", c)))
 
     def _refresh_append_lock(self) -> None:
-        meta = self.queue._meta
-        assert meta is not None
+        meta = self._meta
         off = meta.offset("chronicle.append.lock")
         self._c.append_lock = (ffi.NULL if off is None
                                else ffi.cast("int64_t *", meta.file.ptr(off)))
@@ -165,7 +171,7 @@ class Appender(HotAppender, _Resource):
         # no native call runs now and none will touch the store again (the
         # closed flag comes first): the struct lets go of it too
         self._c.store = ffi.NULL
-        self.queue._release_store(st)
+        self._cycles.release(st)
 
     def _held(self) -> CycleStore:
         """The store a native call just used; gone only when the appender
@@ -273,7 +279,7 @@ class Appender(HotAppender, _Resource):
         if self._closed:
             raise QueueClosedError("the appender is closed")
         if not meta and rc in _ROLL_CODES:
-            self.queue._write_lock.refuse_if_sink()
+            self._write_lock.refuse_if_sink()
         if rc == BAD_STATE:
             if c.doc_open:
                 raise ChronicleError("a writing_document() of this appender is still open")
@@ -287,14 +293,14 @@ class Appender(HotAppender, _Resource):
         elif rc == NO_SPACE:
             self._reserve(int(c.need))
         elif rc == LOCKED:
-            self.queue._write_lock.wait()
+            self._write_lock.wait()
         elif rc == NOT_REACHED:
             pass  # a long walk to the end of the data let the lock go: call again
         elif rc == APPEND_LOCKED:
-            self.queue._write_lock.check_append_lock()
+            self._write_lock.check_append_lock()
         else:
             st = self._store
-            check(rc, path=st.path if st is not None else self.queue.path,
+            check(rc, path=st.path if st is not None else self._cycles.path,
                   pos=int(c.err_pos), what=f"appending {size} bytes",
                   detail=self._detail(rc, size))
 
@@ -303,11 +309,11 @@ class Appender(HotAppender, _Resource):
             return f"an excerpt holds at most {MAX_PAYLOAD} bytes, got {size}"
         if rc == INDEX_FULL:
             return (f"cycle {self.cycle} holds as many excerpts as "
-                    f"{self.queue.roll_cycle.name} can index")
+                    f"{self._cycles.roll_cycle.name} can index")
         if rc == CORRUPT:
             return "found bytes where the next excerpt should go"
         if rc == LOCK_LOST:
-            return (f"the write lock of {self.queue.path} was forced away from this appender "
+            return (f"the write lock of {self._cycles.path} was forced away from this appender "
                     "before it committed: the excerpt was not written")
         return ""
 
@@ -324,10 +330,10 @@ class Appender(HotAppender, _Resource):
         c.allocated = end
 
     def _roll(self, want: int | None, after_eof: bool = False) -> None:
-        """Move to the cycle the clock asks for, closing older cycles with EOF (``_rolling``)."""
+        """Move to the cycle the clock asks for, closing older cycles with EOF (``Cycles.roll``)."""
         cur = self._store
-        self._set_store(roll_store(self.queue, cur.cycle if cur is not None else None,
-                                   want, after_eof))
+        self._set_store(self._cycles.roll(cur.cycle if cur is not None else None, want,
+                                          after_eof))
 
     @in_flight
     def write_packed_at(self, index: int, data: bytes | bytearray | memoryview,
@@ -382,16 +388,16 @@ class Appender(HotAppender, _Resource):
     def _roll_to(self, cycle: int) -> None:
         """Move to ``cycle`` (creating it) regardless of the clock, closing every
         older cycle that lacks an EOF."""
-        self.queue._check_open()
-        self.queue._write_lock.refuse_if_sink()
-        self._set_store(store_at(self.queue, cycle))
+        self._cycles.check_open()
+        self._write_lock.refuse_if_sink()
+        self._set_store(self._cycles.store_at(cycle))
 
     def _set_store(self, st: CycleStore) -> None:
         if self._closed:  # closed during this call: hold nothing new
-            self.queue._release_store(st)
+            self._cycles.release(st)
             raise QueueClosedError("the appender is closed")
         if st.layout.headerless:
-            self.queue._release_store(st)
+            self._cycles.release(st)
             raise HeaderlessCycleError(headerless_append_message(st.path))
         old = self._store
         self._store = st
@@ -404,7 +410,7 @@ class Appender(HotAppender, _Resource):
         c.allocated = 0
         self._refresh_append_lock()
         if old is not None:
-            self.queue._release_store(old)
+            self._cycles.release(old)
 
     @in_flight
     def write_at(self, index: int, data: bytes | bytearray | memoryview) -> bool:
@@ -425,7 +431,7 @@ class Appender(HotAppender, _Resource):
                 data = bytes(data)
             else:
                 data = self._coerce(data)
-        shift = self.queue.roll_cycle.cycle_shift
+        shift = self._cycles.roll_cycle.cycle_shift
         st = self._store
         if st is not None and index >= 0 and st.cycle == index >> shift:
             # the common case of a replication sink: the next index of this cycle
@@ -437,7 +443,7 @@ class Appender(HotAppender, _Resource):
         return self._write_at_slow(index, data)
 
     def _write_at_slow(self, index: int, data: Any) -> bool:
-        rc_ = self.queue.roll_cycle
+        rc_ = self._cycles.roll_cycle
         cycle, seq = rc_.to_cycle(index), rc_.to_sequence(index)
         c = self._c
         for _ in range(10_000):
@@ -446,13 +452,13 @@ class Appender(HotAppender, _Resource):
                 self._roll_to(cycle)
                 continue
             if st.cycle > cycle:
-                older = self.queue._acquire_store(cycle)
+                older = self._cycles.acquire(cycle)
                 count = 0
                 if older is not None:
                     try:
                         count = older.end()[1]
                     finally:
-                        self.queue._release_store(older)
+                        self._cycles.release(older)
                 if seq < count:
                     return False
                 raise IllegalIndexError(
@@ -468,11 +474,11 @@ class Appender(HotAppender, _Resource):
                     f"cannot write {index:#x}: earlier excerpts of cycle {cycle} are missing "
                     f"(next is {rc_.to_index(cycle, st.end()[1]):#x})")
             if r == EOF_:
-                older = self.queue._acquire_store(cycle)
+                older = self._cycles.acquire(cycle)
                 try:
                     count = older.end()[1] if older is not None else 0
                 finally:
-                    self.queue._release_store(older)
+                    self._cycles.release(older)
                 if seq < count:
                     return False
                 raise IllegalIndexError(f"cannot write {index:#x}: cycle {cycle} is closed")
@@ -597,8 +603,8 @@ class Appender(HotAppender, _Resource):
         self._since_sync = 0
         self._last_sync = time.monotonic()
         last = int(self._c.last_index)
-        meta = self.queue._meta
-        if last >= 0 and meta is not None:
+        meta = self._meta
+        if last >= 0:
             meta.file.max64(meta.acquire("chronicle.lastIndexMSynced", -1), last)
 
     def _count_synced(self, index: int) -> int:
@@ -614,9 +620,8 @@ class Appender(HotAppender, _Resource):
 
     # -- replication acknowledgements -------------------------------------
     def _acked_target(self, index: int | None) -> tuple[Any, int]:
-        meta = self.queue._meta
-        self.queue._check_open()
-        assert meta is not None
+        meta = self._meta
+        self._cycles.check_open()
         if index is None:
             index = int(self._c.last_index)
             if index < 0:
@@ -644,13 +649,13 @@ class Appender(HotAppender, _Resource):
         delay = 0.0
         while True:
             await asyncio.sleep(delay)
-            self.queue._check_open()
+            self._cycles.check_open()
             value = int(cell[0])
             if value >= target:
                 return value
             now = loop.time()
             if deadline is not None and now >= deadline:
-                raise _replication_timeout(self.queue, target, value, timeout)
+                raise _replication_timeout(self._cycles.path, target, value, timeout)
             if now - t0 > 200e-6:
                 delay = min(max(delay * 2, 50e-6), 2e-3)
             if deadline is not None:
@@ -670,10 +675,10 @@ class Appender(HotAppender, _Resource):
                 return value
             now = time.monotonic()
             if deadline is not None and now >= deadline:
-                raise _replication_timeout(self.queue, target, value, timeout)
+                raise _replication_timeout(self._cycles.path, target, value, timeout)
             time.sleep(delay if deadline is None else min(delay, deadline - now))
             delay = min(delay * 2, 1e-3)
-            self.queue._check_open()
+            self._cycles.check_open()
 
 
 
@@ -700,11 +705,11 @@ class _SyncedAppender(Appender):
         return self._count_synced(Appender.append(self, data))
 
 
-def _replication_timeout(queue: Queue, target: int, value: int,
+def _replication_timeout(path: str, target: int, value: int,
                          timeout: float | None) -> ReplicationTimeoutError:
     return ReplicationTimeoutError(
-        f"no replica of {queue.path} acknowledged {target:#x} within {timeout}s "
+        f"no replica of {path} acknowledged {target:#x} within {timeout}s "
         f"(last acknowledged: {value:#x})" if value >= 0 else
-        f"no replica of {queue.path} acknowledged {target:#x} within {timeout}s "
+        f"no replica of {path} acknowledged {target:#x} within {timeout}s "
         f"(none acknowledged yet)")
 

@@ -314,14 +314,14 @@ def dump_path(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
                     continue
                 if lo > first:
                     from_seq = rc.to_sequence(lo)
-                    st = q._acquire_store(cyc)
+                    st = q.cycle_files.acquire(cyc)
                     if st is not None:
                         try:
                             code, pos = st.seek(from_seq)
                             if code == 0:
                                 start_pos = pos
                         finally:
-                            q._release_store(st)
+                            q.cycle_files.release(st)
                 if hi is not None and hi <= last:
                     to_seq = rc.to_sequence(hi)
             base = done

@@ -350,7 +350,7 @@ class MappedFile:
 
         Another thread, or the call a signal handler interrupted, may be inside
         a native call that reads or writes this mapping: only an owner that
-        knows no call can be using it releases it (``Queue._release_store``).
+        knows no call can be using it releases it (``Cycles.release``).
         """
         self.closed = True
 

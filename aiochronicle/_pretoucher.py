@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ._errors import QueueClosedError
 
 if TYPE_CHECKING:
+    from ._cycles import Cycles
     from ._queue import Queue
 
 __all__ = ["Pretoucher"]
@@ -22,9 +23,12 @@ class Pretoucher:
     :meth:`start` a background thread that does it every ``interval`` seconds.
     """
 
-    def __init__(self, queue: Queue, headroom: int, preroll: float) -> None:
+    def __init__(self, cycles: Cycles, queue: Queue, headroom: int, preroll: float) -> None:
+        """A pretoucher of ``cycles``, made by ``queue`` (:meth:`Queue.pretoucher`,
+        the documented way in)."""
         self.queue = queue
         """The queue this object belongs to."""
+        self._cycles = cycles
         self.headroom = headroom
         self.preroll = preroll
         """Seconds before a roll at which the next cycle's file is created."""
@@ -40,15 +44,12 @@ class Pretoucher:
 
     def execute(self) -> None:
         """One pass: touch ahead of the write position; pre-create the next cycle."""
-        q = self.queue
-        cycle = q.current_cycle()
-        st = q._acquire_store(cycle)
+        q = self._cycles
+        cycle = q.current()
+        st = q.acquire(cycle)
         if st is None:
             # files are only ever created under the write lock (see _discard)
-            with q._write_lock:
-                st = q._acquire_store(cycle, create=True)
-            if st is None:
-                return
+            st = q.create(cycle)
         try:
             end = st.end()[0]
             start = self._touched[1] if self._touched[0] == cycle else end
@@ -60,14 +61,12 @@ class Pretoucher:
                 st.file.populate(start, stop)
                 self._touched = (cycle, stop)
         finally:
-            q._release_store(st)
+            q.release(st)
         now = q.time_provider.current_time_millis()
         rc = q.roll_cycle
         next_start = (cycle + 1) * rc.length_ms + q.epoch
-        if next_start - now <= self.preroll * 1000 and cycle + 1 not in q.cycles():
-            with q._write_lock:
-                nxt = q._acquire_store(cycle + 1, create=True)
-            q._release_store(nxt)
+        if next_start - now <= self.preroll * 1000 and cycle + 1 not in q.listing():
+            q.release(q.create(cycle + 1))
 
     def start(self, interval: float = 0.05) -> Pretoucher:
         """Run :meth:`execute` every ``interval`` seconds on a daemon thread."""

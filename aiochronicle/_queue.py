@@ -3,31 +3,26 @@ for appending and tailing (:func:`open_queue`)."""
 
 from __future__ import annotations
 
-import bisect
-import contextlib
 import os
-import threading
-import time
 import warnings
 import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._appender import Appender, _ClockedAppender, _SyncedAppender
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
+from ._cycles import Cycles, StoreListener
 from ._errors import (
     CorruptQueueError,
     NoSuchQueueError,
     NotAQueueError,
     QueueAccessError,
-    QueueClosedError,
     ReadOnlyQueueError,
     RollCycleMismatchWarning,
 )
 from ._excerpt import TailerDirection
 from ._hooks import HOOKS
 from ._mapped import list_dir
-from ._native import HDR_NOT_COMPLETE, UNLOCKED
+from ._native import UNLOCKED
 from ._notify import attach_appender, close_notifier
 from ._pauser import Pauser
 from ._pretoucher import Pretoucher
@@ -51,32 +46,15 @@ from ._settings import (
     metadata_header,
     options_from,
 )
-from ._store import (
-    CycleStore,
-    create_or_open_store,
-    creator_gone,
-    first_word,
-    open_store,
-    unwritten_age,
-)
+from ._store import CycleStore, open_store
 from ._tablestore import TableStore
 from ._tailer import Tailer, _AckedNamedTailer, _AckedTailer, _NamedTailer
-from ._writelock import WriteLock, recover_dead_locks
+from ._writelock import recover_dead_locks
 
 if TYPE_CHECKING:
     from ._codecs import Codec
 
 __all__ = ["Queue", "is_queue_dir", "open_existing_queue", "open_queue"]
-
-
-def _still_dead(path: str, dead: tuple[int, int]) -> bool:
-    """True if ``path`` is still the file found half-created earlier, its header
-    still unfinished (a cheap look, not another wait of ``timeout``)."""
-    got = first_word(path)
-    if got is None or (got[0].st_dev, got[0].st_ino) != dead:
-        return False
-    return got[1] == 0 or bool(got[1] & HDR_NOT_COMPLETE)
-
 
 
 # -- fork ----------------------------------------------------------------------
@@ -93,7 +71,7 @@ _OPEN_QUEUES: weakref.WeakSet[Queue] = weakref.WeakSet()
 def _after_fork_in_child() -> None:
     pid = os.getpid()
     for q in list(_OPEN_QUEUES):
-        q._lock = threading.RLock()
+        q.cycle_files.after_fork()
         for child in list(q._children):
             if isinstance(child, Appender):
                 child._c.pid = pid
@@ -130,8 +108,6 @@ class Queue(_Resource):
             raise ValueError("the queue path is empty")
         if os.path.exists(self._path) and not os.path.isdir(self._path):
             raise NotAQueueError(f"{self._path} is a file, not a queue directory")
-        self.unlock_mode = o.unlock_mode
-        """What an appender does when a live process holds the write lock past ``lock_timeout``."""
         self.sync_mode = o.sync
         """When appended excerpts are flushed to disk (``msync``)."""
         self.sync_every = o.sync_every
@@ -140,29 +116,10 @@ class Queue(_Resource):
         """With ``SyncMode.SYNC``/``ASYNC``: flush at least every this many
         seconds (None: only by count)."""
         self._time_provider: TimeProvider = o.time_provider or SystemTimeProvider.INSTANCE
-        self.timeout = timeout
-        """Seconds to wait for another process creating a cycle file before taking it over."""
-        self.lock_timeout = timeout * 1.5 if o.lock_timeout is None else o.lock_timeout
-        """Seconds an appender waits for a write lock held by a live process (1.5 x ``timeout``)."""
         self._block_size = o.block_size
-        self._overlap = o.block_size // 4
         self._week_rule = o.week_rule
         self._source_id = source_id
-        self._closed = False
-        self._lock = threading.RLock()
-        self._stores: dict[int, CycleStore] = {}
         self._children: weakref.WeakSet[Appender | Tailer] = weakref.WeakSet()
-        self._listing_cache: tuple[int, list[int]] | None = None
-        self._parsed_names: dict[str, int | None] = {}  # file name -> cycle (None: not one)
-        #: called with ("on_acquired" | "on_released", cycle, path) when this queue
-        #: object opens or closes a cycle file (see add_store_file_listener)
-        self._store_hooks: list[Callable[[str, int, str], None]] = []
-        self._listing_time = 0.0
-        self._meta: TableStore | None = None
-        self._write_lock = WriteLock(self)
-        self._dead_files: dict[str, tuple[int, int]] = {}
-        self._unclosable: set[int] = set()  # damaged older cycles already warned about
-        _OPEN_QUEUES.add(self)
 
         # QueueAccessError (not "no queue here") when the directory is unreadable
         names = list_dir(self._path) if os.path.isdir(self._path) else []
@@ -192,10 +149,11 @@ class Queue(_Resource):
             rc = make_roll_cycle(rc.name, rc.format, rc.length_ms,
                                  index_count or rc.index_count,
                                  index_spacing or rc.index_spacing, rc.default_epoch)
+        meta: TableStore | None = None
         if not read_only or os.path.exists(meta_path):
             try:
                 if read_only:
-                    self._meta = TableStore(meta_path, read_only=True, timeout=timeout)
+                    meta = TableStore(meta_path, read_only=True, timeout=timeout)
                 else:
                     # an existing but still empty store (another process, Java say, has
                     # just created the file): whoever takes its file lock first writes
@@ -205,9 +163,9 @@ class Queue(_Resource):
                     def header() -> bytes:
                         return metadata_header(first, ep, source_id)
 
-                    self._meta = TableStore(meta_path, read_only=False, timeout=timeout,
-                                           header=header, initial_keys=INITIAL_KEYS)
-                rc, ep = self._adopt_stored(rc, ep, requested, index_count, index_spacing)
+                    meta = TableStore(meta_path, read_only=False, timeout=timeout,
+                                      header=header, initial_keys=INITIAL_KEYS)
+                rc, ep = self._adopt_stored(meta, rc, ep, requested, index_count, index_spacing)
             except CorruptQueueError as exc:
                 if not read_only or not any(n.endswith(SUFFIX) for n in names):
                     raise
@@ -215,17 +173,24 @@ class Queue(_Resource):
                 # all fit, see _check_names); writers need the metadata repaired
                 warnings.warn(f"{exc}: reading the queue by its cycle files (`aiochronicle "
                               "repair` rebuilds the metadata)", RuntimeWarning, stacklevel=3)
-                if self._meta is not None:
-                    self._meta.close()
-                self._meta = None
-        if self._meta is None and read_only:
+                if meta is not None:
+                    meta.close()
+                meta = None
+        if meta is None and read_only:
             rc, ep = self._guess_from_files(rc, ep, requested)
         self._roll_cycle = rc
         self._epoch = ep
-        self._namer = CycleNamer(rc, ep, o.week_rule)
-        self._check_names(meta_path, [n[:-len(SUFFIX)] for n in names if n.endswith(SUFFIX)])
-        if self._meta is not None and not read_only:
-            recover_dead_locks(self._meta)
+        namer = CycleNamer(rc, ep, o.week_rule)
+        self._check_names(meta, namer, meta_path,
+                          [n[:-len(SUFFIX)] for n in names if n.endswith(SUFFIX)])
+        if meta is not None and not read_only:
+            recover_dead_locks(meta)
+        self._cycles = Cycles(
+            self._path, meta, rc, ep, namer, time_provider=self._time_provider,
+            read_only=read_only, block_size=o.block_size, timeout=timeout,
+            lock_timeout=timeout * 1.5 if o.lock_timeout is None else o.lock_timeout,
+            unlock_mode=o.unlock_mode)
+        _OPEN_QUEUES.add(self)
 
 
     # -- fixed settings --------------------------------------------------
@@ -255,6 +220,33 @@ class Queue(_Resource):
         return self._source_id
 
     @property
+    def timeout(self) -> float:
+        """Seconds to wait for another process creating a cycle file before taking it over."""
+        return self._cycles.timeout
+
+    @timeout.setter
+    def timeout(self, value: float) -> None:
+        self._cycles.timeout = value
+
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds an appender waits for a write lock held by a live process (1.5 x ``timeout``)."""
+        return self._cycles.write_lock.lock_timeout
+
+    @lock_timeout.setter
+    def lock_timeout(self, value: float) -> None:
+        self._cycles.write_lock.lock_timeout = value
+
+    @property
+    def unlock_mode(self) -> UnlockMode:
+        """What an appender does when a live process holds the write lock past ``lock_timeout``."""
+        return self._cycles.write_lock.unlock_mode
+
+    @unlock_mode.setter
+    def unlock_mode(self, value: UnlockMode) -> None:
+        self._cycles.write_lock.unlock_mode = value
+
+    @property
     def read_only(self) -> bool:
         """True if the queue was opened (or had to be opened) read-only."""
         return self._read_only
@@ -277,11 +269,10 @@ class Queue(_Resource):
         return self._epoch
 
     # -- opening ---------------------------------------------------------
-    def _adopt_stored(self, rc: RollCycle, ep: int, requested: RollCycle | None,
-                      index_count: int | None,
+    def _adopt_stored(self, store: TableStore, rc: RollCycle, ep: int,
+                      requested: RollCycle | None, index_count: int | None,
                       index_spacing: int | None) -> tuple[RollCycle, int]:
-        assert self._meta is not None
-        meta = self._meta.header.get("metadata")
+        meta = store.header.get("metadata")
         if meta is None or not hasattr(meta.value, "get"):
             # no roll settings (a damaged key?): the cycle files say what they are
             return self._guess_from_files(rc, ep, requested)
@@ -296,7 +287,7 @@ class Queue(_Resource):
                 self._source_id = sv.as_int()
         except (KeyError, ValueError) as exc:
             raise CorruptQueueError(f"metadata roll settings are malformed: {exc}",
-                                    self._meta.path, 4) from None
+                                    store.path, 4) from None
         stored = RollCycles.by_format(fmt)
         try:
             if stored is None or stored.length_ms != length:
@@ -310,7 +301,7 @@ class Queue(_Resource):
         except ValueError as exc:
             raise CorruptQueueError(f"metadata holds an unusable roll cycle "
                                     f"(format {fmt!r}, length {length}): {exc}",
-                                    self._meta.path, 4) from None
+                                    store.path, 4) from None
         if requested is not None and (requested.format != stored.format
                                       or requested.length_ms != stored.length_ms):
             warnings.warn(
@@ -326,7 +317,8 @@ class Queue(_Resource):
             return rc, ep
         # Chronicle 4 kept the roll settings in each cycle file's header
         probe = open_store(os.path.join(self.path, names[0] + SUFFIX), 0, writable=False,
-                           chunk=self.block_size, overlap=self._overlap, timeout=self.timeout,
+                           chunk=self.block_size, overlap=self.block_size // 4,
+                           timeout=self.options.timeout,
                            roll_index=(rc.index_count, rc.index_spacing))
         if probe is not None:
             try:
@@ -353,13 +345,14 @@ class Queue(_Resource):
                                     os.path.join(self.path, names[0] + SUFFIX))
         return candidates[0], candidates[0].default_epoch
 
-    def _check_names(self, meta_path: str, stems: list[str]) -> None:
+    def _check_names(self, meta: TableStore | None, namer: CycleNamer, meta_path: str,
+                     stems: list[str]) -> None:
         """Refuse roll settings that name none of the cycle files present, or
         name one of them otherwise: the queue would read as (partly) empty."""
-        others = misnamed_cycle_files(self._namer, stems)
+        others = misnamed_cycle_files(namer, stems)
         if others:
-            if self._meta is not None:
-                self._meta.close()
+            if meta is not None:
+                meta.close()
             rc = self._roll_cycle
             raise CorruptQueueError(
                 f"{len(others)} of the {len(stems)} cycle files (e.g. {others[0]}{SUFFIX}) are "
@@ -371,13 +364,13 @@ class Queue(_Resource):
 
     # -- context ---------------------------------------------------------
     def __repr__(self) -> str:
-        state = "closed" if self._closed else ("read-only" if self.read_only else "open")
+        state = "closed" if self.closed else ("read-only" if self.read_only else "open")
         return f"<Queue {self.path!r} {self.roll_cycle.name} {state}>"
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` has run."""
-        return self._closed
+        return self._cycles.closed
 
     def close(self) -> None:
         """Close every appender and tailer of this queue, then the files.
@@ -388,14 +381,15 @@ class Queue(_Resource):
         self._close(True)
 
     def _close(self, clean: bool) -> None:
-        with self._lock:
-            if self._closed:
+        cycles = self._cycles
+        with cycles.lock:
+            if cycles.closed:
                 return
             if clean:
                 for child in list(self._children):
                     if isinstance(child, Tailer) and not child._closed:
                         child._save()
-            self._closed = True
+            cycles.shut()
             busy = False
             for child in list(self._children):
                 # one with no call in flight lets its cycle file go now (the
@@ -403,40 +397,36 @@ class Queue(_Resource):
                 child._detach()
                 busy = busy or child._owe()
             close_notifier(self)  # asyncio: the notify helper thread (_notify)
-            for store in self._stores.values():
-                # still held: by a call in flight (an appender's or tailer's,
-                # a pretoucher's, a tool's); its last release unmaps it
-                store.close(now=store.refs <= 0)
-                self._store_event("on_released", store)
-            self._stores.clear()
-            if self._meta is not None:
-                # metadata.cq4t goes at once only when nothing may still use it:
-                # no appender or tailer with a call in flight (an append's lock
-                # word and notify slots, a named tailer's index are in it), and
-                # this thread not inside a `with` of the write lock (its
-                # release still needs the word); else when it is garbage
-                self._meta.close(now=not busy and not self._write_lock.held_here())
+            # still held stores (by a call in flight: an appender's or tailer's,
+            # a pretoucher's, a tool's) are unmapped by their last release
+            cycles.close(busy)
 
     async def aclose(self) -> None:
         """:meth:`close` for ``async`` code (idempotent)."""
         self.close()
 
     def _check_open(self) -> None:
-        if self._closed:
-            raise QueueClosedError(f"queue {self.path} is closed")
+        self._cycles.check_open()
+
+    @property
+    def cycle_files(self) -> Cycles:
+        """The object that owns this queue's cycle files, ``metadata.cq4t``, the
+        write lock and rolling (for this package's tools; not part of the user
+        API, which is this class's other members)."""
+        return self._cycles
 
     # -- user objects ----------------------------------------------------
     def appender(self) -> Appender:
         """A new appender (one per thread that writes)."""
         self._check_open()
-        if self.read_only or self._meta is None:
+        if self.read_only or self._cycles.meta is None:
             raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
         kind: type[Appender] = Appender
         if self.sync_mode is not SyncMode.NONE:
             kind = _SyncedAppender
         elif not isinstance(self.time_provider, SetTimeProvider | SystemTimeProvider):
             kind = _ClockedAppender
-        a = kind(self)
+        a = kind(self._cycles, self)
         attach_appender(a)  # wakes parked Pauser.notify() tailers (_notify)
         self._children.add(a)
         return a
@@ -460,7 +450,7 @@ class Queue(_Resource):
             kind = _AckedTailer if name is None else _AckedNamedTailer
         else:
             kind = Tailer if name is None else _NamedTailer
-        t = kind(self, name, direction, include_metadata)
+        t = kind(self._cycles, self, name, direction, include_metadata)
         if pauser is not None:
             t.pauser = pauser
         self._children.add(t)
@@ -469,49 +459,15 @@ class Queue(_Resource):
     # -- cycles ----------------------------------------------------------
     def cycle_path(self, cycle: int) -> str:
         """The path of the file holding ``cycle``."""
-        return os.path.join(self.path, self._namer.name(cycle) + SUFFIX)
+        return self._cycles.path_of(cycle)
 
     def current_cycle(self) -> int:
         """The cycle the clock is in now."""
-        return self.roll_cycle.current_cycle(self.time_provider.current_time_millis(), self.epoch)
+        return self._cycles.current()
 
     def cycles(self) -> list[int]:
         """Every cycle with a file in the directory, in order."""
-        self._check_open()
-        mod = self._meta.get("listing.modCount") if self._meta is not None else None
-        cached = self._listing_cache
-        now = time.monotonic()
-        if (cached is not None and mod is not None and cached[0] == mod
-                and now - self._listing_time < 60.0):
-            return cached[1]
-        found = []
-        try:
-            names = os.listdir(self.path)
-        except FileNotFoundError:
-            names = []
-        # each name is parsed once per queue object: a rescan of a directory
-        # of thousands of cycle files costs the listdir and dict lookups
-        parsed = self._parsed_names
-        if len(parsed) > 4 * len(names) + 1024:
-            parsed.clear()
-        for n in names:
-            c = parsed.get(n, -1)
-            if c == -1:
-                c = None
-                if n.endswith(SUFFIX):
-                    stem = n[:-len(SUFFIX)]
-                    if self._namer.matches(stem):
-                        c = self._namer.parse(stem)
-                parsed[n] = c
-            if c is not None:
-                found.append(c)
-        found.sort()
-        self._listing_cache = (mod if mod is not None else -1, found)
-        self._listing_time = now
-        return found
-
-    def _invalidate_listing(self) -> None:
-        self._listing_cache = None
+        return self._cycles.listing()
 
     @property
     def first_cycle(self) -> int | None:
@@ -525,114 +481,10 @@ class Queue(_Resource):
         c = self.cycles()
         return c[-1] if c else None
 
-    def _next_cycle(self, cycle: int, step: int) -> int | None:
-        cs = self.cycles()
-        if step > 0:
-            later = [c for c in cs if c > cycle]
-            if not later:
-                self._invalidate_listing()
-                later = [c for c in self.cycles() if c > cycle]
-            return later[0] if later else None
-        earlier = [c for c in cs if c < cycle]
-        return earlier[-1] if earlier else None
-
-    def _acquire_store(self, cycle: int, create: bool = False,
-                       wait: bool = False) -> CycleStore | None:
-        """The open store of ``cycle`` (one more holder: ``_release_store`` it),
-        or None when the cycle has no file or its header is not written.
-        Only ``create`` (an appender) and ``wait`` (an appender closing older
-        cycles) wait for a creator still writing a header; reads never wait.
-        """
-        with self._lock:
-            self._check_open()
-            st = self._stores.get(cycle)
-            if st is None:
-                path = self.cycle_path(cycle)
-                writable = not self.read_only
-                if create:
-                    st, created = create_or_open_store(
-                        path, cycle, index_count=self.roll_cycle.index_count,
-                        index_spacing=self.roll_cycle.index_spacing, chunk=self.block_size,
-                        overlap=self._overlap, timeout=self.timeout,
-                        roll_index=self._roll_index())
-                    if created:
-                        self._on_file_created(cycle)
-                else:
-                    if path in self._dead_files and _still_dead(path,
-                                                                self._dead_files[path]):
-                        return None
-                    st = open_store(path, cycle, writable=writable, chunk=self.block_size,
-                                    overlap=self._overlap, timeout=self.timeout,
-                                    roll_index=self._roll_index(), wait=wait)
-                    if st is None:
-                        # absent, not written yet (nothing to read yet), or its
-                        # creator died before writing the header: remember the
-                        # latter, so it is not opened again (an appender that
-                        # needs the cycle moves the file aside and creates it anew)
-                        if creator_gone(path, self.timeout):
-                            with contextlib.suppress(OSError):
-                                info = os.stat(path)
-                                self._dead_files[path] = (info.st_dev, info.st_ino)
-                        return None
-                self._stores[cycle] = st
-                self._store_event("on_acquired", st)
-            st.refs += 1
-            return st
-
-    def _cycle_pending(self, cycle: int) -> bool:
-        """``cycle``'s file is there without its header for less than
-        ``timeout`` seconds: its creator may still write it (a reader waits for
-        it rather than skip to a later cycle)."""
-        age = unwritten_age(self.cycle_path(cycle))
-        return age is not None and age < self.timeout
-
-    def _roll_index(self) -> tuple[int, int]:
-        """(index count, spacing) for cycle files without a header (libchronicle's)."""
-        return self.roll_cycle.index_count, self.roll_cycle.index_spacing
-
-    def _store_event(self, what: str, st: CycleStore) -> None:
-        for hook in list(self._store_hooks):
-            hook(what, st.cycle, st.path)
-
-    def _release_store(self, st: CycleStore | None) -> None:
-        if st is None:
-            return
-        with self._lock:
-            st.refs -= 1
-            if st.refs > 0:
-                return
-            if self._stores.get(st.cycle) is st:
-                del self._stores[st.cycle]
-                st.close(now=True)
-                self._store_event("on_released", st)
-            elif self._closed:
-                st.close(now=True)  # the queue closed while this was held
-
-    def _on_file_created(self, cycle: int) -> None:
-        cached = self._listing_cache
-        self._listing_cache = None
-        if self._meta is not None:
-            self._meta.set_max("listing.highestCycle", cycle)
-            self._meta.set_min("listing.lowestCycle", cycle)
-            mod = self._meta.add("listing.modCount", 1)
-            if cached is not None and cached[0] == mod - 1:
-                # nobody else changed the directory since our last look: add
-                # the new cycle instead of listing the directory again
-                cs = cached[1]
-                if cycle not in cs:
-                    cs = cs.copy()
-                    bisect.insort(cs, cycle)
-                self._listing_cache = (mod, cs)
-
     def refresh_directory_listing(self) -> None:
         """Rewrite ``listing.*`` in the metadata from the files present (as Java's
         ``refreshDirectoryListing``)."""
-        self._invalidate_listing()
-        cs = self.cycles()
-        if self._meta is not None and not self.read_only and cs:
-            self._meta.set("listing.highestCycle", cs[-1])
-            self._meta.set("listing.lowestCycle", cs[0])
-            self._meta.add("listing.modCount", 1)
+        self._cycles.store_listing()
 
     def pretoucher(self, headroom: int = 4 << 20, preroll: float = 2.0, *,
                    preroll_ms: int | None = None) -> Pretoucher:
@@ -649,23 +501,15 @@ class Queue(_Resource):
             preroll = preroll_ms / 1000
         if not preroll >= 0 or headroom < 0:
             raise ValueError(f"headroom and preroll must be 0 or more, got {headroom}, {preroll}")
-        return Pretoucher(self, headroom, preroll)
+        return Pretoucher(self._cycles, self, headroom, preroll)
 
     # -- queue-wide queries -----------------------------------------------
-    def _cycle_count(self, cycle: int) -> int:
-        st = self._acquire_store(cycle)
-        if st is None:
-            return 0
-        try:
-            return st.end()[1]
-        finally:
-            self._release_store(st)
-
     @property
     def first_index(self) -> int | None:
         """The index of the first excerpt in the queue, or None if it has none."""
+        count = self._cycles.count
         for c in self.cycles():
-            if self._cycle_count(c):
+            if count(c):
                 return self.roll_cycle.to_index(c, 0)
         return None
 
@@ -673,14 +517,14 @@ class Queue(_Resource):
     def last_index(self) -> int | None:
         """The index of the last excerpt in the queue, or None if it has none."""
         for c in reversed(self.cycles()):
-            n = self._cycle_count(c)
+            n = self._cycles.count(c)
             if n:
                 return self.roll_cycle.to_index(c, n - 1)
         return None
 
     def excerpts_in_cycle(self, cycle: int) -> int:
         """How many excerpts ``cycle`` holds (0 if it has no file)."""
-        return self._cycle_count(cycle)
+        return self._cycles.count(cycle)
 
     def count_excerpts(self, from_index: int, to_index: int) -> int:
         """The number of excerpts between two indices, ``from_index`` inclusive and
@@ -697,7 +541,7 @@ class Queue(_Resource):
         for c in self.cycles():
             if c < fc or c > tc:
                 continue
-            n = self._cycle_count(c)
+            n = self._cycles.count(c)
             lo = fs if c == fc else 0
             hi = min(n, ts) if c == tc else n
             total += max(0, hi - lo)
@@ -705,26 +549,65 @@ class Queue(_Resource):
 
     def entry_count(self) -> int:
         """The number of excerpts in the whole queue."""
-        return sum(self._cycle_count(c) for c in self.cycles())
+        return sum(self._cycles.count(c) for c in self.cycles())
+
+    # -- aliases for _ops and _replication -----------------------------------
+    # TODO(issue 24): ops/replication move to Cycles
+    @property
+    def _meta(self) -> TableStore | None:
+        return self._cycles.meta
+
+    # TODO(issue 24): ops/replication move to Cycles
+    @property
+    def _overlap(self) -> int:
+        return self._cycles.overlap
+
+    # TODO(issue 24): ops/replication move to Cycles
+    @property
+    def _namer(self) -> CycleNamer:
+        return self._cycles.namer
+
+    # TODO(issue 24): ops/replication move to Cycles
+    @property
+    def _store_hooks(self) -> list[StoreListener]:
+        return self._cycles.listeners
+
+    # TODO(issue 24): ops/replication move to Cycles
+    def _roll_index(self) -> tuple[int, int]:
+        return self._cycles.roll_index
+
+    # TODO(issue 24): ops/replication move to Cycles
+    def _invalidate_listing(self) -> None:
+        self._cycles.refresh()
+
+    # TODO(issue 24): ops/replication move to Cycles
+    def _acquire_store(self, cycle: int) -> CycleStore | None:
+        return self._cycles.acquire(cycle)
+
+    # TODO(issue 24): ops/replication move to Cycles
+    def _release_store(self, st: CycleStore | None) -> None:
+        self._cycles.release(st)
 
     # -- metadata values ---------------------------------------------------
     def table_store_get(self, key: str) -> int | None:
         """A named 64-bit value from ``metadata.cq4t`` (keys are case-insensitive)."""
         self._check_open()
-        return None if self._meta is None else self._meta.get(key)
+        meta = self._cycles.meta
+        return None if meta is None else meta.get(key)
 
     def table_store_put(self, key: str, value: int) -> None:
         """Store a named 64-bit value in ``metadata.cq4t`` as Java's
         ``tableStorePut`` does: a new key takes ``value``; an existing one is
         only ever raised to it (``Long.MIN_VALUE`` resets it)."""
         self._check_open()
-        if self._meta is None or self.read_only:
+        meta = self._cycles.meta
+        if meta is None or self.read_only:
             raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
-        off = self._meta.acquire(key, value)
+        off = meta.acquire(key, value)
         if value == UNLOCKED:
-            self._meta.file.store64(off, value)
+            meta.file.store64(off, value)
         else:
-            self._meta.file.max64(off, value)
+            meta.file.max64(off, value)
 
     @property
     def codec(self) -> Codec:

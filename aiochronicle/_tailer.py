@@ -34,6 +34,7 @@ from ._resource import _Resource, in_flight
 from ._settings import ACK_KEY
 
 if TYPE_CHECKING:
+    from ._cycles import Cycles
     from ._methods import MethodReader
     from ._queue import Queue
     from ._store import CycleStore
@@ -56,10 +57,13 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
     raises it, and the cycle file is let go when the last read leaves it.
     """
 
-    def __init__(self, queue: Queue, name: str | None, direction: TailerDirection,
-                 include_metadata: bool) -> None:
+    def __init__(self, cycles: Cycles, queue: Queue, name: str | None,
+                 direction: TailerDirection, include_metadata: bool) -> None:
+        """A tailer reading ``cycles``, made by ``queue`` (:meth:`Queue.tailer`,
+        the documented way in)."""
         self.queue = queue
         """The queue this object belongs to."""
+        self._cycles = cycles
         self.name = name
         """The named tailer's name (its position is kept as ``index.<name>``), or None."""
         self._store: CycleStore | None = None
@@ -71,7 +75,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         # struct fields read on the hot path go through a memoryview: far
         # cheaper than cffi attribute access
         self._out = memoryview(ffi.buffer(c)).cast("q")
-        c.queue_shift = queue.roll_cycle.cycle_shift
+        c.queue_shift = cycles.roll_cycle.cycle_shift
         c.include_meta = 1 if include_metadata else 0
         self._direction = TailerDirection(direction)
         self._bind()
@@ -83,16 +87,16 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         self._last_mod = -2
         self._before_start = False
         if name is not None:
-            meta = queue._meta
-            if meta is None or queue.read_only:
+            meta = cycles.meta
+            if meta is None or cycles.read_only:
                 raise ReadOnlyQueueError("a named tailer needs a writable metadata.cq4t")
             self._named_off = meta.acquire(f"index.{name}", 0)
             stored = meta.file.load64(self._named_off)
             self._saved = stored
             if stored:
                 if not self.move_to_index(stored):
-                    self._position_at(queue.roll_cycle.to_cycle(stored),
-                                      queue.roll_cycle.to_sequence(stored))
+                    self._position_at(cycles.roll_cycle.to_cycle(stored),
+                                      cycles.roll_cycle.to_sequence(stored))
                 return
         if self._direction == TailerDirection.BACKWARD:
             self.to_end()
@@ -112,7 +116,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         self._close(True)
 
     def _close(self, clean: bool) -> None:
-        if clean and not self._closed and not self.queue.closed:
+        if clean and not self._closed and not self._cycles.closed:
             self._save()
         self._detach()
 
@@ -135,7 +139,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         # no native call runs now and none will touch the store again (the
         # closed flag comes first): the struct lets go of it too
         self._c.store = ffi.NULL
-        self.queue._release_store(st)
+        self._cycles.release(st)
 
     def _held(self) -> CycleStore:
         """The store a native read just used; gone only when the tailer was
@@ -148,7 +152,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
     def _check(self) -> None:
         if self._closed:
             raise QueueClosedError("the tailer is closed")
-        self.queue._check_open()
+        self._cycles.check_open()
 
     # -- position --------------------------------------------------------
     @property
@@ -188,11 +192,11 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         cyc = self.cycle
         if cyc is None:
             return 0
-        return self.queue.roll_cycle.to_index(cyc, int(self._c.seq))
+        return self._cycles.roll_cycle.to_index(cyc, int(self._c.seq))
 
     def _use_store(self, st: CycleStore | None, cycle: int | None) -> None:
         if self._closed:  # closed during this call: hold nothing new
-            self.queue._release_store(st)
+            self._cycles.release(st)
             self._check()
         old = self._store
         self._store = st
@@ -201,7 +205,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         c.store = st.file.c if st is not None else ffi.NULL
         c.dropped = 0
         if old is not None and old is not st:
-            self.queue._release_store(old)
+            self._cycles.release(old)
 
     def _position_at(self, cycle: int, seq: int, pos: int = 0) -> None:
         """Hold ``cycle``'s store (if it exists) with the cursor at (pos, seq)."""
@@ -209,7 +213,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         if self._store is not None and self._store.cycle == cycle:
             st: CycleStore | None = self._store
         else:
-            st = self.queue._acquire_store(cycle)
+            st = self._cycles.acquire(cycle)
             self._use_store(st, cycle)
         self._cycle = cycle
         c = self._c
@@ -226,7 +230,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         if self._named_off is not None:
             value = self.index if index is None else index
             if value != self._saved:
-                meta = self.queue._meta
+                meta = self._cycles.meta
                 assert meta is not None
                 meta.file.store64(self._named_off, value)
                 self._saved = value
@@ -242,7 +246,8 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
     def to_start(self) -> Tailer:
         """Move to the first excerpt of the queue."""
         self._check()
-        first = self.queue.first_cycle
+        cycles = self._cycles.listing()
+        first = cycles[0] if cycles else None
         if first is None:
             self._use_store(None, None)
             self._c.pos = 0
@@ -259,8 +264,8 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         """FORWARD: move past the last excerpt (the next read returns the next one
         written).  BACKWARD: move to the last excerpt."""
         self._check()
-        q = self.queue
-        cycles = q.cycles()
+        q = self._cycles
+        cycles = q.listing()
         if not cycles:
             self._use_store(None, None)
             self._c.seq = 0
@@ -268,7 +273,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
             return self
         if self._direction == TailerDirection.BACKWARD:
             for cyc in reversed(cycles):
-                n = q._cycle_count(cyc)
+                n = q.count(cyc)
                 if n:
                     self._position_at(cyc, n - 1)
                     break
@@ -293,20 +298,20 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         there and False is returned, so the next read returns it once written.
         """
         self._check()
-        rc = self.queue.roll_cycle
+        rc = self._cycles.roll_cycle
         try:
             cycle, seq = rc.to_cycle(index), rc.to_sequence(index)
         except ValueError:
             return False
-        st = self.queue._acquire_store(cycle)
+        st = self._cycles.acquire(cycle)
         if st is None:
             return False
         code, pos = st.seek(seq)
         if code not in (OK, NOT_REACHED):
-            self.queue._release_store(st)
+            self._cycles.release(st)
             return False
         if self._store is st:
-            self.queue._release_store(st)
+            self._cycles.release(st)
         else:
             self._use_store(st, cycle)
         self._c.pos = pos
@@ -319,11 +324,11 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
     def move_to_cycle(self, cycle: int) -> bool:
         """Position at the first excerpt of ``cycle``; False if it has no file."""
         self._check()
-        st = self.queue._acquire_store(cycle)
+        st = self._cycles.acquire(cycle)
         if st is None:
             return False
         if self._store is st:
-            self.queue._release_store(st)
+            self._cycles.release(st)
         else:
             self._use_store(st, cycle)
         self._c.pos = 0
@@ -394,30 +399,31 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
                                             held.path, int(c.err_pos))
             else:
                 st = self._store
-                check(n, path=st.path if st else self.queue.path, pos=int(c.err_pos),
+                check(n, path=st.path if st else self._cycles.path, pos=int(c.err_pos),
                       detail="corrupt excerpt header" if n == CORRUPT else "")
             n = _cq_read(c)
         return None
 
     def _find_first_store(self) -> bool:
         """With no store held (empty queue, or a cycle without a file): find one."""
-        q = self.queue
+        q = self._cycles
         cyc = self._cycle
         if cyc is None:
-            first = q.first_cycle
+            cycles = q.listing()
+            first = cycles[0] if cycles else None
             if first is None:
                 return False
             self._position_at(first, 0)
             return self._store is not None
-        st = q._acquire_store(cyc)
+        st = q.acquire(cyc)
         if st is not None:
             seq = int(self._c.seq)
             self._use_store(st, cyc)
             self._position_at(cyc, seq)
             return True
-        if q._cycle_pending(cyc):
+        if q.pending(cyc):
             return False  # its header is not written yet: nothing to read yet
-        nxt = q._next_cycle(cyc, 1)
+        nxt = q.neighbour(cyc, 1)
         if nxt is None:
             return False
         self._position_at(nxt, 0)
@@ -426,9 +432,9 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
     def _next_cycle(self) -> bool:
         """At an EOF: move to the next cycle that has a file."""
         st = self._held()
-        q = self.queue
-        mod = q._meta.get("listing.modCount") if q._meta is not None else None
-        nxt = q._next_cycle(st.cycle, 1)
+        q = self._cycles
+        mod = q.meta.get("listing.modCount") if q.meta is not None else None
+        nxt = q.neighbour(st.cycle, 1)
         if nxt is None:
             if mod is not None and mod == self._last_mod:
                 return False
@@ -477,7 +483,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
 
     def _read_backward(self) -> Excerpt | None:
         self._check()
-        q = self.queue
+        q = self._cycles
         c = self._c
         while True:
             st = self._store
@@ -495,12 +501,12 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
                 c.seq = count - 1
                 continue
             # before the start of this cycle: go to the end of the previous one
-            prev = q._next_cycle(st.cycle, -1)
-            while prev is not None and q._cycle_count(prev) == 0:
-                prev = q._next_cycle(prev, -1)
+            prev = q.neighbour(st.cycle, -1)
+            while prev is not None and q.count(prev) == 0:
+                prev = q.neighbour(prev, -1)
             if prev is None:
                 return None
-            self._position_at(prev, q._cycle_count(prev) - 1)
+            self._position_at(prev, q.count(prev) - 1)
 
     def _step_back(self, seq: int) -> None:
         c = self._c
@@ -510,15 +516,15 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
             self._save()
             return
         # moving before sequence 0: remember it by pointing at the previous cycle
-        q = self.queue
+        q = self._cycles
         st = self._held()
-        prev = q._next_cycle(st.cycle, -1)
-        while prev is not None and q._cycle_count(prev) == 0:
-            prev = q._next_cycle(prev, -1)
+        prev = q.neighbour(st.cycle, -1)
+        while prev is not None and q.count(prev) == 0:
+            prev = q.neighbour(prev, -1)
         if prev is None:
             self._before_start = True
             return
-        self._position_at(prev, q._cycle_count(prev) - 1)
+        self._position_at(prev, q.count(prev) - 1)
         self._save()
 
     def read_many(self, max_count: int = 65536, max_bytes: int = 1 << 20) -> Batch:
@@ -557,7 +563,10 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         if n:
             if self._named_off is not None:
                 self._save(int(sc.pindices[0]))
-            return sc.take(n, self)
+            batch, spent = sc.take(n)
+            if spent:
+                self._batch_scratch = None  # handed out: new buffers next time
+            return batch
         if rc == NONE:
             self._handed(None)
             return batch_of([])
@@ -598,9 +607,9 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         self._ack_cell = self._ack_pointer() if value else None
 
     def _ack_pointer(self) -> Any:
-        meta = self.queue._meta
-        if meta is None or (self.queue.read_only and meta.offset(ACK_KEY) is None):
-            raise ReadOnlyQueueError(f"queue {self.queue.path} has no {ACK_KEY} value")
+        meta = self._cycles.meta
+        if meta is None or (self._cycles.read_only and meta.offset(ACK_KEY) is None):
+            raise ReadOnlyQueueError(f"queue {self._cycles.path} has no {ACK_KEY} value")
         return meta.ptr(ACK_KEY, -1)
 
     def method_reader(self, *handlers: object,
@@ -654,14 +663,15 @@ class _AckedTailer(Tailer):
 
     _gated = True
 
-    def __init__(self, queue: Queue, name: str | None, direction: TailerDirection,
-                 include_metadata: bool) -> None:
-        super().__init__(queue, name, direction, include_metadata)
+    def __init__(self, cycles: Cycles, queue: Queue, name: str | None,
+                 direction: TailerDirection, include_metadata: bool) -> None:
+        """A tailer gated by ``chronicle.lastAcknowledgedIndexReplicated``."""
+        super().__init__(cycles, queue, name, direction, include_metadata)
         self._ack_cell = self._ack_pointer()
 
     def _acked_limit(self) -> int | None:
         """The highest readable index, or None when nothing may be read now."""
-        if self._closed or self.queue._closed:
+        if self._closed or self._cycles.closed:
             self._check()
         ack = int(self._ack_cell[0])
         if ack < 0 or (self._direction == TailerDirection.FORWARD and self.index > ack):
@@ -688,7 +698,7 @@ class _AckedTailer(Tailer):
         ack = self._acked_limit()
         if ack is None:
             return batch_of([])
-        rc = self.queue.roll_cycle
+        rc = self._cycles.roll_cycle
         if self._direction == TailerDirection.FORWARD and self.cycle == rc.to_cycle(ack):
             max_count = max(1, min(max_count, ack - self.index + 1))
         b = super().read_many(max_count, max_bytes)
@@ -734,17 +744,18 @@ class _BatchScratch:
         for p in (self.pdata, self.poffsets, self.pindices):
             ffi.release(p)
 
-    def take(self, n: int, tailer: Tailer) -> Batch:
-        """The first ``n`` excerpts read, as a Batch the caller owns."""
+    def take(self, n: int) -> tuple[Batch, bool]:
+        """The first ``n`` excerpts read, as a Batch the caller owns, and
+        whether the buffers themselves went with it (then they are not to be
+        read into again)."""
         used = self.offsets[n]
         if used >= self.HAND_OFF or n >= 4096:
             # the buffers themselves (no copy); the tailer makes new ones next time
             self.release()
-            tailer._batch_scratch = None
             offsets, indices = self.offsets, self.indices
             del offsets[n + 1:]
             del indices[n:]
-            return Batch(memoryview(self.data)[:used], offsets, indices)
+            return Batch(memoryview(self.data)[:used], offsets, indices), True
         return Batch(memoryview(bytes(memoryview(self.data)[:used])), self.offsets[:n + 1],
-                     self.indices[:n])
+                     self.indices[:n]), False
 

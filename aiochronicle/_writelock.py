@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import time
 import warnings
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,6 @@ from ._native import UNLOCKED, lib
 from ._settings import UnlockMode
 
 if TYPE_CHECKING:
-    from ._queue import Queue
     from ._tablestore import TableStore
 
 __all__ = [
@@ -166,27 +164,32 @@ def lock_states_in(meta: TableStore | None) -> list[LockState]:
 
 class WriteLock:
     """``chronicle.write.lock`` of one open queue, and its ``chronicle.append.lock``
-    check.  Waiting follows the queue's ``unlock_mode`` and ``lock_timeout``."""
+    check.  Waiting follows ``unlock_mode`` and ``lock_timeout``."""
 
-    __slots__ = ("_cell", "_queue")
+    __slots__ = ("_cell", "_closed", "_meta_or_none", "lock_timeout", "path", "unlock_mode")
 
-    def __init__(self, queue: Queue) -> None:
-        # weak: the queue owns its lock, and a reference back would make every
-        # queue a cycle that only the garbage collector frees (its files would
-        # stay mapped until then)
-        self._queue = weakref.ref(queue)
+    def __init__(self, meta: TableStore | None, path: str, *, lock_timeout: float,
+                 unlock_mode: UnlockMode) -> None:
+        """The lock words of ``meta`` (None: a read-only queue without
+        metadata, which never takes the lock), for the queue at ``path``."""
+        self._meta_or_none = meta
+        self.path = path
+        """The queue directory (for messages)."""
+        self.lock_timeout = lock_timeout
+        """Seconds to wait for a live holder before ``unlock_mode`` applies."""
+        self.unlock_mode = unlock_mode
+        """What to do with a lock a live process holds past ``lock_timeout``."""
         self._cell: Any = None
+        self._closed = False
 
-    @property
-    def queue(self) -> Queue:
-        q = self._queue()
-        if q is None:
-            raise QueueClosedError("the queue of this lock is gone")
-        return q
+    def close(self) -> None:
+        """The queue is closing: a wait stops with QueueClosedError (the lock
+        word may be unmapped soon); a lock held can still be released."""
+        self._closed = True
 
     @property
     def _meta(self) -> TableStore:
-        meta = self.queue._meta
+        meta = self._meta_or_none
         assert meta is not None
         return meta
 
@@ -213,16 +216,15 @@ class WriteLock:
             WriteLockTimeoutError: a live holder kept it past ``lock_timeout``.
             QueueClosedError: the queue was closed meanwhile.
         """
-        q = self.queue
         meta = self._meta
         lock = self.ptr()
         deadline = 0.0
         delay = 20e-6
-        mode = q.unlock_mode
+        mode = self.unlock_mode
         last = UNLOCKED
         while True:
-            if q.closed:  # before the word: a closed queue may have unmapped it
-                raise QueueClosedError(f"queue {q.path} is closed")
+            if self._closed:  # before the word: a closed queue may have unmapped it
+                raise QueueClosedError(f"queue {self.path} is closed")
             value = int(lock[0])
             if value == UNLOCKED:
                 return
@@ -230,21 +232,21 @@ class WriteLock:
                 # the timeout is how long one holder keeps the lock: it starts
                 # again whenever the lock changes hands
                 last = value
-                deadline = time.monotonic() + q.lock_timeout
+                deadline = time.monotonic() + self.lock_timeout
             if mode is not UnlockMode.NEVER and free_dead_lock(meta, WRITE_LOCK, value):
                 return
             holder = lock_holder(value)
             if time.monotonic() >= deadline:
                 if mode is UnlockMode.ALWAYS:
-                    warnings.warn(f"forcing {WRITE_LOCK} of {q.path} away from "
-                                  f"process {holder} after {q.lock_timeout}s",
+                    warnings.warn(f"forcing {WRITE_LOCK} of {self.path} away from "
+                                  f"process {holder} after {self.lock_timeout}s",
                                   RuntimeWarning, stacklevel=4)
                     break_lock(meta, WRITE_LOCK, value)
                     return
                 raise WriteLockTimeoutError(
-                    f"{WRITE_LOCK} of {q.path} is held by "
+                    f"{WRITE_LOCK} of {self.path} is held by "
                     f"{'live ' if pid_alive(holder) else ''}process "
-                    f"{holder} for more than {q.lock_timeout}s")
+                    f"{holder} for more than {self.lock_timeout}s")
             time.sleep(delay)
             delay = min(delay * 2, 1e-3)
 
@@ -276,14 +278,14 @@ class WriteLock:
         if free_dead_lock(meta, APPEND_LOCK, value):
             return
         raise AppendLockedError(
-            f"queue {self.queue.path} is a replication sink: {APPEND_LOCK} is held "
+            f"queue {self.path} is a replication sink: {APPEND_LOCK} is held "
             f"by process {lock_holder(value)}")
 
     def refuse_if_sink(self) -> None:
         """Refuse (AppendLockedError) before a roll creates a file or writes an
         EOF when another live process holds ``chronicle.append.lock`` (a
         replication sink), as Java checks it before rolling."""
-        meta = self.queue._meta
+        meta = self._meta_or_none
         value = meta.get(APPEND_LOCK) if meta is not None else None
         if value is not None and value != UNLOCKED and lock_holder(value) != os.getpid():
             self.check_append_lock()

@@ -77,7 +77,7 @@ SCENARIOS = {
     "lock_held_by_another_thread": """
         holding, release = threading.Event(), threading.Event()
         def hold():
-            with q._lock:
+            with q.cycle_files.lock:
                 holding.set()
                 release.wait()
         th = threading.Thread(target=hold)

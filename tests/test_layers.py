@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
                 "_tablestore", "_history", "_render"}),
     ("waiting", {"_pauser", "_notify"}),
     ("core parts", {"_hooks", "_settings", "_resource", "_excerpt", "_writelock",
-                    "_rolling"}),
+                    "_cycles"}),
     ("user objects", {"_document", "_aio", "_appender", "_tailer", "_pretoucher",
                       "_queue"}),
     ("codecs and methods", {"_codecs", "_methods"}),

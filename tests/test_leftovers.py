@@ -30,7 +30,7 @@ BUILDER = textwrap.dedent(
     with ac.open_queue(path, roll_cycle=ac.RollCycles.FAST_DAILY) as q:
         rc = q.roll_cycle
         tmp, f, _ = _build_aside(q.cycle_path(cycle), cycle, rc.index_count,
-                                 rc.index_spacing, q.block_size, q._overlap)
+                                 rc.index_spacing, q.block_size, q.cycle_files.overlap)
         print(tmp, flush=True)
         sys.stdin.readline()  # killed here
     """
@@ -146,7 +146,7 @@ CLOSE_UNMAPS = textwrap.dedent(
     # closed inside a `with` of the write lock (a store file listener may):
     # the lock is released on the way out, so the word stays mapped till then
     q = ac.open_queue(sys.argv[1])
-    with q._write_lock:
+    with q.cycle_files.write_lock:
         q.close()
     print(*meta_in_use())
     print(*[(s.key, s.locked) for s in ac.lock_states(sys.argv[1])])

@@ -52,8 +52,8 @@ def test_killed_holding_the_lock_mid_payload(tmp_path):
         """, path)
     assert r.returncode == -9, r.stderr
     with _open(path) as q:
-        assert q._meta is not None
-        holder = q._meta.get("chronicle.write.lock")
+        assert q.cycle_files.meta is not None
+        holder = q.cycle_files.meta.get("chronicle.write.lock")
         # opening the queue already released the dead holder's lock (as Java does)
         assert holder == UNLOCKED
         t0 = time.monotonic()
@@ -68,10 +68,10 @@ def test_dead_lock_holder_found_while_appending(tmp_path):
     with _open(path) as q:
         app = q.appender()
         app.append(b"a")
-        r = _child("app.append(b'b'); q._write_lock.acquire(); die()", path)
+        r = _child("app.append(b'b'); q.cycle_files.write_lock.acquire(); die()", path)
         assert r.returncode == -9, r.stderr
-        assert q._meta is not None
-        assert q._meta.get("chronicle.write.lock") not in (UNLOCKED, os.getpid())
+        assert q.cycle_files.meta is not None
+        assert q.cycle_files.meta.get("chronicle.write.lock") not in (UNLOCKED, os.getpid())
         app.append(b"c")  # waits, sees a dead PID, takes the lock over
         assert _payloads(q) == [b"a", b"b", b"c"]
 
@@ -174,7 +174,7 @@ def test_truncated_table_store_lock_value_is_not_a_crash(tmp_path):
     with _open(path) as q:
         q.appender().append(b"x")
     # a writer's PID left in the lock after a crash, on a queue nobody has open
-    r = _child("app.append(b'y'); q._write_lock.acquire(); die()", path)
+    r = _child("app.append(b'y'); q.cycle_files.write_lock.acquire(); die()", path)
     assert r.returncode == -9
     with _open(path, read_only=True) as q:
         assert _payloads(q) == [b"x", b"y"]

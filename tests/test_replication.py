@@ -89,12 +89,12 @@ def assert_same_queue(src: Path, sink: Path) -> int:
         for c in cycles:
             ends = []
             for q in (qa, qb):
-                st = q._acquire_store(c)
+                st = q.cycle_files.acquire(c)
                 assert st is not None
                 try:
                     pos, _count, eof = st.end()
                 finally:
-                    q._release_store(st)
+                    q.cycle_files.release(st)
                 ends.append(pos + (4 if eof else 0))
             assert ends[0] == ends[1], f"cycle {c}: data ends at {ends}"
             with open(qa.cycle_path(c), "rb") as fa, open(qb.cycle_path(c), "rb") as fb:
@@ -356,7 +356,7 @@ def test_gap_and_incompatible_queue_are_named_errors(run: Run, tmp_path: Path) -
             later = _fill(src_q, clock, [5], 10)
             first_cycle = src_q.cycles()[0]
             src_q.close()
-            os.remove(tmp_path / "src" / (src_q._namer.name(first_cycle) + ".cq4"))
+            os.remove(tmp_path / "src" / (src_q.cycle_files.namer.name(first_cycle) + ".cq4"))
         with _open(tmp_path / "src", clock) as q2:
             q2.refresh_directory_listing()
             async with ac.ReplicationSource(q2, port=0, secret=SECRET) as src:
