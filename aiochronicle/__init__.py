@@ -24,6 +24,7 @@ from ._errors import HeaderlessCycleError as HeaderlessCycleError
 from ._errors import IllegalIndexError as IllegalIndexError
 from ._errors import IndexFullError as IndexFullError
 from ._errors import MessageTooLargeError as MessageTooLargeError
+from ._errors import NativeBuildError as NativeBuildError
 from ._errors import NoFallocateWarning as NoFallocateWarning
 from ._errors import NoSuchIndexError as NoSuchIndexError
 from ._errors import NotAQueueError as NotAQueueError
@@ -34,6 +35,7 @@ from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
 from ._errors import ReplicationError as ReplicationError
 from ._errors import ReplicationTimeoutError as ReplicationTimeoutError
 from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
+from ._errors import SystemCallError as SystemCallError
 from ._errors import UnalignedCycleError as UnalignedCycleError
 from ._errors import UnknownRollCycleError as UnknownRollCycleError
 from ._errors import WireError as WireError
@@ -110,6 +112,7 @@ __all__ = [
     "MethodCall",
     "MethodReader",
     "MethodReaderStatistics",
+    "NativeBuildError",
     "NoFallocateWarning",
     "NoSuchIndexError",
     "NotAQueueError",
@@ -140,6 +143,7 @@ __all__ = [
     "SinkInfo",
     "StoreFileListener",
     "SyncMode",
+    "SystemCallError",
     "SystemTimeProvider",
     "Tailer",
     "TailerDirection",

@@ -14,6 +14,7 @@ __all__ = [
     "IllegalIndexError",
     "IndexFullError",
     "MessageTooLargeError",
+    "NativeBuildError",
     "NoFallocateWarning",
     "NoSuchIndexError",
     "NotAQueueError",
@@ -24,6 +25,7 @@ __all__ = [
     "ReplicationError",
     "ReplicationTimeoutError",
     "RollCycleMismatchWarning",
+    "SystemCallError",
     "UnalignedCycleError",
     "UnknownRollCycleError",
     "WireError",
@@ -95,6 +97,19 @@ class IndexFullError(ChronicleError):
 
 class DiskFullError(ChronicleError, OSError):
     """The file system has no room for the queue to grow; nothing was written."""
+
+
+class SystemCallError(ChronicleError, OSError):
+    """A system call of the native core failed (mapping, syncing or reserving a
+    file, a futex wait): ``errno`` is the call's own, saved by the native core
+    where it failed; ``filename`` the file, when one was involved."""
+
+
+class NativeBuildError(ChronicleError, ImportError):
+    """The two compiled modules (the cffi core ``aiochronicle._cq`` and the C
+    API module ``aiochronicle._hot``) disagree on the layout of the structs
+    they share by address: they come from different builds.  Raised when
+    ``aiochronicle`` is imported; rebuild with ``pip install .``."""
 
 
 class HeaderlessCycleError(ChronicleError):
