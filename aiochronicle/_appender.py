@@ -553,7 +553,7 @@ class Appender(HotAppender, _Resource):
         for _ in range(10_000):
             if self._py_clock is not None:
                 c.clock_cell[0] = self._py_clock.current_time_millis()
-            rc = doc_begin(c, 0, metadata)
+            rc = doc_begin(c, 0, 1 if metadata else 0)
             if rc == 0:
                 return DocumentContext(self, metadata)
             self._handle(rc, 0, metadata)

@@ -243,6 +243,16 @@ append: Callable[[Any, Any, int, int], int] = lib.cq_append
 append_at: Callable[[Any, Any, int, int], int] = lib.cq_append_at
 #: cq_append_batch(appender, data, offsets, n, done) -> code
 append_batch: Callable[[Any, Any, Any, int, Any], int] = lib.cq_append_batch
+#: cq_doc_begin(appender, reserve, meta): open an in-place document (takes the lock)
+doc_begin: Callable[[Any, int, int], int] = lib.cq_doc_begin
+#: cq_doc_ensure(appender, length): room for ``length`` bytes in the open document
+doc_ensure: Callable[[Any, int], int] = lib.cq_doc_ensure
+#: cq_doc_commit(appender, length): publish the open document
+doc_commit: Callable[[Any, int], int] = lib.cq_doc_commit
+#: cq_doc_rollback(appender, length): the open document becomes padding
+doc_rollback: Callable[[Any, int], int] = lib.cq_doc_rollback
+#: cq_doc_abandon(appender): end the open document from another thread (close)
+doc_abandon: Callable[[Any], int] = lib.cq_doc_abandon
 #: cq_read(tailer) -> length or code
 read: Callable[[Any], int] = lib.cq_read
 #: cq_read_batch(tailer, out, cap, offsets, indices, max_n, n_out) -> code
@@ -310,31 +320,6 @@ def int64_at(ptr: Any) -> Any:
 def struct_words(ptr: Any) -> memoryview:
     """The struct at ``ptr`` as a writable view of int64 words."""
     return memoryview(ffi.buffer(ptr)).cast("q")
-
-
-def doc_begin(appender: Any, reserve: int, meta: bool) -> int:
-    """cq_doc_begin: open an in-place document (the write lock is taken)."""
-    return int(lib.cq_doc_begin(appender, reserve, 1 if meta else 0))
-
-
-def doc_ensure(appender: Any, length: int) -> int:
-    """cq_doc_ensure: make room for ``length`` bytes in the open document."""
-    return int(lib.cq_doc_ensure(appender, length))
-
-
-def doc_commit(appender: Any, length: int) -> int:
-    """cq_doc_commit: publish the open document of ``length`` bytes."""
-    return int(lib.cq_doc_commit(appender, length))
-
-
-def doc_rollback(appender: Any, length: int) -> int:
-    """cq_doc_rollback: the open document becomes padding."""
-    return int(lib.cq_doc_rollback(appender, length))
-
-
-def doc_abandon(appender: Any) -> int:
-    """cq_doc_abandon: end the open document from another thread (close)."""
-    return int(lib.cq_doc_abandon(appender))
 
 
 def lock(word: Any, pid: int, spin_ns: int) -> bool:
