@@ -100,9 +100,9 @@ class DiskFullError(ChronicleError, OSError):
 
 
 class SystemCallError(ChronicleError, OSError):
-    """A system call of the native core failed (mapping, syncing or reserving a
-    file, a futex wait): ``errno`` is the call's own, saved by the native core
-    where it failed; ``filename`` the file, when one was involved."""
+    """A system call of the native core failed (mapping or syncing a file):
+    ``errno`` is the call's own, saved by the native core where it failed;
+    ``filename`` the file, when one was involved."""
 
 
 class NativeBuildError(ChronicleError, ImportError):

@@ -71,9 +71,6 @@ try:
         set_excerpt_type,
     )
     from ._hot import _dispatch_mp as dispatch_mp
-    from ._hot import errno_cell as _hot_errno_cell
-    from ._hot import layout as _hot_layout
-    from ._hot import share_errno as _hot_share_errno
     from ._hot import version as _hot_version
 except ImportError as exc:  # pragma: no cover - depends on the build
     raise ImportError(_not_built_message()) from exc
@@ -84,6 +81,18 @@ for _name, _built in (("_cq", ffi.string(lib.cq_version()).decode()), ("_hot", _
             f"aiochronicle native module {_name} is version {_built}, the Python package is "
             f"{__version__}: rebuild with `pip install .`"
         )
+
+
+try:
+    from ._hot import errno_cell as _hot_errno_cell
+    from ._hot import layout as _hot_layout
+    from ._hot import share_errno as _hot_share_errno
+
+    lib.cq_layout_count  # noqa: B018 (present in a _cq of this build)
+except (ImportError, AttributeError) as exc:  # pragma: no cover - depends on the build
+    raise NativeBuildError(
+        "aiochronicle's native modules _cq and _hot come from different builds (one reports "
+        "no layout of the structs they share): rebuild with `pip install .`") from exc
 
 
 # -- the structs both modules share by address -------------------------------

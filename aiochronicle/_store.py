@@ -249,7 +249,7 @@ class CycleStore:
                 continue
             # any other code: the headers do not lead to an end
             raise error(CORRUPT, path=self.path, pos=int(pos[0]),
-                  detail="cannot find the end of the data")
+                        detail="cannot find the end of the data")
         raise CorruptQueueError("the file keeps growing while its end is sought", self.path)
 
     def seek(self, seq: int) -> tuple[int, int]:
@@ -282,12 +282,12 @@ class CycleStore:
                     need = int(pos[0])
                     if need > self.file.file_size() + 4:
                         raise error(CORRUPT, path=self.path, pos=need,
-                              detail="an excerpt runs past the end of the file")
+                                    detail="an excerpt runs past the end of the file")
                     return NOT_FOUND, 0
                 continue
             if rc == CORRUPT:
                 raise error(rc, path=self.path, pos=int(pos[0]),
-                      detail="corrupt index or excerpt header")
+                            detail="corrupt index or excerpt header")
             return rc, int(pos[0])
 
     def write_eof(self) -> None:
@@ -312,8 +312,8 @@ class CycleStore:
                 if f.ensure(n, grow=False):
                     continue
                 raise error(CORRUPT, path=self.path, pos=n,
-                      detail="a document runs past the end of the file (it was truncated): "
-                      "the cycle cannot be closed")
+                            detail="a document runs past the end of the file (it was "
+                            "truncated): the cycle cannot be closed")
             if rc == NOT_REACHED:
                 f.ensure(n + 8)
                 f.reserve(max(0, n - 8), n + 8)

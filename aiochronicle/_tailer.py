@@ -401,7 +401,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
                     if need == int(c.err_pos) + 4:
                         return None
                     raise error(CORRUPT, path=held.path, pos=int(c.err_pos),
-                          detail="an excerpt runs past the end of the file")
+                                detail="an excerpt runs past the end of the file")
             else:
                 st = self._store
                 check(n, path=st.path if st else self.queue.path, pos=int(c.err_pos),
