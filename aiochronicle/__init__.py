@@ -31,11 +31,11 @@ from ._errors import NotAQueueError as NotAQueueError
 from ._errors import QueueAccessError as QueueAccessError
 from ._errors import QueueBusyError as QueueBusyError
 from ._errors import QueueClosedError as QueueClosedError
+from ._errors import QueueOSError as QueueOSError
 from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
 from ._errors import ReplicationError as ReplicationError
 from ._errors import ReplicationTimeoutError as ReplicationTimeoutError
 from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
-from ._errors import SystemCallError as SystemCallError
 from ._errors import UnalignedCycleError as UnalignedCycleError
 from ._errors import UnknownRollCycleError as UnknownRollCycleError
 from ._errors import WireError as WireError
@@ -124,6 +124,7 @@ __all__ = [
     "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
+    "QueueOSError",
     "QueueOptions",
     "QueueStats",
     "ReadOnlyQueueError",
@@ -143,7 +144,6 @@ __all__ = [
     "SinkInfo",
     "StoreFileListener",
     "SyncMode",
-    "SystemCallError",
     "SystemTimeProvider",
     "Tailer",
     "TailerDirection",

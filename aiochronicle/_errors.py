@@ -21,11 +21,11 @@ __all__ = [
     "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
+    "QueueOSError",
     "ReadOnlyQueueError",
     "ReplicationError",
     "ReplicationTimeoutError",
     "RollCycleMismatchWarning",
-    "SystemCallError",
     "UnalignedCycleError",
     "UnknownRollCycleError",
     "WireError",
@@ -99,10 +99,11 @@ class DiskFullError(ChronicleError, OSError):
     """The file system has no room for the queue to grow; nothing was written."""
 
 
-class SystemCallError(ChronicleError, OSError):
-    """A system call of the native core failed (mapping or syncing a file):
-    ``errno`` is the call's own, saved by the native core where it failed;
-    ``filename`` the file, when one was involved."""
+class QueueOSError(ChronicleError, OSError):
+    """A system call the native core made on a queue file (``mmap``, ``msync``,
+    ``madvise``, ``fallocate``, a futex) failed for a reason other than a full
+    disk; ``errno``, ``strerror`` and ``filename`` say which, as for any
+    ``OSError``."""
 
 
 class NativeBuildError(ChronicleError, ImportError):

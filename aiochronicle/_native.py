@@ -25,7 +25,7 @@ from ._errors import (
     IndexFullError,
     MessageTooLargeError,
     NativeBuildError,
-    SystemCallError,
+    QueueOSError,
     UnalignedCycleError,
     WriteLockLostError,
 )
@@ -204,7 +204,7 @@ def error(rc: int, *, path: str = "", pos: int | None = None, what: str = "",
     ``error(CORRUPT, ...)``.  ``path``/``pos`` locate damage; ``what`` says
     what was being done; ``detail`` replaces the generic message; ``size``
     is the payload's length (named when it is too large).  CQ_ERRNO gives
-    SystemCallError with the errno the native core saved where the system
+    QueueOSError with the errno the native core saved where the system
     call failed (:func:`last_errno`)."""
     doing = f"{what}: " if what else ""
     if rc == CORRUPT:
@@ -229,7 +229,7 @@ def error(rc: int, *, path: str = "", pos: int | None = None, what: str = "",
                              detail or f"{doing}no space left on the device for {path}")
     if rc == ERRNO:
         err = last_errno()
-        return SystemCallError(err, f"{doing}{os.strerror(err)}", *((path,) if path else ()))
+        return QueueOSError(err, f"{doing}{os.strerror(err)}", path or None)
     return ChronicleError(detail or f"{doing}native call failed with {code_name(rc)}")
 
 

@@ -157,7 +157,7 @@ def test_the_error_names_the_failed_calls_errno_not_a_later_one(tmp_path: Path) 
     word = ffi.new("uint32_t *", 1)
     assert lib.cq_futex_wait(word, 2, 1_000_000) == lib.CQ_WAIT_CHANGED
     assert ffi.errno == errno.EAGAIN  # what cffi's errno says by now
-    with pytest.raises(ac.SystemCallError) as info:
+    with pytest.raises(ac.QueueOSError) as info:
         check(rc, path=str(path), what="mapping")
     assert info.value.errno == errno.EACCES
     assert isinstance(info.value, OSError) and info.value.filename == str(path)
