@@ -106,13 +106,6 @@ class QueueOSError(ChronicleError, OSError):
     ``OSError``."""
 
 
-class NativeBuildError(ChronicleError, ImportError):
-    """The two compiled modules (the cffi core ``aiochronicle._cq`` and the C
-    API module ``aiochronicle._hot``) disagree on the layout of the structs
-    they share by address: they come from different builds.  Raised when
-    ``aiochronicle`` is imported; rebuild with ``pip install .``."""
-
-
 class HeaderlessCycleError(ChronicleError):
     """An append to a cycle file without a header document (one libchronicle
     wrote): such files are read, never appended to, because there is no header
@@ -186,3 +179,10 @@ class UnalignedCycleError(ChronicleError):
     are not 4-byte aligned, and an atomic header update at such an offset is
     undefined behaviour.  Appends resume in the next cycle, which is created in
     the aligned layout."""
+
+
+class NativeBuildError(ChronicleError, ImportError):
+    """The two compiled modules (the cffi core ``aiochronicle._cq`` and the C
+    API module ``aiochronicle._hot``) disagree on the layout of the structs
+    they share by address: they come from different builds.  Raised when
+    ``aiochronicle`` is imported; rebuild with ``pip install .``."""
