@@ -26,6 +26,7 @@ from ._errors import HeaderlessCycleError as HeaderlessCycleError
 from ._errors import IllegalIndexError as IllegalIndexError
 from ._errors import IndexFullError as IndexFullError
 from ._errors import MessageTooLargeError as MessageTooLargeError
+from ._errors import NativeBuildError as NativeBuildError
 from ._errors import NoFallocateWarning as NoFallocateWarning
 from ._errors import NoSuchIndexError as NoSuchIndexError
 from ._errors import NoSuchQueueError as NoSuchQueueError
@@ -112,6 +113,7 @@ __all__ = [
     "MethodCall",
     "MethodReader",
     "MethodReaderStatistics",
+    "NativeBuildError",
     "NoFallocateWarning",
     "NoSuchIndexError",
     "NoSuchQueueError",

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueClosedError
 from ._excerpt import SCRATCH, Excerpt, TailerDirection
-from ._native import ffi, lib
+from ._native import BAD_STATE, NONE, NULL, TAILER_INDEX_WORD, spin, unpack, yield_cpu
 from ._notify import Notifier, notifier_for, running_loop
 from ._pauser import SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
 
@@ -32,11 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncTailerMixin"]
 
-_NONE = lib.CQ_NONE
-_cq_spin = lib.cq_spin
+_NONE = NONE
+_cq_spin = spin
 #: CLOCK_MONOTONIC in ns, as the native core reads it (a builtin: no GIL hand-off)
 _mono_ns = time.monotonic_ns
-_unpack = ffi.unpack
+_unpack = unpack
 _tuple_new = tuple.__new__
 _running_loop = running_loop
 
@@ -46,7 +46,7 @@ def _sleep(_: float) -> Generator[None, None, None]:
     """``await asyncio.sleep(0)`` without importing asyncio here: a bare yield
     makes the running task give the loop one turn."""
     yield
-_OUT_INDEX = ffi.offsetof("cq_tailer", "index") // 8
+_OUT_INDEX = TAILER_INDEX_WORD
 
 
 class AsyncTailerMixin:
@@ -312,10 +312,10 @@ class AsyncTailerMixin:
                         else:
                             _cq_spin(ns, stop, seen)
                     elif kind == YIELD:
-                        lib.cq_yield()
+                        yield_cpu()
                     else:
-                        n = pauser._sync_park(c if forward else ffi.NULL, ns, notifier, seen)
-                        if n == lib.CQ_BAD_STATE and not forward:
+                        n = pauser._sync_park(c if forward else NULL, ns, notifier, seen)
+                        if n == BAD_STATE and not forward:
                             n = _NONE
                     if n >= 0 and ex is None:
                         ex = self._taken(n)

@@ -29,21 +29,34 @@ from ._native import (
     EOF_,
     GAP,
     INDEX_FULL,
-    LOCK_LOST,
     LOCKED,
     NEED_MAP,
     NO_SPACE,
     NOT_REACHED,
+    NULL,
     ROLL,
-    TOO_LARGE,
     HotAppender,
+    address,
+    append,
+    append_at,
+    append_batch,
     check,
     code_name,
-    ffi,
-    lib,
+    doc_abandon,
+    doc_begin,
+    doc_commit,
+    doc_ensure,
+    doc_rollback,
+    from_buffer,
+    int64_at,
+    memmove,
+    new_appender,
+    new_int64,
+    new_uint64,
+    release_buffer,
 )
 from ._resource import _Resource, in_flight
-from ._settings import ACK_KEY, MAX_PAYLOAD, SyncMode
+from ._settings import ACK_KEY, SyncMode
 
 if TYPE_CHECKING:
     from ._codecs import Codec
@@ -54,8 +67,8 @@ if TYPE_CHECKING:
 __all__ = ["Appender"]
 
 _T = TypeVar("_T")
-_cq_append = lib.cq_append
-_cq_append_at = lib.cq_append_at
+_cq_append = append
+_cq_append_at = append_at
 #: native codes after which an appender rolls (a sink's append lock is checked first)
 _ROLL_CODES = (BAD_STATE, ROLL, EOF_)
 #: bytes of disk reserved ahead of the writers at a time
@@ -92,7 +105,7 @@ class Appender(HotAppender, _Resource):
         self._meta = meta
         self._write_lock = cycles.write_lock
         self._store: CycleStore | None = None
-        c = ffi.new("cq_appender *")
+        c = new_appender()
         self._c: Any = c
         self._keep: list[Any] = []
         c.write_lock = self._write_lock.ptr()
@@ -104,9 +117,9 @@ class Appender(HotAppender, _Resource):
             c.clock_cell = tp._cell
             self._keep.append(tp._cell)
         elif isinstance(tp, SystemTimeProvider):
-            c.clock_cell = ffi.NULL
+            c.clock_cell = NULL
         else:
-            cell = ffi.new("int64_t *", tp.current_time_millis())
+            cell = new_int64(tp.current_time_millis())
             self._keep.append(cell)
             c.clock_cell = cell
             self._py_clock = tp
@@ -122,13 +135,12 @@ class Appender(HotAppender, _Resource):
         self._synced_store: CycleStore | None = None
         self._since_sync = 0
         self._last_sync = time.monotonic()
-        self._bind_native(int(ffi.cast("uintptr_t", c)))
+        self._bind_native(address(c))
 
     def _refresh_append_lock(self) -> None:
         meta = self._meta
         off = meta.offset("chronicle.append.lock")
-        self._c.append_lock = (ffi.NULL if off is None
-                               else ffi.cast("int64_t *", meta.file.ptr(off)))
+        self._c.append_lock = NULL if off is None else int64_at(meta.file.ptr(off))
 
     def __repr__(self) -> str:
         return f"<Appender {self.queue.path!r} cycle={self.cycle}>"
@@ -155,7 +167,7 @@ class Appender(HotAppender, _Resource):
         if c.doc_open:
             # the owner may still be copying into the document: its slot
             # becomes padding, so those bytes land where nobody reads
-            lib.cq_doc_abandon(c)
+            doc_abandon(c)
         if not self._owe():
             self._let_go()
 
@@ -166,11 +178,11 @@ class Appender(HotAppender, _Resource):
         if c.doc_open:
             # a document begun while the close ran (its begin was waiting for
             # the lock): end it as _detach does, while the file is still held
-            lib.cq_doc_abandon(c)
+            doc_abandon(c)
         st, self._store = self._store, None
         # no native call runs now and none will touch the store again (the
         # closed flag comes first): the struct lets go of it too
-        self._c.store = ffi.NULL
+        self._c.store = NULL
         self._cycles.release(st)
 
     def _held(self) -> CycleStore:
@@ -260,7 +272,7 @@ class Appender(HotAppender, _Resource):
         if isinstance(data, str):
             return data.encode()
         if isinstance(data, bytearray | memoryview):
-            return ffi.from_buffer(data)
+            return from_buffer(data)
         raise TypeError(f"cannot append {type(data).__name__}; expected bytes or str")
 
     def _append_slow(self, rc: int, data: Any, meta: int) -> int:
@@ -301,20 +313,16 @@ class Appender(HotAppender, _Resource):
         else:
             st = self._store
             check(rc, path=st.path if st is not None else self._cycles.path,
-                  pos=int(c.err_pos), what=f"appending {size} bytes",
-                  detail=self._detail(rc, size))
+                  pos=int(c.err_pos), what=f"appending {size} bytes", size=size,
+                  detail=self._detail(rc))
 
-    def _detail(self, rc: int, size: int) -> str:
-        if rc == TOO_LARGE:
-            return f"an excerpt holds at most {MAX_PAYLOAD} bytes, got {size}"
+    def _detail(self, rc: int) -> str:
+        """What the appender knows beyond ``check``'s own message."""
         if rc == INDEX_FULL:
             return (f"cycle {self.cycle} holds as many excerpts as "
                     f"{self._cycles.roll_cycle.name} can index")
         if rc == CORRUPT:
             return "found bytes where the next excerpt should go"
-        if rc == LOCK_LOST:
-            return (f"the write lock of {self._cycles.path} was forced away from this appender "
-                    "before it committed: the excerpt was not written")
         return ""
 
     def _reserve(self, need: int) -> None:
@@ -370,16 +378,16 @@ class Appender(HotAppender, _Resource):
         cycle, not the clock's, decides)."""
         n = len(offsets) - 1
         c = self._c
-        buf = ffi.from_buffer(data)
-        offs = ffi.from_buffer("int64_t[]", offsets)
+        buf = from_buffer(data)
+        offs = from_buffer("int64_t[]", offsets)
         saved = c.check_cycle
         c.check_cycle = 0
         try:
             self._append_batches(buf, offs, offsets, 1, at=first)
         finally:
             c.check_cycle = saved
-            ffi.release(buf)
-            ffi.release(offs)
+            release_buffer(buf)
+            release_buffer(offs)
         last = int(c.last_index)
         if last != first + n - 1:
             raise IllegalIndexError(f"another writer appended in between: wrote {last:#x}, "
@@ -511,8 +519,8 @@ class Appender(HotAppender, _Resource):
             offsets = array("q", offsets)
         if offsets[-1] > len(data):
             raise ValueError("offsets run past the end of data")
-        buf = data if type(data) is bytes else ffi.from_buffer(data)
-        self._append_batches(buf, ffi.from_buffer("int64_t[]", offsets), offsets, 0)
+        buf = data if type(data) is bytes else from_buffer(data)
+        self._append_batches(buf, from_buffer("int64_t[]", offsets), offsets, 0)
         return int(self._c.last_index)
 
     def _append_batches(self, buf: Any, offs: Any, offsets: array[int], start: int,
@@ -524,12 +532,12 @@ class Appender(HotAppender, _Resource):
         changed under it: IllegalIndexError)."""
         n = len(offsets) - 1
         c = self._c
-        done = ffi.new("uint64_t *")
+        done = new_uint64()
         guard = 0
         while start < n:
             if at is None and self._py_clock is not None:
                 c.clock_cell[0] = self._py_clock.current_time_millis()
-            rc = lib.cq_append_batch(c, buf, offs + start, min(4096, n - start), done)
+            rc = append_batch(c, buf, offs + start, min(4096, n - start), done)
             start += int(done[0])
             if rc == 0:
                 continue
@@ -551,7 +559,7 @@ class Appender(HotAppender, _Resource):
         for _ in range(10_000):
             if self._py_clock is not None:
                 c.clock_cell[0] = self._py_clock.current_time_millis()
-            rc = lib.cq_doc_begin(c, 0, 1 if metadata else 0)
+            rc = doc_begin(c, 0, 1 if metadata else 0)
             if rc == 0:
                 return DocumentContext(self, metadata)
             self._handle(rc, 0, metadata)
@@ -560,7 +568,7 @@ class Appender(HotAppender, _Resource):
     def _doc_ensure(self, length: int) -> None:
         c = self._c
         while True:
-            rc = lib.cq_doc_ensure(c, length)
+            rc = doc_ensure(c, length)
             if rc == 0:
                 return
             if rc == NEED_MAP:
@@ -573,17 +581,17 @@ class Appender(HotAppender, _Resource):
         """Copy ``raw`` into the open document at ``at`` (``end`` = at + len)."""
         self._doc_ensure(end)
         c = self._c
-        ffi.memmove(c.store.base + c.doc_pos + 4 + at, raw, len(raw))
+        memmove(c.store.base + c.doc_pos + 4 + at, raw, len(raw))
 
     @in_flight
     def _doc_rollback(self, length: int) -> None:
-        lib.cq_doc_rollback(self._c, length)
+        doc_rollback(self._c, length)
 
     @in_flight
     def _doc_commit(self, length: int, metadata: bool) -> int | None:
         c = self._c
         self._doc_ensure(length)
-        rc = lib.cq_doc_commit(c, length)
+        rc = doc_commit(c, length)
         if rc != 0:
             self._handle(rc, length)
         return None if metadata else int(c.last_index)

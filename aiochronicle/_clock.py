@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol, runtime_checkable
 
-from ._native import ffi
+from ._native import new_int64
 
 __all__ = ["SetTimeProvider", "SystemTimeProvider", "TimeProvider"]
 
@@ -48,7 +48,7 @@ class SetTimeProvider:
     __slots__ = ("_cell",)
 
     def __init__(self, initial_millis: int = 0) -> None:
-        self._cell: Any = ffi.new("int64_t *", initial_millis)
+        self._cell: Any = new_int64(initial_millis)
 
     def current_time_millis(self) -> int:
         """The time this clock was set to, in milliseconds since the Unix epoch."""

@@ -14,6 +14,7 @@ __all__ = [
     "IllegalIndexError",
     "IndexFullError",
     "MessageTooLargeError",
+    "NativeBuildError",
     "NoFallocateWarning",
     "NoSuchIndexError",
     "NoSuchQueueError",
@@ -184,3 +185,10 @@ class UnalignedCycleError(ChronicleError):
     are not 4-byte aligned, and an atomic header update at such an offset is
     undefined behaviour.  Appends resume in the next cycle, which is created in
     the aligned layout."""
+
+
+class NativeBuildError(ChronicleError, ImportError):
+    """The two compiled modules (the cffi core ``aiochronicle._cq`` and the C
+    API module ``aiochronicle._hot``) disagree on the layout of the structs
+    they share by address: they come from different builds.  Raised when
+    ``aiochronicle`` is imported; rebuild with ``pip install .``."""

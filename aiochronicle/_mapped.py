@@ -30,9 +30,9 @@ from ._errors import (
     QueueAccessError,
     QueueClosedError,
 )
-from ._native import ffi, lib
+from ._native import ERRNO, NO_SPACE, OK, check, error, ffi, last_errno, lib
 
-__all__ = ["MappedFile", "list_dir", "open_regular"]
+__all__ = ["MappedFile", "MappedWords", "list_dir", "open_regular"]
 
 PAGE = os.sysconf("SC_PAGESIZE")
 
@@ -156,9 +156,8 @@ class MappedFile:
         if size <= self.c.map_len:
             return  # another thread mapped at least as much meanwhile
         out = ffi.new("uint8_t **")
-        if lib.cq_map(self.fd, size, 1 if self.writable else 0, out) != 0:
-            err = ffi.errno
-            raise OSError(err, f"mmap of {self.path} failed: {os.strerror(err)}")
+        check(lib.cq_map(self.fd, size, 1 if self.writable else 0, out),
+              what=f"mmap of {self.path} failed")
         old_base, old_len = self.c.base, int(self.c.map_len)
         lib.cq_store_remap(self.c, out[0], size)
         if old_base != ffi.NULL:
@@ -196,18 +195,17 @@ class MappedFile:
         if end <= start:
             return True
         rc = lib.cq_reserve(self._live(), start, end - start)
-        if rc == lib.CQ_OK:
+        if rc == OK:
             return True
-        if rc != lib.CQ_NO_SPACE:
-            err = ffi.errno
+        if rc != NO_SPACE:
+            err = last_errno()
             rc = self._reserve_by_faulting(start, end)
-            _warn_no_fallocate(self.fd, self.path, err, rc != lib.CQ_ERRNO)
-            if rc == lib.CQ_OK:
+            _warn_no_fallocate(self.fd, self.path, err, rc != ERRNO)
+            if rc == OK:
                 return True
-        if rc == lib.CQ_NO_SPACE:
-            raise DiskFullError(errno.ENOSPC,
-                                f"no space left on the device for {self.path}; nothing was "
-                                "written")
+        if rc == NO_SPACE:
+            raise error(rc, path=self.path, detail=f"no space left on the device for "
+                        f"{self.path}; nothing was written")
         return False
 
     def _reserve_by_faulting(self, start: int, end: int) -> int:
@@ -220,7 +218,7 @@ class MappedFile:
         range can be faulted; the rest is reserved when it is mapped."""
         end = min(end, int(self.c.map_len))
         if end <= start:
-            return int(lib.CQ_OK)
+            return OK
         return int(lib.cq_populate(self.c.base, start, end))
 
     def ensure(self, need: int, grow: bool = True) -> bool:
@@ -340,9 +338,9 @@ class MappedFile:
         """msync ``[start, end)``."""
         end = min(end, int(self.c.map_len))
         self._live()
-        if end > start and lib.cq_sync(self.c.base, start, end, 0 if wait else 1) != 0:
-            err = ffi.errno
-            raise OSError(err, f"msync of {self.path} failed: {os.strerror(err)}")
+        if end > start:
+            check(lib.cq_sync(self.c.base, start, end, 0 if wait else 1),
+                  what=f"msync of {self.path} failed")
 
     def close(self) -> None:
         """Mark the file closed; it stays mapped until :meth:`release` (or
@@ -372,3 +370,28 @@ class MappedFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+class MappedWords:
+    """A writable mapping of its own of the first ``size`` bytes of ``path``,
+    for 64-bit words that outlive the queue's mapping of the file (the notify
+    values: a helper thread and other loops touch them after the queue may
+    have unmapped its own).  Unmapped by :meth:`unmap`, once."""
+
+    def __init__(self, path: str, size: int) -> None:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            out = ffi.new("uint8_t **")
+            check(lib.cq_map(fd, size, 1, out), what=f"mmap of {path} failed")
+        finally:
+            os.close(fd)
+        self._base: Any = out[0]
+        self.size = size
+
+    def int64(self, offset: int) -> Any:
+        """The ``int64_t *`` at ``offset``."""
+        return ffi.cast("int64_t *", self._base + offset)
+
+    def unmap(self) -> None:
+        """Drop the mapping (no pointer from :meth:`int64` may be used after)."""
+        lib.cq_unmap(self._base, self.size)

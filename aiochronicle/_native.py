@@ -1,11 +1,22 @@
 """The only importer of the compiled modules: the cffi core ``aiochronicle._cq``
-and the per-message C API calls ``aiochronicle._hot``."""
+and the per-message C API calls ``aiochronicle._hot``.
+
+The typed boundary to the native core (docs/native.md): besides this module,
+only the owners of mapped memory (``_mapped``), of a cycle file (``_store``)
+and of ``metadata.cq4t`` (``_tablestore``) use ``ffi``/``lib``; every other
+module calls the typed names below.  Result codes become exceptions in one
+function, :func:`check`, with the errno the native core saved where a system
+call failed (:func:`last_errno`).  At import the two compiled modules are
+checked to agree on the layout of the structs they share by address."""
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import sys
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ._errors import (
     ChronicleError,
@@ -13,6 +24,7 @@ from ._errors import (
     DiskFullError,
     IndexFullError,
     MessageTooLargeError,
+    NativeBuildError,
     QueueOSError,
     UnalignedCycleError,
     WriteLockLostError,
@@ -70,6 +82,66 @@ for _name, _built in (("_cq", ffi.string(lib.cq_version()).decode()), ("_hot", _
             f"{__version__}: rebuild with `pip install .`"
         )
 
+
+try:
+    from ._hot import errno_cell as _hot_errno_cell
+    from ._hot import layout as _hot_layout
+    from ._hot import share_errno as _hot_share_errno
+
+    lib.cq_layout_count  # noqa: B018 (present in a _cq of this build)
+except (ImportError, AttributeError) as exc:  # pragma: no cover - depends on the build
+    raise NativeBuildError(
+        "aiochronicle's native modules _cq and _hot come from different builds (one reports "
+        "no layout of the structs they share): rebuild with `pip install .`") from exc
+
+
+# -- the structs both modules share by address -------------------------------
+def core_layout() -> dict[str, int]:
+    """The cffi core's table of the shared structs: ``{"cq_store": sizeof,
+    "cq_store.base": offsetof, ...}`` as it was compiled."""
+    return {ffi.string(lib.cq_layout_name(i)).decode(): int(lib.cq_layout_value(i))
+            for i in range(lib.cq_layout_count())}
+
+
+def hot_layout() -> dict[str, int]:
+    """The same table as the C API module ``aiochronicle._hot`` was compiled."""
+    return dict(_hot_layout())
+
+
+def check_layouts(core: Mapping[str, int], hot: Mapping[str, int]) -> None:
+    """Raise NativeBuildError unless the two tables agree on every struct's
+    size and every field's offset (both modules reach the same structs by
+    raw address, so any difference is memory corruption waiting to happen)."""
+    diffs = [f"{name}: {core.get(name)} in _cq, {hot.get(name)} in _hot"
+             for name in sorted(set(core) | set(hot)) if core.get(name) != hot.get(name)]
+    if diffs:
+        shown = "; ".join(diffs[:5]) + (f"; and {len(diffs) - 5} more" if len(diffs) > 5 else "")
+        raise NativeBuildError(
+            "aiochronicle's compiled modules _cq and _hot disagree on the layout of the "
+            f"structs they share ({shown}): they come from different builds; rebuild with "
+            "`pip install .`")
+
+
+check_layouts(core_layout(), hot_layout())
+
+# one errno cell per thread for both modules: _hot's copy of the core saves
+# where the cffi core's does
+_hot_share_errno(int(ffi.cast("uintptr_t", ffi.addressof(lib, "cq_errno_cell"))))
+
+
+def last_errno() -> int:
+    """The errno of this thread's last failed system call in the native core,
+    saved by the C function where it failed, whichever compiled module made
+    the call (cffi's ``ffi.errno`` only sees calls made through cffi)."""
+    return int(lib.cq_last_errno())
+
+
+def errno_cells() -> tuple[int, int]:
+    """(the cffi core's, ``_hot``'s) address of this thread's errno cell:
+    equal once they share it."""
+    return int(ffi.cast("uintptr_t", lib.cq_errno_cell())), int(_hot_errno_cell())
+
+
 # -- result codes of the native core (native/cq.h), read from the build once --
 OK: int = lib.CQ_OK
 NONE: int = lib.CQ_NONE
@@ -111,12 +183,9 @@ def code_name(rc: int) -> str:
     return f"CQ_{name.rstrip('_')}" if name else str(rc)
 
 
-def check(rc: int, *, path: str = "", pos: int = 0, what: str = "",
-          detail: str = "") -> int:
-    """``rc`` when it is not an error code, else raise the named exception it
-    stands for (the one place result codes become exceptions, as pyzmq's
-    ``_check_rc``).  ``path``/``pos`` locate damage; ``what`` says what was
-    being done; ``detail`` replaces the generic message.
+def check(rc: int, *, path: str = "", pos: int | None = None, what: str = "",
+          detail: str = "", size: int | None = None) -> int:
+    """``rc`` when it is not an error code, else raise :func:`error` of it.
 
     The codes a caller handles itself (NONE, EOF, NEED_MAP, ROLL, LOCKED,
     NOT_REACHED, BAD_STATE, ...) must be dealt with before calling this:
@@ -124,30 +193,205 @@ def check(rc: int, *, path: str = "", pos: int = 0, what: str = "",
     """
     if rc >= 0:
         return rc
+    raise error(rc, path=path, pos=pos, what=what, detail=detail, size=size)
+
+
+def error(rc: int, *, path: str = "", pos: int | None = None, what: str = "",
+          detail: str = "", size: int | None = None) -> ChronicleError:
+    """The named exception the error code ``rc`` stands for: the one place
+    result codes become exceptions (as pyzmq's ``_check_rc``); callers that
+    read a code as damage (a document past the end of the file) raise
+    ``error(CORRUPT, ...)``.  ``path``/``pos`` locate damage; ``what`` says
+    what was being done; ``detail`` replaces the generic message; ``size``
+    is the payload's length (named when it is too large).  CQ_ERRNO gives
+    QueueOSError with the errno the native core saved where the system
+    call failed (:func:`last_errno`)."""
     doing = f"{what}: " if what else ""
     if rc == CORRUPT:
-        raise CorruptQueueError(detail or f"{doing}corrupt header or index", path, pos)
+        return CorruptQueueError(detail or f"{doing}corrupt header or index", path, pos)
     if rc == LOCK_LOST:
-        raise WriteLockLostError(
-            detail or f"{doing}the write lock of {path} was forced away from this writer "
-            "before it committed: nothing of it was written")
+        return WriteLockLostError(
+            detail or f"{doing}the write lock was forced away from this writer before it "
+            f"committed: nothing of it was written ({path})")
     if rc == TOO_LARGE:
-        raise MessageTooLargeError(detail or f"{doing}an excerpt holds at most "
-                                   f"{(1 << 30) - 1} bytes")
+        return MessageTooLargeError(
+            detail or (f"an excerpt holds at most {HDR_LENGTH_MASK} bytes, got {size}"
+                       if size is not None else
+                       f"{doing}an excerpt holds at most {HDR_LENGTH_MASK} bytes"))
     if rc == UNALIGNED:
-        raise UnalignedCycleError(
+        return UnalignedCycleError(
             detail or f"{doing}{path} is a packed cycle file (dataFormat 0): it is read but "
             "not appended to; appends go on in the next cycle")
     if rc == INDEX_FULL:
-        raise IndexFullError(detail or f"{doing}the cycle's index is full")
+        return IndexFullError(detail or f"{doing}the cycle's index is full")
     if rc == NO_SPACE:
-        raise DiskFullError(28, detail or f"{doing}no space left on the device for {path}")
+        return DiskFullError(errno.ENOSPC,
+                             detail or f"{doing}no space left on the device for {path}")
     if rc == ERRNO:
-        err = ffi.errno
-        raise QueueOSError(err, f"{doing}{os.strerror(err)}", path or None)
-    raise ChronicleError(detail or f"{doing}native call failed with {code_name(rc)}")
+        err = last_errno()
+        return QueueOSError(err, f"{doing}{os.strerror(err)}", path or None)
+    return ChronicleError(detail or f"{doing}native call failed with {code_name(rc)}")
 
 
-__all__ = ["HotAppender", "HotReader", "HotTailer", "WireDecoder", "WireEncoder",
-           "WriterMethod", "check", "code_name", "dispatch_mp", "ffi", "lib",
-           "set_excerpt_type"]
+# -- typed entry points, for the modules that do not hold ffi/lib --------------
+# The slow-path calls are Python functions; the calls a non-C-API path makes
+# once per message (a backward or metadata read, a batch, a positioned
+# append, a pauser's spin) are the cffi functions themselves under typed names,
+# so they cost no extra Python frame.
+
+#: a NULL pointer (for struct fields)
+NULL: Any = ffi.NULL
+#: word index of cq_tailer.index in a tailer struct viewed as int64 words
+TAILER_INDEX_WORD: int = ffi.offsetof("cq_tailer", "index") // 8
+#: how many event loops can own a notify slot of one queue
+NOTIFY_SLOTS: int = lib.CQ_NOTIFY_SLOTS
+
+#: cq_append(appender, data, len, meta) -> index or code
+append: Callable[[Any, Any, int, int], int] = lib.cq_append
+#: cq_append_at(appender, data, len, seq) -> index or code
+append_at: Callable[[Any, Any, int, int], int] = lib.cq_append_at
+#: cq_append_batch(appender, data, offsets, n, done) -> code
+append_batch: Callable[[Any, Any, Any, int, Any], int] = lib.cq_append_batch
+#: cq_doc_begin(appender, reserve, meta): open an in-place document (takes the lock)
+doc_begin: Callable[[Any, int, int], int] = lib.cq_doc_begin
+#: cq_doc_ensure(appender, length): room for ``length`` bytes in the open document
+doc_ensure: Callable[[Any, int], int] = lib.cq_doc_ensure
+#: cq_doc_commit(appender, length): publish the open document
+doc_commit: Callable[[Any, int], int] = lib.cq_doc_commit
+#: cq_doc_rollback(appender, length): the open document becomes padding
+doc_rollback: Callable[[Any, int], int] = lib.cq_doc_rollback
+#: cq_doc_abandon(appender): end the open document from another thread (close)
+doc_abandon: Callable[[Any], int] = lib.cq_doc_abandon
+#: cq_read(tailer) -> length or code
+read: Callable[[Any], int] = lib.cq_read
+#: cq_read_batch(tailer, out, cap, offsets, indices, max_n, n_out) -> code
+read_batch: Callable[[Any, Any, int, Any, Any, int, Any], int] = lib.cq_read_batch
+#: cq_spin(budget_ns, stop, stop_seen) -> CQ_SPIN_* (GIL released)
+spin: Callable[[int, Any, int], int] = lib.cq_spin
+#: cq_park_read(tailer or NULL, park_ns, cell, horizon_ns, stop, stop_seen)
+park_read: Callable[[Any, int, Any, int, Any, int], int] = lib.cq_park_read
+#: cq_futex_wake(word, n) -> woken or code
+futex_wake: Callable[[Any, int], int] = lib.cq_futex_wake
+#: cq_futex_wait(word, expected, timeout_ns) -> CQ_WAIT_* or code (GIL released)
+futex_wait: Callable[[Any, int, int], int] = lib.cq_futex_wait
+#: sched_yield()
+yield_cpu: Callable[[], int] = lib.cq_yield
+#: bytes at a char pointer: unpack(pointer, length)
+unpack: Callable[[Any, int], bytes] = ffi.unpack
+#: a pointer to the bytes of a buffer (bytes, bytearray, memoryview, array)
+from_buffer: Callable[..., Any] = ffi.from_buffer
+#: let go of a from_buffer() pointer now
+release_buffer: Callable[[Any], None] = ffi.release
+#: copy bytes between pointers and buffers
+memmove: Callable[[Any, Any, int], None] = ffi.memmove
+
+
+def new_appender() -> Any:
+    """A zeroed native appender (``cq_appender *``), freed with its last reference."""
+    return ffi.new("cq_appender *")
+
+
+def new_tailer() -> Any:
+    """A zeroed native tailer (``cq_tailer *``), freed with its last reference."""
+    return ffi.new("cq_tailer *")
+
+
+def new_bytes(size: int) -> Any:
+    """A zeroed ``char[size]`` (a tailer's scratch buffer)."""
+    return ffi.new("char[]", size)
+
+
+def new_int64(value: int = 0) -> Any:
+    """A heap ``int64_t *`` holding ``value`` (a clock cell)."""
+    return ffi.new("int64_t *", value)
+
+
+def new_uint64() -> Any:
+    """A heap ``uint64_t *`` (an out parameter)."""
+    return ffi.new("uint64_t *")
+
+
+def new_uint32() -> Any:
+    """A heap ``uint32_t *`` (a pauser's stop word)."""
+    return ffi.new("uint32_t *")
+
+
+def address(ptr: Any) -> int:
+    """The address of a native pointer, for ``_bind_native``."""
+    return int(ffi.cast("uintptr_t", ptr))
+
+
+def int64_at(ptr: Any) -> Any:
+    """``ptr`` (a pointer into mapped memory) as an ``int64_t *``."""
+    return ffi.cast("int64_t *", ptr)
+
+
+def struct_words(ptr: Any) -> memoryview:
+    """The struct at ``ptr`` as a writable view of int64 words."""
+    return memoryview(ffi.buffer(ptr)).cast("q")
+
+
+def lock(word: Any, pid: int, spin_ns: int) -> bool:
+    """cq_lock: take the lock word for ``pid``, spinning at most ``spin_ns``
+    (GIL released); False when it stayed held."""
+    return int(lib.cq_lock(word, pid, spin_ns)) == OK
+
+
+def unlock(word: Any, pid: int) -> None:
+    """cq_unlock: free the lock word if ``pid`` holds it."""
+    lib.cq_unlock(word, pid)
+
+
+def cas64(ptr: Any, expected: int, value: int) -> bool:
+    """Compare-and-set the int64 at ``ptr``."""
+    return bool(lib.cq_cas64(ffi.cast("uint8_t *", ptr), expected, value))
+
+
+def notify_sockname(ident: int) -> bytes:
+    """The abstract socket name of a notify slot owner."""
+    buf = ffi.new("char[40]")
+    n = lib.cq_notify_sockname(ident, buf)
+    return bytes(ffi.buffer(buf, n))
+
+
+def notify_park(parked: Any, slot: int) -> None:
+    """Set slot ``slot``'s parked bit."""
+    lib.cq_notify_park(parked, slot)
+
+
+def notify_unpark(parked: Any, slot: int) -> None:
+    """Clear slot ``slot``'s parked bit."""
+    lib.cq_notify_unpark(parked, slot)
+
+
+def notify_word(cell: Any) -> Any:
+    """The futex word of the notify value at ``cell``."""
+    return lib.cq_notify_word(cell)
+
+
+def notify_arm(cell: Any, horizon_ns: int) -> int:
+    """Announce a waiter until ``horizon_ns`` from now; the word's snapshot."""
+    return int(lib.cq_notify_arm(cell, horizon_ns))
+
+
+def new_notify_watch() -> Any:
+    """A native appender's notify watch (``cq_notify_watch *``): its socket
+    closes when the watch is garbage."""
+    return ffi.gc(ffi.new("cq_notify_watch *"), lib.cq_notify_watch_close)
+
+
+__all__ = [
+    "HotAppender",
+    "HotReader",
+    "HotTailer",
+    "WireDecoder",
+    "WireEncoder",
+    "WriterMethod",
+    "check",
+    "code_name",
+    "dispatch_mp",
+    "error",
+    "ffi",
+    "lib",
+    "set_excerpt_type",
+]

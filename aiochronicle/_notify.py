@@ -37,7 +37,21 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ._native import ffi, lib
+from ._mapped import MappedWords
+from ._native import (
+    NOTIFY_SLOTS,
+    NULL,
+    cas64,
+    futex_wait,
+    futex_wake,
+    int64_at,
+    new_notify_watch,
+    notify_arm,
+    notify_park,
+    notify_sockname,
+    notify_unpark,
+    notify_word,
+)
 
 if TYPE_CHECKING:
     from ._appender import Appender
@@ -53,7 +67,7 @@ NOTIFY_KEY = "aiochronicle.notify"
 #: bit i: the owner of slot i is parked
 PARKED_KEY = "aiochronicle.notify.parked"
 #: how many event loops (of any processes) can own a slot of one queue
-SLOTS = int(lib.CQ_NOTIFY_SLOTS)
+SLOTS = NOTIFY_SLOTS
 
 
 def slot_key(i: int) -> str:
@@ -62,13 +76,11 @@ def slot_key(i: int) -> str:
 
 
 def _cas_slot(slot_ptr: Any, expected: int, value: int) -> bool:
-    return bool(lib.cq_cas64(ffi.cast("uint8_t *", slot_ptr), expected, value))
+    return cas64(slot_ptr, expected, value)
 
 
 def _sockname(ident: int) -> bytes:
-    buf = ffi.new("char[40]")
-    n = lib.cq_notify_sockname(ident, buf)
-    return bytes(ffi.buffer(buf, n))
+    return notify_sockname(ident)
 
 #: how long one futex wait of the helper thread lasts (it then re-arms)
 WAIT_SLICE_NS = 100_000_000
@@ -133,7 +145,7 @@ class _LoopWaker:
         namespace could not reach us and freed it)."""
         if not self._open or int(self._slot_ptr[0]) != self._ident:
             return False
-        lib.cq_notify_park(self._parked, self._slot)
+        notify_park(self._parked, self._slot)
         return True
 
     def _readable(self) -> None:
@@ -156,7 +168,7 @@ class _LoopWaker:
               ident: int) -> None:
         """Give the slot up (unless someone took it over) and clear its bit."""
         _cas_slot(slot_ptr, ident, 0)
-        lib.cq_notify_unpark(parked, slot)
+        notify_unpark(parked, slot)
         if sock is not None:
             sock.close()
 
@@ -207,21 +219,13 @@ class Notifier:
         # wake-ups never touch memory the queue unmaps when it closes; it
         # lives until close()
         size = max(offsets.values()) + 8
-        fd = os.open(meta.path, os.O_RDWR | os.O_CLOEXEC)
-        try:
-            out = ffi.new("uint8_t **")
-            if lib.cq_map(fd, size, 1, out) != 0:
-                raise OSError(ffi.errno, f"mmap of {meta.path} failed")
-        finally:
-            os.close(fd)
-        self._base: Any = out[0]
-        self._size = size
+        self._words = MappedWords(meta.path, size)
         self._offsets = offsets
         #: the value, and its futex word (for threads parking in cq_park_read)
-        self.cell: Any = ffi.cast("int64_t *", self._base + offsets[NOTIFY_KEY])
-        self.word: Any = lib.cq_notify_word(self.cell)
+        self.cell: Any = self._words.int64(offsets[NOTIFY_KEY])
+        self.word: Any = notify_word(self.cell)
         #: the parked bits of the owner slots
-        self.parked: Any = ffi.cast("int64_t *", self._base + offsets[PARKED_KEY])
+        self.parked: Any = self._words.int64(offsets[PARKED_KEY])
         self._cond = threading.Condition()
         self._waiters: dict[asyncio.Future[None], int] = {}
         self._thread: threading.Thread | None = None
@@ -234,7 +238,7 @@ class Notifier:
 
     def slot_ptr(self, i: int) -> Any:
         """The value of owner slot ``i``."""
-        return ffi.cast("int64_t *", self._base + self._offsets[slot_key(i)])
+        return self._words.int64(self._offsets[slot_key(i)])
 
     # -- tasks: the loop's own socket ----------------------------------------
     def loop_waker(self, loop: asyncio.AbstractEventLoop | None = None) -> _LoopWaker | None:
@@ -302,7 +306,7 @@ class Notifier:
         with self._cond:
             if self._closed:
                 return None
-            return int(lib.cq_notify_arm(self.cell, HORIZON_NS))
+            return notify_arm(self.cell, HORIZON_NS)
 
     def register(self, fut: asyncio.Future[None], snapshot: int) -> None:
         """Have ``fut`` resolved (on its loop) once the word differs from ``snapshot``."""
@@ -340,9 +344,9 @@ class Notifier:
                 continue
             # re-announce (appenders keep waking), then sleep on the word: any
             # waiter registered meanwhile took its snapshot no later than this
-            if int(lib.cq_notify_arm(self.cell, HORIZON_NS)) != cur:
+            if notify_arm(self.cell, HORIZON_NS) != cur:
                 continue
-            lib.cq_futex_wait(word, cur, WAIT_SLICE_NS)
+            futex_wait(word, cur, WAIT_SLICE_NS)
 
     @staticmethod
     def _hand_over(ready: list[asyncio.Future[None]]) -> None:
@@ -368,16 +372,16 @@ class Notifier:
         for w in wakers:
             w.close()
         if thread is not None:
-            lib.cq_futex_wake(self.word, 1 << 30)
+            futex_wake(self.word, 1 << 30)
             thread.join(1.0)
             if thread.is_alive():  # pragma: no cover - a stuck thread keeps the mapping
                 return
         if wakers:
             # a loop on another thread may still be between a look at its slot
             # and its park: the mapping goes with this object, not before
-            weakref.finalize(self, lib.cq_unmap, self._base, self._size)
+            weakref.finalize(self, self._words.unmap)
             return
-        lib.cq_unmap(self._base, self._size)
+        self._words.unmap()
 
 
 def notifier_for(queue: Queue) -> Notifier | None:
@@ -415,18 +419,18 @@ def _watch_setup(appender: Appender, w: Any) -> None:
 
     def value(key: str) -> Any:
         off = meta.offset(key)  # rescans the keys when absent
-        return ffi.NULL if off is None else ffi.cast("int64_t *", file.ptr(off))
+        return NULL if off is None else int64_at(file.ptr(off))
 
     w.cell = value(NOTIFY_KEY)
     w.parked = value(PARKED_KEY)
     known = 0
     for i in range(SLOTS):
         w.slots[i] = value(slot_key(i))
-        if w.slots[i] != ffi.NULL:
+        if w.slots[i] != NULL:
             known |= 1 << i
     w.known = known
-    if w.cell != ffi.NULL and w.parked != ffi.NULL and known == (1 << SLOTS) - 1:
-        w.meta = ffi.NULL
+    if w.cell != NULL and w.parked != NULL and known == (1 << SLOTS) - 1:
+        w.meta = NULL
         return
     w.meta = file.c.base
     w.meta_len = file.c.map_len
@@ -442,7 +446,7 @@ def attach_appender(appender: Appender) -> None:
         return
     # the socket its wake-ups are sent from closes when the appender is garbage
     # (not at close(): another thread may be sending on it right then)
-    w = ffi.gc(ffi.new("cq_notify_watch *"), lib.cq_notify_watch_close)
+    w = new_notify_watch()
     _watch_setup(appender, w)
     appender._notify_watch = w  # keeps it alive while the native appender points at it
     appender._c.notify = w

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._native import ffi, lib
+from ._native import NULL, address, futex_wake, new_uint32, park_read, spin
 
 if TYPE_CHECKING:
     import asyncio
@@ -47,9 +47,9 @@ SYNC_SPIN_SLICE = 1 * MS
 
 #: CLOCK_MONOTONIC in ns, as the native core reads it (a builtin: no GIL hand-off)
 _mono_ns = time.monotonic_ns
-_cq_spin = lib.cq_spin
-_cq_park = lib.cq_park_read
-_cq_futex_wake = lib.cq_futex_wake
+_cq_spin = spin
+_cq_park = park_read
+_cq_futex_wake = futex_wake
 _sched_yield = os.sched_yield
 
 
@@ -125,9 +125,9 @@ class Pauser:
         self._count = 0
         self._time = 0
         self._timed_start = 0
-        self._stop: Any = ffi.new("uint32_t *")
+        self._stop: Any = new_uint32()
         #: its address, for the C API spin (aiochronicle._hot)
-        self._stop_addr = int(ffi.cast("uintptr_t", self._stop))
+        self._stop_addr = address(self._stop)
         self._parks: set[asyncio.Future[None]] = set()
         self._sync_word: Any = None
         self._lock = threading.Lock()
@@ -285,14 +285,14 @@ class Pauser:
         elif kind == YIELD:
             _sched_yield()
         else:
-            self._sync_park(ffi.NULL, ns, None, seen)
+            self._sync_park(NULL, ns, None, seen)
         self._time += _mono_ns() - t0
 
     def _sync_park(self, tailer_c: Any, ns: int, notifier: Notifier | None, seen: int) -> int:
         """Park this thread for ``ns``; with a notifier, on the queue's notify
         word (then a committed excerpt ends it).  Returns cq_park_read's code."""
         if notifier is None:
-            return int(_cq_park(tailer_c, ns, ffi.NULL, 0, self._stop, seen))
+            return int(_cq_park(tailer_c, ns, NULL, 0, self._stop, seen))
         self._sync_word = notifier.word
         try:
             return int(_cq_park(tailer_c, ns, notifier.cell, notifier.horizon_ns, self._stop,

@@ -14,7 +14,20 @@ from dataclasses import dataclass
 from ._errors import CorruptQueueError, QueueAccessError
 from ._headerless import is_headerless
 from ._mapped import MappedFile
-from ._native import HDR_EOF, HDR_META, HDR_NOT_COMPLETE, check, ffi, lib
+from ._native import (
+    CORRUPT,
+    HDR_EOF,
+    HDR_META,
+    HDR_NOT_COMPLETE,
+    NEED_MAP,
+    NOT_FOUND,
+    NOT_REACHED,
+    OK,
+    check,
+    error,
+    ffi,
+    lib,
+)
 from ._native import HDR_LENGTH_MASK as LENGTH_MASK
 from ._rollcycles import cycle_shift_for
 from ._wire import Document, WireError, WireWriter, parse_document
@@ -228,13 +241,15 @@ class CycleStore:
         eof = ffi.new("int *")
         for _ in range(64):
             rc = lib.cq_find_end(self.file.c, pos, seq, eof)
-            if rc == lib.CQ_OK:
+            if rc == OK:
                 return int(pos[0]), int(seq[0]), bool(eof[0])
-            if rc == lib.CQ_NEED_MAP:
+            if rc == NEED_MAP:
                 if not self.file.refresh():
                     return int(pos[0]), int(seq[0]), False
                 continue
-            raise CorruptQueueError("cannot find the end of the data", self.path, int(pos[0]))
+            # any other code: the headers do not lead to an end
+            raise error(CORRUPT, path=self.path, pos=int(pos[0]),
+                        detail="cannot find the end of the data")
         raise CorruptQueueError("the file keeps growing while its end is sought", self.path)
 
     def seek(self, seq: int) -> tuple[int, int]:
@@ -251,7 +266,7 @@ class CycleStore:
             while len(marks) <= k:
                 last = (len(marks) - 1) * MARK_EVERY
                 code, pos = self._seek(last + MARK_EVERY, (last, marks[-1]))
-                if code != lib.CQ_OK:
+                if code != OK:
                     break
                 marks.append(pos)
             n = min(k, len(marks) - 1)
@@ -262,16 +277,17 @@ class CycleStore:
         while True:
             rc = (lib.cq_seek(self.file.c, seq, pos) if start is None
                   else lib.cq_seek_from(self.file.c, seq, start[1], start[0], pos))
-            if rc == lib.CQ_NEED_MAP:
+            if rc == NEED_MAP:
                 if not self.file.refresh():
                     need = int(pos[0])
                     if need > self.file.file_size() + 4:
-                        raise CorruptQueueError("an excerpt runs past the end of the file",
-                                                self.path, need)
-                    return lib.CQ_NOT_FOUND, 0
+                        raise error(CORRUPT, path=self.path, pos=need,
+                                    detail="an excerpt runs past the end of the file")
+                    return NOT_FOUND, 0
                 continue
-            if rc == lib.CQ_CORRUPT:
-                raise CorruptQueueError("corrupt index or excerpt header", self.path, int(pos[0]))
+            if rc == CORRUPT:
+                raise error(rc, path=self.path, pos=int(pos[0]),
+                            detail="corrupt index or excerpt header")
             return rc, int(pos[0])
 
     def write_eof(self) -> None:
@@ -289,24 +305,22 @@ class CycleStore:
         need = ffi.new("uint64_t *")
         for _ in range(64):
             rc = lib.cq_write_eof(f.c, 0, need)
-            if rc == lib.CQ_OK:
+            if rc == OK:
                 return
             n = int(need[0])
-            if rc == lib.CQ_NEED_MAP:
+            if rc == NEED_MAP:
                 if f.ensure(n, grow=False):
                     continue
-                raise CorruptQueueError("a document runs past the end of the file (it was "
-                                        "truncated): the cycle cannot be closed", self.path, n)
-            if rc == lib.CQ_NOT_REACHED:
+                raise error(CORRUPT, path=self.path, pos=n,
+                            detail="a document runs past the end of the file (it was "
+                            "truncated): the cycle cannot be closed")
+            if rc == NOT_REACHED:
                 f.ensure(n + 8)
                 f.reserve(max(0, n - 8), n + 8)
                 continue
-            if rc == lib.CQ_CORRUPT:
-                raise CorruptQueueError("cannot write the end-of-cycle marker: the headers "
-                                        "do not lead to the end of the data", self.path)
             check(rc, path=self.path, what="writing the end-of-cycle marker",
-                  detail="the write lock was forced away while the cycle's end-of-file marker "
-                  f"was written ({self.path})" if rc == lib.CQ_LOCK_LOST else "")
+                  detail="cannot write the end-of-cycle marker: the headers do not lead to "
+                  "the end of the data" if rc == CORRUPT else "")
         raise CorruptQueueError("the end of the cycle moved 64 times while its "
                                 "end-of-file marker was written", self.path)
 

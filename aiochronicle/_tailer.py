@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ._aio import AsyncTailerMixin
-from ._errors import CorruptQueueError, QueueClosedError, ReadOnlyQueueError
+from ._errors import QueueClosedError, ReadOnlyQueueError
 from ._excerpt import SCRATCH, Batch, Excerpt, MetadataExcerpt, TailerDirection, batch_of
 from ._hooks import HOOKS
 from ._native import (
@@ -23,12 +23,22 @@ from ._native import (
     NEED_MAP,
     NONE,
     NOT_REACHED,
+    NULL,
     OK,
     TOO_LARGE,
     HotTailer,
+    address,
     check,
-    ffi,
-    lib,
+    error,
+    from_buffer,
+    new_bytes,
+    new_tailer,
+    new_uint64,
+    read,
+    read_batch,
+    release_buffer,
+    struct_words,
+    unpack,
 )
 from ._resource import _Resource, in_flight
 from ._settings import ACK_KEY
@@ -41,8 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Tailer"]
 
-_cq_read = lib.cq_read
-_unpack = ffi.unpack
+_cq_read = read
+_unpack = unpack
 _tuple_new = tuple.__new__
 
 
@@ -67,14 +77,14 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         self.name = name
         """The named tailer's name (its position is kept as ``index.<name>``), or None."""
         self._store: CycleStore | None = None
-        c = ffi.new("cq_tailer *")
+        c = new_tailer()
         self._c: Any = c
-        self._scratch: Any = ffi.new("char[]", SCRATCH)
+        self._scratch: Any = new_bytes(SCRATCH)
         c.scratch = self._scratch
         c.scratch_cap = SCRATCH
         # struct fields read on the hot path go through a memoryview: far
         # cheaper than cffi attribute access
-        self._out = memoryview(ffi.buffer(c)).cast("q")
+        self._out = struct_words(c)
         c.queue_shift = cycles.roll_cycle.cycle_shift
         c.include_meta = 1 if include_metadata else 0
         self._direction = TailerDirection(direction)
@@ -138,7 +148,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         st, self._store = self._store, None
         # no native call runs now and none will touch the store again (the
         # closed flag comes first): the struct lets go of it too
-        self._c.store = ffi.NULL
+        self._c.store = NULL
         self._cycles.release(st)
 
     def _held(self) -> CycleStore:
@@ -178,7 +188,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         hot = self._direction == TailerDirection.FORWARD and not self._c.include_meta
         # read_blocking reads in C first only where read_nowait is the C one
         plain = type(self).read_nowait is HotTailer.read_nowait
-        self._bind_native(int(ffi.cast("uintptr_t", self._c)), hot, plain)
+        self._bind_native(address(self._c), hot, plain)
         self._spin_reads = hot and not self._gated
 
     @property
@@ -202,7 +212,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         self._store = st
         self._cycle = cycle
         c = self._c
-        c.store = st.file.c if st is not None else ffi.NULL
+        c.store = st.file.c if st is not None else NULL
         c.dropped = 0
         if old is not None and old is not st:
             self._cycles.release(old)
@@ -395,8 +405,8 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
                 if not held.file.ensure(need, grow=False):
                     if need == int(c.err_pos) + 4:
                         return None
-                    raise CorruptQueueError("an excerpt runs past the end of the file",
-                                            held.path, int(c.err_pos))
+                    raise error(CORRUPT, path=held.path, pos=int(c.err_pos),
+                                detail="an excerpt runs past the end of the file")
             else:
                 st = self._store
                 check(n, path=st.path if st else self._cycles.path, pos=int(c.err_pos),
@@ -463,7 +473,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
             n = _cq_read(c)
         if n < 0:
             self._check()  # CQ_BAD_STATE: closed meanwhile
-            raise CorruptQueueError("cannot read an indexed excerpt", st.path, pos)
+            raise error(CORRUPT, path=st.path, pos=pos, detail="cannot read an indexed excerpt")
         return self._excerpt(n)
 
     def _peek(self) -> Excerpt | None:
@@ -555,7 +565,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         # in flight without a wrapper's cost (a poll that finds nothing is common)
         self._enter()
         try:
-            rc = lib.cq_read_batch(c, sc.pdata, max_bytes, sc.poffsets, sc.pindices, max_count,
+            rc = read_batch(c, sc.pdata, max_bytes, sc.poffsets, sc.pindices, max_count,
                                    n_out)
         finally:
             self._leave()
@@ -735,14 +745,14 @@ class _BatchScratch:
         self.data = bytearray(max_bytes)
         self.offsets = array("q", bytes(8 * (max_count + 1)))
         self.indices = array("q", bytes(8 * max_count))
-        self.n_out = ffi.new("uint64_t *")
-        self.pdata = ffi.from_buffer(self.data)
-        self.poffsets = ffi.from_buffer("int64_t[]", self.offsets)
-        self.pindices = ffi.from_buffer("int64_t[]", self.indices)
+        self.n_out = new_uint64()
+        self.pdata = from_buffer(self.data)
+        self.poffsets = from_buffer("int64_t[]", self.offsets)
+        self.pindices = from_buffer("int64_t[]", self.indices)
 
     def release(self) -> None:
         for p in (self.pdata, self.poffsets, self.pindices):
-            ffi.release(p)
+            release_buffer(p)
 
     def take(self, n: int) -> tuple[Batch, bool]:
         """The first ``n`` excerpts read, as a Batch the caller owns, and

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._errors import AppendLockedError, QueueClosedError, WriteLockTimeoutError
-from ._native import UNLOCKED, lib
+from ._native import UNLOCKED, lock, unlock
 from ._settings import UnlockMode
 
 if TYPE_CHECKING:
@@ -252,13 +252,13 @@ class WriteLock:
 
     def acquire(self) -> None:
         """Take the lock for this process (waiting as :meth:`wait` says)."""
-        lock = self.ptr()
-        while lib.cq_lock(lock, os.getpid(), SPIN_NS) != 0:
+        word = self.ptr()
+        while not lock(word, os.getpid(), SPIN_NS):
             self.wait()
 
     def release(self) -> None:
         """Release the lock if this process holds it."""
-        lib.cq_unlock(self.ptr(), os.getpid())
+        unlock(self.ptr(), os.getpid())
 
     def __enter__(self) -> WriteLock:
         self.acquire()

@@ -8,6 +8,7 @@
 #include "notify.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -163,13 +164,13 @@ static int abandon_claim(cq_store *s, uint64_t pos, uint32_t h, uint64_t *next, 
 int cq_map(int fd, uint64_t len, int writable, uint8_t **out) {
     int prot = PROT_READ | (writable ? PROT_WRITE : 0);
     void *p = mmap(NULL, (size_t)len, prot, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) return CQ_ERRNO;
+    if (p == MAP_FAILED) return cq_fail(CQ_ERRNO);
     *out = (uint8_t *)p;
     return CQ_OK;
 }
 
 int cq_unmap(uint8_t *base, uint64_t len) {
-    return munmap(base, (size_t)len) == 0 ? CQ_OK : CQ_ERRNO;
+    return munmap(base, (size_t)len) == 0 ? CQ_OK : cq_fail(CQ_ERRNO);
 }
 
 int cq_release_pages(uint8_t *base, uint64_t from, uint64_t to) {
@@ -177,7 +178,7 @@ int cq_release_pages(uint8_t *base, uint64_t from, uint64_t to) {
     uint64_t a = (from + (uint64_t)pg - 1) & ~((uint64_t)pg - 1);
     uint64_t b = to & ~((uint64_t)pg - 1);
     if (b <= a) return CQ_OK;
-    return madvise(base + a, (size_t)(b - a), MADV_DONTNEED) == 0 ? CQ_OK : CQ_ERRNO;
+    return madvise(base + a, (size_t)(b - a), MADV_DONTNEED) == 0 ? CQ_OK : cq_fail(CQ_ERRNO);
 }
 
 int cq_reserve(int fd, uint64_t off, uint64_t len) {
@@ -187,8 +188,7 @@ int cq_reserve(int fd, uint64_t off, uint64_t len) {
         r = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
     } while (r != 0 && errno == EINTR);
     if (r == 0) return CQ_OK;
-    if (errno == ENOSPC || errno == EDQUOT) return CQ_NO_SPACE;
-    return CQ_ERRNO;
+    return cq_fail(errno == ENOSPC || errno == EDQUOT ? CQ_NO_SPACE : CQ_ERRNO);
 }
 
 /* Fault in (writably) the pages of [from, to): pretouching ahead of a writer. */
@@ -198,16 +198,19 @@ int cq_populate(uint8_t *base, uint64_t from, uint64_t to) {
     if (to <= a) return CQ_OK;
 #ifdef MADV_POPULATE_WRITE
     if (madvise(base + a, (size_t)(to - a), MADV_POPULATE_WRITE) == 0) return CQ_OK;
-    if (errno == EFAULT) return CQ_NO_SPACE; /* a SIGBUS would have been raised */
+    if (errno == EFAULT) return cq_fail(CQ_NO_SPACE); /* a SIGBUS would have been raised */
+    return cq_fail(CQ_ERRNO);
+#else
+    errno = EINVAL;
+    return cq_fail(CQ_ERRNO);
 #endif
-    return CQ_ERRNO;
 }
 
 int cq_sync(uint8_t *base, uint64_t from, uint64_t to, int async_) {
     long pg = sysconf(_SC_PAGESIZE);
     uint64_t a = from & ~((uint64_t)pg - 1);
     if (to <= a) return CQ_OK;
-    return msync(base + a, (size_t)(to - a), async_ ? MS_ASYNC : MS_SYNC) == 0 ? CQ_OK : CQ_ERRNO;
+    return msync(base + a, (size_t)(to - a), async_ ? MS_ASYNC : MS_SYNC) == 0 ? CQ_OK : cq_fail(CQ_ERRNO);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1274,4 +1277,102 @@ int cq_read_batch(cq_tailer *t, uint8_t *out, uint64_t out_cap, int64_t *offsets
     t->include_meta = saved_meta;
     *n_out = n;
     return n ? CQ_OK : rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* the shared structs' layout (cq.h)                                    */
+
+#define SIZE(s) {#s, sizeof(s)}
+#define FIELD(s, f) {#s "." #f, offsetof(s, f)}
+static const struct { const char *name; uint64_t value; } layout[] = {
+    SIZE(cq_store),
+    FIELD(cq_store, base),
+    FIELD(cq_store, map_len),
+    FIELD(cq_store, cycle),
+    FIELD(cq_store, align),
+    FIELD(cq_store, file_shift),
+    FIELD(cq_store, wp_off),
+    FIELD(cq_store, wp_seq_off),
+    FIELD(cq_store, i2i_off),
+    FIELD(cq_store, last_index_off),
+    FIELD(cq_store, index_count),
+    FIELD(cq_store, index_spacing),
+    FIELD(cq_store, count_bits),
+    FIELD(cq_store, spacing_bits),
+    FIELD(cq_store, data_start),
+    FIELD(cq_store, chunk),
+    SIZE(cq_appender),
+    FIELD(cq_appender, store),
+    FIELD(cq_appender, write_lock),
+    FIELD(cq_appender, append_lock),
+    FIELD(cq_appender, pid),
+    FIELD(cq_appender, clock_cell),
+    FIELD(cq_appender, epoch),
+    FIELD(cq_appender, length_ms),
+    FIELD(cq_appender, queue_shift),
+    FIELD(cq_appender, check_cycle),
+    FIELD(cq_appender, closed),
+    FIELD(cq_appender, reserved0),
+    FIELD(cq_appender, lock_spin_ns),
+    FIELD(cq_appender, pos),
+    FIELD(cq_appender, seq),
+    FIELD(cq_appender, populated),
+    FIELD(cq_appender, populate_step),
+    FIELD(cq_appender, dropped),
+    FIELD(cq_appender, allocated),
+    FIELD(cq_appender, notify),
+    FIELD(cq_appender, last_index),
+    FIELD(cq_appender, want_cycle),
+    FIELD(cq_appender, need),
+    FIELD(cq_appender, err_pos),
+    FIELD(cq_appender, doc_open),
+    FIELD(cq_appender, doc_meta),
+    FIELD(cq_appender, doc_pos),
+    FIELD(cq_appender, doc_claim),
+    FIELD(cq_appender, appended),
+    SIZE(cq_tailer),
+    FIELD(cq_tailer, store),
+    FIELD(cq_tailer, queue_shift),
+    FIELD(cq_tailer, include_meta),
+    FIELD(cq_tailer, closed),
+    FIELD(cq_tailer, reserved0),
+    FIELD(cq_tailer, pos),
+    FIELD(cq_tailer, seq),
+    FIELD(cq_tailer, dropped),
+    FIELD(cq_tailer, scratch),
+    FIELD(cq_tailer, scratch_cap),
+    FIELD(cq_tailer, data),
+    FIELD(cq_tailer, len),
+    FIELD(cq_tailer, index),
+    FIELD(cq_tailer, is_meta),
+    FIELD(cq_tailer, need),
+    FIELD(cq_tailer, err_pos),
+    FIELD(cq_tailer, vstore),
+    FIELD(cq_tailer, vcycle),
+    FIELD(cq_tailer, vend),
+    FIELD(cq_tailer, vpos),
+    FIELD(cq_tailer, vseq),
+    FIELD(cq_tailer, vnext),
+    FIELD(cq_tailer, vnext_seq),
+    SIZE(cq_notify_watch),
+    FIELD(cq_notify_watch, cell),
+    FIELD(cq_notify_watch, meta),
+    FIELD(cq_notify_watch, meta_len),
+    FIELD(cq_notify_watch, probe),
+    FIELD(cq_notify_watch, parked),
+    FIELD(cq_notify_watch, slots),
+    FIELD(cq_notify_watch, known),
+    FIELD(cq_notify_watch, sock),
+};
+#undef SIZE
+#undef FIELD
+
+int cq_layout_count(void) { return (int)(sizeof layout / sizeof layout[0]); }
+
+const char *cq_layout_name(int i) {
+    return i >= 0 && i < cq_layout_count() ? layout[i].name : NULL;
+}
+
+uint64_t cq_layout_value(int i) {
+    return i >= 0 && i < cq_layout_count() ? layout[i].value : 0;
 }

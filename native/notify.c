@@ -16,6 +16,26 @@
 #include <time.h>
 #include <unistd.h>
 
+/* ------------------------------------------------------------------ */
+/* the last errno (codes.h)                                            */
+
+static _Thread_local int last_errno;
+
+int *cq_errno_cell(void) { return &last_errno; }
+
+static int *(*errno_cell)(void) = cq_errno_cell;
+
+void cq_share_errno(int *(*cell)(void)) { errno_cell = cell != NULL ? cell : cq_errno_cell; }
+
+int *cq_errno_cell_in_use(void) { return errno_cell(); }
+
+int cq_last_errno(void) { return *errno_cell(); }
+
+int cq_fail(int rc) {
+    *errno_cell() = errno;
+    return rc;
+}
+
 uint64_t cq_mono_ns(void) { return cq_now_ns(); }
 
 /* ------------------------------------------------------------------ */
@@ -34,13 +54,13 @@ int cq_futex_wait(const uint32_t *word, uint32_t expected, uint64_t timeout_ns) 
     case ETIMEDOUT: return CQ_WAIT_TIMEOUT;
     case EAGAIN: return CQ_WAIT_CHANGED;
     case EINTR: return CQ_WAIT_INTERRUPTED;
-    default: return CQ_ERRNO;
+    default: return cq_fail(CQ_ERRNO);
     }
 }
 
 int cq_futex_wake(const uint32_t *word, int n) {
     long r = futex(word, FUTEX_WAKE, (uint32_t)n, NULL);
-    return r < 0 ? CQ_ERRNO : (int)r;
+    return r < 0 ? cq_fail(CQ_ERRNO) : (int)r;
 }
 
 /* ------------------------------------------------------------------ */

@@ -155,7 +155,7 @@ CASES = {
             with obj.writing_document() as dc:
                 dc.write(b"a" * 100)
                 dc.write(b"b" * 100)
-        trace = hook("_doc_write", "_appender.py", line="ffi.memmove(")
+        trace = hook("_doc_write", "_appender.py", line="memmove(")
     """,
     # a blocking read about to park: the close's wake-up must not be missed
     # (the park would last its full 600 s; the child's deadline is 60 s)
@@ -316,7 +316,7 @@ def test_a_close_while_a_document_waits_for_the_lock(tmp_path: Path) -> None:
             # so the call cannot have returned)
             code = ac.Appender.writing_document.__wrapped__.__code__
             ins = list(dis.get_instructions(code))
-            at = next(i for i, x in enumerate(ins) if x.argval == "cq_doc_begin")
+            at = next(i for i, x in enumerate(ins) if x.argval == "doc_begin")
             call = next(x.offset for x in ins[at:] if x.opname == "CALL")
             th = threading.Thread(target=write)
             th.start()

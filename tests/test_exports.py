@@ -41,6 +41,7 @@ EXPECTED = [
     "MethodCall",
     "MethodReader",
     "MethodReaderStatistics",
+    "NativeBuildError",
     "NoFallocateWarning",
     "NoSuchIndexError",
     "NoSuchQueueError",
