@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._appender import Appender, _ClockedAppender, _SyncedAppender
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
-from ._cycles import Cycles, StoreListener
+from ._cycles import Cycles
 from ._errors import (
     CorruptQueueError,
     NoSuchQueueError,
@@ -46,7 +46,7 @@ from ._settings import (
     metadata_header,
     options_from,
 )
-from ._store import CycleStore, open_store
+from ._store import open_store
 from ._tablestore import TableStore
 from ._tailer import Tailer, _AckedNamedTailer, _AckedTailer, _NamedTailer
 from ._writelock import recover_dead_locks
@@ -140,7 +140,7 @@ class Queue(_Resource):
         if not read_only:
             os.makedirs(self.path, exist_ok=True)
         elif not os.path.isdir(self.path):
-            raise FileNotFoundError(f"no queue directory at {self.path}")
+            raise NoSuchQueueError(f"no queue directory at {self.path}")
 
         requested = roll_cycle
         rc = roll_cycle or RollCycles.DEFAULT
@@ -551,42 +551,11 @@ class Queue(_Resource):
         """The number of excerpts in the whole queue."""
         return sum(self._cycles.count(c) for c in self.cycles())
 
-    # -- aliases for _ops and _replication -----------------------------------
-    # TODO(issue 24): ops/replication move to Cycles
+    # -- the metadata, for _notify and _codecs ---------------------------------
+    # TODO(issue 24): _notify and _codecs are to be given the table store (h24h)
     @property
     def _meta(self) -> TableStore | None:
         return self._cycles.meta
-
-    # TODO(issue 24): ops/replication move to Cycles
-    @property
-    def _overlap(self) -> int:
-        return self._cycles.overlap
-
-    # TODO(issue 24): ops/replication move to Cycles
-    @property
-    def _namer(self) -> CycleNamer:
-        return self._cycles.namer
-
-    # TODO(issue 24): ops/replication move to Cycles
-    @property
-    def _store_hooks(self) -> list[StoreListener]:
-        return self._cycles.listeners
-
-    # TODO(issue 24): ops/replication move to Cycles
-    def _roll_index(self) -> tuple[int, int]:
-        return self._cycles.roll_index
-
-    # TODO(issue 24): ops/replication move to Cycles
-    def _invalidate_listing(self) -> None:
-        self._cycles.refresh()
-
-    # TODO(issue 24): ops/replication move to Cycles
-    def _acquire_store(self, cycle: int) -> CycleStore | None:
-        return self._cycles.acquire(cycle)
-
-    # TODO(issue 24): ops/replication move to Cycles
-    def _release_store(self, st: CycleStore | None) -> None:
-        self._cycles.release(st)
 
     # -- metadata values ---------------------------------------------------
     def table_store_get(self, key: str) -> int | None:
@@ -662,6 +631,8 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
         UnknownRollCycleError: a roll cycle name that is not a built-in one.
         TypeError: a ``roll_cycle`` or ``time_provider`` of the wrong type.
         CorruptQueueError: the directory holds files that are not a queue's.
+        NoSuchQueueError: ``read_only`` and no directory at ``path`` (a
+            FileNotFoundError too).
     """
     settings: dict[str, Any] = dict(
         roll_cycle=roll_cycle, epoch=epoch, time_provider=time_provider, read_only=read_only,
