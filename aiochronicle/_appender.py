@@ -101,8 +101,8 @@ class Appender(HotAppender, _Resource):
         tp = cycles.time_provider
         self._py_clock: TimeProvider | None = None
         if isinstance(tp, SetTimeProvider):
-            c.clock_cell = tp._cell
-            self._keep.append(tp._cell)
+            c.clock_cell = tp.ptr()
+            self._keep.append(c.clock_cell)
         elif isinstance(tp, SystemTimeProvider):
             c.clock_cell = ffi.NULL
         else:
@@ -141,6 +141,17 @@ class Appender(HotAppender, _Resource):
     async def aclose(self) -> None:
         """:meth:`close` for ``async`` code (idempotent)."""
         self.close()
+
+    def queue_closed(self) -> bool:
+        """For the queue's use: its files are shut; let go of the cycle file,
+        now or when the call in flight leaves.  True if a call is in flight."""
+        self._detach()
+        return self._owe()
+
+    def after_fork(self) -> None:
+        """For the queue's use, in a forked child: take the write lock with
+        this process's PID (not the parent's)."""
+        self._c.pid = os.getpid()
 
     def _detach(self) -> None:
         # May run on another thread than one appending right now (Queue.close),

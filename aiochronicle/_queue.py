@@ -64,19 +64,16 @@ __all__ = ["Queue", "is_queue_dir", "open_existing_queue", "open_queue"]
 # parent's PID (so a crash of the child would look like a crash of the parent,
 # and the parent's death would let others take a lock the child holds).
 
-_OPEN_QUEUES: weakref.WeakSet[Queue] = weakref.WeakSet()
-
+#: every queue object alive, with its appenders and tailers
+_OPEN_QUEUES: weakref.WeakKeyDictionary[Queue, weakref.WeakSet[Appender | Tailer]] = (
+    weakref.WeakKeyDictionary())
 
 
 def _after_fork_in_child() -> None:
-    pid = os.getpid()
-    for q in list(_OPEN_QUEUES):
+    for q, children in list(_OPEN_QUEUES.items()):
         q.cycle_files.after_fork()
-        for child in list(q._children):
-            if isinstance(child, Appender):
-                child._c.pid = pid
-            else:
-                child._wait_guard = None
+        for child in list(children):
+            child.after_fork()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -190,7 +187,7 @@ class Queue(_Resource):
             read_only=read_only, block_size=o.block_size, timeout=timeout,
             lock_timeout=timeout * 1.5 if o.lock_timeout is None else o.lock_timeout,
             unlock_mode=o.unlock_mode)
-        _OPEN_QUEUES.add(self)
+        _OPEN_QUEUES[self] = self._children
 
 
     # -- fixed settings --------------------------------------------------
@@ -387,15 +384,14 @@ class Queue(_Resource):
                 return
             if clean:
                 for child in list(self._children):
-                    if isinstance(child, Tailer) and not child._closed:
-                        child._save()
+                    if isinstance(child, Tailer):
+                        child.queue_closing()
             cycles.shut()
             busy = False
             for child in list(self._children):
                 # one with no call in flight lets its cycle file go now (the
                 # last holder unmaps it); one in a call, when the call leaves
-                child._detach()
-                busy = busy or child._owe()
+                busy = child.queue_closed() or busy
             close_notifier(self)  # asyncio: the notify helper thread (_notify)
             # still held stores (by a call in flight: an appender's or tailer's,
             # a pretoucher's, a tool's) are unmapped by their last release

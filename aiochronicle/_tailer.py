@@ -120,6 +120,23 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
             self._save()
         self._detach()
 
+    def queue_closing(self) -> None:
+        """For the queue's use, before a clean close: a named tailer not closed
+        yet saves its position (what it handed out is done)."""
+        if not self._closed:
+            self._save()
+
+    def queue_closed(self) -> bool:
+        """For the queue's use: its files are shut; let go of the cycle file,
+        now or when the call in flight leaves.  True if a call is in flight."""
+        self._detach()
+        return self._owe()
+
+    def after_fork(self) -> None:
+        """For the queue's use, in a forked child: a fresh wait guard (a thread
+        of the parent may have held it, and only the forking thread survives)."""
+        self._wait_guard = None
+
     def _detach(self) -> None:
         if self._closed:
             return
