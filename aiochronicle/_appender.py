@@ -42,7 +42,7 @@ from ._native import (
     ffi,
     lib,
 )
-from ._resource import _Resource, in_flight
+from ._resource import _CycleFileUser, in_flight
 from ._settings import ACK_KEY, MAX_PAYLOAD, SyncMode
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ _ROLL_CODES = (BAD_STATE, ROLL, EOF_)
 RESERVE_STEP = 1 << 20
 
 
-class Appender(HotAppender, _Resource):
+class Appender(HotAppender, _CycleFileUser):
     """Writes excerpts to the end of a queue; safe with other appenders in any
     thread or process (they serialise on ``chronicle.write.lock`` as Java does).
 
@@ -141,12 +141,6 @@ class Appender(HotAppender, _Resource):
     async def aclose(self) -> None:
         """:meth:`close` for ``async`` code (idempotent)."""
         self.close()
-
-    def queue_closed(self) -> bool:
-        """For the queue's use: its files are shut; let go of the cycle file,
-        now or when the call in flight leaves.  True if a call is in flight."""
-        self._detach()
-        return self._owe()
 
     def after_fork(self) -> None:
         """For the queue's use, in a forked child: take the write lock with

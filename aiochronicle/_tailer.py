@@ -30,7 +30,7 @@ from ._native import (
     ffi,
     lib,
 )
-from ._resource import _Resource, in_flight
+from ._resource import _CycleFileUser, in_flight
 from ._settings import ACK_KEY
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ _unpack = ffi.unpack
 _tuple_new = tuple.__new__
 
 
-class Tailer(HotTailer, AsyncTailerMixin, _Resource):
+class Tailer(HotTailer, AsyncTailerMixin, _CycleFileUser):
     """Reads excerpts in index order; never consumes them.
 
     ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
@@ -125,12 +125,6 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         yet saves its position (what it handed out is done)."""
         if not self._closed:
             self._save()
-
-    def queue_closed(self) -> bool:
-        """For the queue's use: its files are shut; let go of the cycle file,
-        now or when the call in flight leaves.  True if a call is in flight."""
-        self._detach()
-        return self._owe()
 
     def after_fork(self) -> None:
         """For the queue's use, in a forked child: a fresh wait guard (a thread
