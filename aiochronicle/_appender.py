@@ -55,7 +55,7 @@ from ._native import (
     new_uint64,
     release_buffer,
 )
-from ._resource import _Resource, in_flight
+from ._resource import _CycleFileUser, in_flight
 from ._settings import ACK_KEY, SyncMode
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ _ROLL_CODES = (BAD_STATE, ROLL, EOF_)
 RESERVE_STEP = 1 << 20
 
 
-class Appender(HotAppender, _Resource):
+class Appender(HotAppender, _CycleFileUser):
     """Writes excerpts to the end of a queue; safe with other appenders in any
     thread or process (they serialise on ``chronicle.write.lock`` as Java does).
 
@@ -114,8 +114,9 @@ class Appender(HotAppender, _Resource):
         tp = cycles.time_provider
         self._py_clock: TimeProvider | None = None
         if isinstance(tp, SetTimeProvider):
-            c.clock_cell = tp._cell
-            self._keep.append(tp._cell)
+            cell = tp.ptr()
+            c.clock_cell = cell
+            self._keep.append(cell)
         elif isinstance(tp, SystemTimeProvider):
             c.clock_cell = NULL
         else:
@@ -153,6 +154,11 @@ class Appender(HotAppender, _Resource):
     async def aclose(self) -> None:
         """:meth:`close` for ``async`` code (idempotent)."""
         self.close()
+
+    def after_fork(self) -> None:
+        """For the queue's use, in a forked child: take the write lock with
+        this process's PID (not the parent's)."""
+        self._c.pid = os.getpid()
 
     def _detach(self) -> None:
         # May run on another thread than one appending right now (Queue.close),

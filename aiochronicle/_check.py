@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ._cycles import Cycles
 from ._dump import Progress, RawDocument
 from ._errors import ChronicleError, CorruptQueueError
 from ._headerless import HEADERLESS_LIMITATION
@@ -85,6 +86,18 @@ class CheckFinding:
         """True if :func:`repair_queue` knows how to fix this finding."""
         return self._apply is not None
 
+    def repair(self, ctx: RepairContext) -> None:
+        """Run this finding's fix with ``ctx`` and set :attr:`repaired` (for
+        :func:`~aiochronicle.repair_queue`, which holds the write lock).
+
+        Raises:
+            ValueError: the finding is not :attr:`repairable`.
+        """
+        if self._apply is None:
+            raise ValueError(f"{self.kind} at {self.path} is not repairable")
+        self._apply(ctx)
+        self.repaired = True
+
     def __str__(self) -> str:
         where = os.path.basename(self.path)
         if self.offset is not None:
@@ -95,8 +108,8 @@ class CheckFinding:
 class RepairContext:
     """Writable handles opened on demand while the write lock is held."""
 
-    def __init__(self, q: Queue, meta: TableStore | None) -> None:
-        self.q = q
+    def __init__(self, files: Cycles, meta: TableStore | None) -> None:
+        self.files = files
         self.meta = meta
         self._stores: dict[str, CycleStore] = {}
 
@@ -104,9 +117,9 @@ class RepairContext:
         """The cycle file at ``path``, writable (opened once)."""
         st = self._stores.get(path)
         if st is None:
-            st = open_store(path, cycle, writable=True, chunk=self.q.block_size,
-                            overlap=self.q._overlap, timeout=1.0,
-                            roll_index=self.q._roll_index())
+            st = open_store(path, cycle, writable=True, chunk=self.files.block_size,
+                            overlap=self.files.overlap, timeout=1.0,
+                            roll_index=self.files.roll_index)
             if st is None:
                 raise ChronicleError(f"cannot open {path} for repair")
             self._stores[path] = st
@@ -166,13 +179,13 @@ def _file_head(path: str, n: int) -> bytes | None:
         os.close(fd)
 
 
-def _header_rebuild(q: Queue, path: str, same_length: bool = False
+def _header_rebuild(files: Cycles, path: str, same_length: bool = False
                     ) -> Callable[[RepairContext], None] | None:
     """A repair writing a fresh header document over the damaged one of the
     cycle file at ``path``, if the file is laid out as a new file of the
     queue's roll cycle is (its index2index page where that puts it; with
     ``same_length`` its header word as well)."""
-    rc = q.roll_cycle
+    rc = files.roll_cycle
     image, lay = store_image(rc.index_count, rc.index_spacing)
     header_end = 4 + (int.from_bytes(image[:4], "little") & LENGTH_MASK)
     i2i = int.from_bytes(image[lay.i2i_off:lay.i2i_off + 8], "little")
@@ -194,7 +207,7 @@ def _header_rebuild(q: Queue, path: str, same_length: bool = False
     return apply
 
 
-def _unwritten_file(q: Queue, path: str, live: bool) -> list[CheckFinding]:
+def _unwritten_file(files: Cycles, path: str, live: bool) -> list[CheckFinding]:
     """A cycle file without its header: being written (younger than the
     queue's ``timeout`` while writers may run: readers see nothing there yet)
     or left by a creator that died (readers pass it by; repair, which holds
@@ -202,18 +215,18 @@ def _unwritten_file(q: Queue, path: str, live: bool) -> list[CheckFinding]:
     age = unwritten_age(path)
     if age is None:
         return []  # gone, or written meanwhile
-    if live and age < q.timeout:
+    if live and age < files.timeout:
         return [CheckFinding(
             "info", "pending-file", path,
             f"no header yet, made {age:.1f}s ago: its creator may still be writing it "
-            f"(readers see nothing there yet; without one after {q.timeout:g}s it counts "
+            f"(readers see nothing there yet; without one after {files.timeout:g}s it counts "
             "as left by a creator that died)", 0)]
     discard = f"{path}-{int(time.time() * 1000)}.discard"
 
     def rename(ctx: RepairContext, path: str = path, discard: str = discard) -> None:
         if unwritten_age(path) is not None:  # (still without a header)
             os.rename(path, discard)
-            ctx.q._invalidate_listing()  # the listing's range may change next
+            ctx.files.refresh()  # the listing's range may change next
 
     return [CheckFinding(
         "warning", "unfinished-file", path,
@@ -222,22 +235,23 @@ def _unwritten_file(q: Queue, path: str, live: bool) -> list[CheckFinding]:
         _apply=rename)]
 
 
-def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
+def _check_cycle(files: Cycles, cycle: int, path: str, is_last: bool,
                  progress: Callable[[int], None] | None,
                  live: bool = False) -> list[CheckFinding]:
 
     out: list[CheckFinding] = []
     try:
-        st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q._overlap,
-                        timeout=q.timeout, roll_index=q._roll_index(), wait=False)
+        st = open_store(path, cycle, writable=False, chunk=files.block_size,
+                        overlap=files.overlap, timeout=files.timeout,
+                        roll_index=files.roll_index, wait=False)
     except CorruptQueueError as exc:
-        rebuild = _header_rebuild(q, path)
+        rebuild = _header_rebuild(files, path)
         return [CheckFinding("error", "bad-file", path, f"unreadable cycle file: {exc}", 0,
                              None if rebuild is None else "write a fresh header document (the "
                              "index pages and excerpts after it are where a new file of the "
                              "queue's roll cycle has them)", _apply=rebuild)]
     if st is None:
-        return _unwritten_file(q, path, live)
+        return _unwritten_file(files, path, live)
     if st.layout.headerless:
         out.append(CheckFinding("warning", "headerless-file", path, HEADERLESS_LIMITATION, 0))
     try:
@@ -246,7 +260,7 @@ def _check_cycle(q: Queue, cycle: int, path: str, is_last: bool,
             # a header as long as a new one, laid out as one, but without
             # dataFormat 1: a damaged field name (Java's older, shorter headers
             # have no dataFormat either, and stay as they are)
-            rebuild = _header_rebuild(q, path, same_length=True)
+            rebuild = _header_rebuild(files, path, same_length=True)
             if rebuild is not None:
                 return [CheckFinding("error", "corrupt-header", path, "the header document "
                                      "has lost its dataFormat field", 4, "write a fresh "
@@ -479,7 +493,7 @@ def _bad_metadata(path: str, message: str, offset: int | None) -> CheckFinding:
                         offset, REBUILD_FIX, _apply=rebuild)
 
 
-def _checked(path: str, run: Callable[[Queue], list[CheckFinding]]) -> list[CheckFinding]:
+def _checked(path: str, run: Callable[[Cycles], list[CheckFinding]]) -> list[CheckFinding]:
     """``run`` on the queue at ``path`` opened read-only; only a ``bad-metadata``
     finding when its metadata keeps it from opening."""
     try:
@@ -489,7 +503,7 @@ def _checked(path: str, run: Callable[[Queue], list[CheckFinding]]) -> list[Chec
             raise
         return [_bad_metadata(path, f"unreadable: {exc}", exc.offset)]
     try:
-        return run(q)
+        return run(q.cycle_files)
     finally:
         q.close()
 
@@ -497,7 +511,7 @@ def _checked(path: str, run: Callable[[Queue], list[CheckFinding]]) -> list[Chec
 def metadata_findings(path: str) -> list[CheckFinding]:
     """A ``bad-metadata`` finding if the queue cannot be opened for its metadata,
     or the metadata lacks roll settings or has damaged key records."""
-    return [f for f in _checked(path, lambda q: _check_metadata(q, []))
+    return [f for f in _checked(path, lambda files: _check_metadata(files, []))
             if f.kind == "bad-metadata"]
 
 
@@ -506,28 +520,28 @@ def _is_metadata_error(path: str, exc: CorruptQueueError) -> bool:
         os.path.join(path, METADATA_FILE))
 
 
-def _check_metadata(q: Queue, cycles: list[int]) -> list[CheckFinding]:
+def _check_metadata(files: Cycles, cycles: list[int]) -> list[CheckFinding]:
     out: list[CheckFinding] = []
-    meta = q._meta
+    meta = files.meta
     if meta is None:
-        mpath = os.path.join(q.path, METADATA_FILE)
+        mpath = os.path.join(files.path, METADATA_FILE)
         if os.path.lexists(mpath):  # damaged: the queue was opened by its cycle files
             try:
                 TableStore(mpath, read_only=True, timeout=0.05).close()
             except CorruptQueueError as exc:
-                out.append(_bad_metadata(q.path, f"unreadable: {exc}", exc.offset))
+                out.append(_bad_metadata(files.path, f"unreadable: {exc}", exc.offset))
             else:
-                out.append(_bad_metadata(q.path, "its roll settings are unusable: the roll "
-                                         "cycle was told from the cycle files", 4))
+                out.append(_bad_metadata(files.path, "its roll settings are unusable: the "
+                                         "roll cycle was told from the cycle files", 4))
         return out
     mpath = meta.path
     if meta.header.get("metadata") is None:
-        out.append(_bad_metadata(q.path, "the header has no roll settings: the roll cycle was "
-                                 "told from the cycle files", 4))
+        out.append(_bad_metadata(files.path, "the header has no roll settings: the roll cycle "
+                                 "was told from the cycle files", 4))
     else:
         damage = meta.damage()
         if damage is not None:
-            out.append(_bad_metadata(q.path, f"damaged key records: {damage[1]}", damage[0]))
+            out.append(_bad_metadata(files.path, f"damaged key records: {damage[1]}", damage[0]))
     if cycles:
         lo, hi = meta.get("listing.lowestCycle"), meta.get("listing.highestCycle")
         if lo != cycles[0] or hi != cycles[-1]:
@@ -563,18 +577,19 @@ def _check_metadata(q: Queue, cycles: list[int]) -> list[CheckFinding]:
     return out
 
 
-def _stray_files(q: Queue) -> list[CheckFinding]:
+def _stray_files(files: Cycles) -> list[CheckFinding]:
     out = []
-    for name in sorted(os.listdir(q.path)):
-        p = os.path.join(q.path, name)
+    for name in sorted(os.listdir(files.path)):
+        p = os.path.join(files.path, name)
         if name.endswith(".discard"):
             out.append(CheckFinding("info", "stray-file", p,
                                     "a discarded cycle file (renamed by a writer after its "
                                     "creator died)"))
-        elif name.endswith(".cq4") and not q._namer.matches(name[:-4]):
+        elif name.endswith(".cq4") and not files.namer.matches(name[:-4]):
             out.append(CheckFinding("warning", "stray-file", p,
                                     f"the name does not follow the queue's roll cycle "
-                                    f"{q.roll_cycle.name} ({q.roll_cycle.format}): ignored"))
+                                    f"{files.roll_cycle.name} ({files.roll_cycle.format}): "
+                                    "ignored"))
     return out
 
 
@@ -582,15 +597,15 @@ def _stray_files(q: Queue) -> list[CheckFinding]:
 _CREATING = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.creating$")
 
 
-def _creating_files(q: Queue) -> list[CheckFinding]:
+def _creating_files(files: Cycles) -> list[CheckFinding]:
     """The new cycle files still being built aside: a live builder's are
     reported (info), a dead one's are leftovers ``repair`` removes."""
     out = []
-    for name in sorted(list_dir(q.path)):
+    for name in sorted(list_dir(files.path)):
         m = _CREATING.match(name)
         if m is None:
             continue
-        p, pid = os.path.join(q.path, name), int(m["pid"])
+        p, pid = os.path.join(files.path, name), int(m["pid"])
         if pid_alive(pid):
             out.append(CheckFinding("info", "creating-file", p,
                                     f"process {pid} is building {m['name']}"))
@@ -607,13 +622,13 @@ def _creating_files(q: Queue) -> list[CheckFinding]:
     return out
 
 
-def _holds_nothing(q: Queue, cycle: int, path: str) -> bool:
+def _holds_nothing(files: Cycles, cycle: int, path: str) -> bool:
     """True for a cycle file holding only the metadata documents it is made
     with: no excerpt and no EOF yet (the file a pretoucher makes for the next
     cycle shortly before the roll).  Read with pread: nothing is reserved."""
     try:
-        st = open_store(path, cycle, writable=False, chunk=q.block_size, overlap=q._overlap,
-                        timeout=0.05, roll_index=q._roll_index())
+        st = open_store(path, cycle, writable=False, chunk=files.block_size,
+                        overlap=files.overlap, timeout=0.05, roll_index=files.roll_index)
     except (CorruptQueueError, OSError):
         return False
     if st is None:
@@ -634,14 +649,14 @@ def _holds_nothing(q: Queue, cycle: int, path: str) -> bool:
         st.close()
 
 
-def _last_cycle(q: Queue, paths: list[tuple[int, str]]) -> int:
+def _last_cycle(files: Cycles, paths: list[tuple[int, str]]) -> int:
     """Where in ``paths`` the cycle now written to is: the newest whose file
     was completed (a creator may have died) and that is not an empty file made
     ahead of time.  It and the ones after it need no EOF."""
     last = len(paths) - 1
     while last > 0 and not _header_complete(paths[last][1]):
         last -= 1
-    while last > 0 and _holds_nothing(q, *paths[last]):
+    while last > 0 and _holds_nothing(files, *paths[last]):
         last -= 1
     return last
 
@@ -652,10 +667,10 @@ def _header_complete(path: str) -> bool:
     return bool(word & HDR_META) and not word & HDR_NOT_COMPLETE
 
 
-def run_check(q: Queue, progress: Progress | None, live: bool = True) -> list[CheckFinding]:
+def run_check(files: Cycles, progress: Progress | None, live: bool = True) -> list[CheckFinding]:
     """Check every file; ``live``: writers may be appending (recheck the last cycle)."""
-    cycles = q.cycles()
-    paths = [(c, q.cycle_path(c)) for c in cycles]
+    cycles = files.listing()
+    paths = [(c, files.path_of(c)) for c in cycles]
     sizes = []
     for _, p in paths:
         try:
@@ -664,14 +679,14 @@ def run_check(q: Queue, progress: Progress | None, live: bool = True) -> list[Ch
             sizes.append(0)
     total = sum(sizes) or 1
     done = 0
-    meta_findings = _check_metadata(q, cycles)
+    meta_findings = _check_metadata(files, cycles)
     if live and any(f.kind == "listing-out-of-date" for f in meta_findings):
         # a writer creates the file first and updates the listing right after
         time.sleep(0.02)
-        q._invalidate_listing()
-        meta_findings = _check_metadata(q, q.cycles())
-    findings = _stray_files(q) + _creating_files(q) + meta_findings
-    last = _last_cycle(q, paths)
+        files.refresh()
+        meta_findings = _check_metadata(files, files.listing())
+    findings = _stray_files(files) + _creating_files(files) + meta_findings
+    last = _last_cycle(files, paths)
     for n, (cyc, p) in enumerate(paths):
         base = done
 
@@ -679,13 +694,13 @@ def run_check(q: Queue, progress: Progress | None, live: bool = True) -> list[Ch
             if progress is not None:
                 progress(base + min(pos, size), total)
 
-        found = _check_cycle(q, cyc, p, n >= last, prog, live)
+        found = _check_cycle(files, cyc, p, n >= last, prog, live)
         if found and n >= last and live:
             # a live appender may have been between its commit and its writePosition or
             # index update: keep only what is still there a moment later
             time.sleep(0.02)
             again = {(f.kind, f.offset, f.message)
-                     for f in _check_cycle(q, cyc, p, True, None, live)}
+                     for f in _check_cycle(files, cyc, p, True, None, live)}
             found = [f for f in found if (f.kind, f.offset, f.message) in again]
         findings += found
         done += sizes[n]
@@ -708,4 +723,4 @@ def check_queue(path: str, *, progress: Progress | None = None) -> list[CheckFin
     """Find incomplete headers, missing EOFs, index holes and bad entries, a stale
     writePosition, an out-of-date listing and stale locks; damaged excerpt
     headers and cycle-file headers, and damaged metadata.  Changes nothing."""
-    return _checked(path, lambda q: run_check(q, progress))
+    return _checked(path, lambda files: run_check(files, progress))

@@ -50,6 +50,11 @@ class SetTimeProvider:
     def __init__(self, initial_millis: int = 0) -> None:
         self._cell: Any = new_int64(initial_millis)
 
+    def ptr(self) -> Any:
+        """The ``int64_t`` the time is kept in (what native appenders read; for
+        this package's use, not part of the user API)."""
+        return self._cell
+
     def current_time_millis(self) -> int:
         """The time this clock was set to, in milliseconds since the Unix epoch."""
         return int(self._cell[0])

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
+from ._cycles import Cycles
 from ._queue import Queue
 
 __all__ = ["StoreFileListener", "add_store_file_listener", "files_open_by_processes"]
@@ -40,13 +41,13 @@ class StoreFileListener(Protocol):
 class _ListenerHub:
     """Fans a queue's cycle-file open/close events out to listeners."""
 
-    def __init__(self, q: Queue) -> None:
-        self.q = q
+    def __init__(self, files: Cycles) -> None:
+        self.files = files
         self.listeners: list[tuple[StoreFileListener, bool]] = []
         self._events: _queue_mod.SimpleQueue[tuple[StoreFileListener, str, int, str] | None] = (
             _queue_mod.SimpleQueue())
         self._thread: threading.Thread | None = None
-        q._store_hooks.append(self._emit)
+        files.listeners.append(self._emit)
 
     def _emit(self, what: str, cycle: int, path: str) -> None:
         for listener, background in list(self.listeners):
@@ -97,9 +98,9 @@ class _ListenerHub:
         self.listeners = [(x, b) for x, b in self.listeners if x is not listener]
         if not self.listeners:
             with contextlib.suppress(ValueError):
-                self.q._store_hooks.remove(self._emit)
+                self.files.listeners.remove(self._emit)
             self._events.put(None)
-            _HUBS.pop(id(self.q), None)
+            _HUBS.pop(id(self.files), None)
 
 
 _HUBS: dict[int, _ListenerHub] = {}
@@ -118,10 +119,11 @@ def add_store_file_listener(q: Queue, listener: StoreFileListener, *,
     the file.  Returns a function that removes the listener (its ``flush()``
     waits for queued background calls).
     """
-    hub = _HUBS.get(id(q))
-    if hub is None or hub.q is not q:
-        hub = _ListenerHub(q)
-        _HUBS[id(q)] = hub
+    files = q.cycle_files
+    hub = _HUBS.get(id(files))
+    if hub is None or hub.files is not files:
+        hub = _ListenerHub(files)
+        _HUBS[id(files)] = hub
     hub.listeners.append((listener, background))
 
     def remove() -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._appender import Appender, _ClockedAppender, _SyncedAppender
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
-from ._cycles import Cycles, StoreListener
+from ._cycles import Cycles
 from ._errors import (
     CorruptQueueError,
     NoSuchQueueError,
@@ -46,7 +46,7 @@ from ._settings import (
     metadata_header,
     options_from,
 )
-from ._store import CycleStore, open_store
+from ._store import open_store
 from ._tablestore import TableStore
 from ._tailer import Tailer, _AckedNamedTailer, _AckedTailer, _NamedTailer
 from ._writelock import recover_dead_locks
@@ -64,19 +64,16 @@ __all__ = ["Queue", "is_queue_dir", "open_existing_queue", "open_queue"]
 # parent's PID (so a crash of the child would look like a crash of the parent,
 # and the parent's death would let others take a lock the child holds).
 
-_OPEN_QUEUES: weakref.WeakSet[Queue] = weakref.WeakSet()
-
+#: every queue object alive, with its appenders and tailers
+_OPEN_QUEUES: weakref.WeakKeyDictionary[Queue, weakref.WeakSet[Appender | Tailer]] = (
+    weakref.WeakKeyDictionary())
 
 
 def _after_fork_in_child() -> None:
-    pid = os.getpid()
-    for q in list(_OPEN_QUEUES):
+    for q, children in list(_OPEN_QUEUES.items()):
         q.cycle_files.after_fork()
-        for child in list(q._children):
-            if isinstance(child, Appender):
-                child._c.pid = pid
-            else:
-                child._wait_guard = None
+        for child in list(children):
+            child.after_fork()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -140,7 +137,7 @@ class Queue(_Resource):
         if not read_only:
             os.makedirs(self.path, exist_ok=True)
         elif not os.path.isdir(self.path):
-            raise FileNotFoundError(f"no queue directory at {self.path}")
+            raise NoSuchQueueError(f"no queue directory at {self.path}")
 
         requested = roll_cycle
         rc = roll_cycle or RollCycles.DEFAULT
@@ -190,7 +187,7 @@ class Queue(_Resource):
             read_only=read_only, block_size=o.block_size, timeout=timeout,
             lock_timeout=timeout * 1.5 if o.lock_timeout is None else o.lock_timeout,
             unlock_mode=o.unlock_mode)
-        _OPEN_QUEUES.add(self)
+        _OPEN_QUEUES[self] = self._children
 
 
     # -- fixed settings --------------------------------------------------
@@ -387,15 +384,14 @@ class Queue(_Resource):
                 return
             if clean:
                 for child in list(self._children):
-                    if isinstance(child, Tailer) and not child._closed:
-                        child._save()
+                    if isinstance(child, Tailer):
+                        child.queue_closing()
             cycles.shut()
             busy = False
             for child in list(self._children):
                 # one with no call in flight lets its cycle file go now (the
                 # last holder unmaps it); one in a call, when the call leaves
-                child._detach()
-                busy = busy or child._owe()
+                busy = child.queue_closed() or busy
             close_notifier(self)  # asyncio: the notify helper thread (_notify)
             # still held stores (by a call in flight: an appender's or tailer's,
             # a pretoucher's, a tool's) are unmapped by their last release
@@ -551,42 +547,11 @@ class Queue(_Resource):
         """The number of excerpts in the whole queue."""
         return sum(self._cycles.count(c) for c in self.cycles())
 
-    # -- aliases for _ops and _replication -----------------------------------
-    # TODO(issue 24): ops/replication move to Cycles
+    # -- the metadata, for _notify and _codecs ---------------------------------
+    # TODO(issue 24): _notify and _codecs are to be given the table store (h24h)
     @property
     def _meta(self) -> TableStore | None:
         return self._cycles.meta
-
-    # TODO(issue 24): ops/replication move to Cycles
-    @property
-    def _overlap(self) -> int:
-        return self._cycles.overlap
-
-    # TODO(issue 24): ops/replication move to Cycles
-    @property
-    def _namer(self) -> CycleNamer:
-        return self._cycles.namer
-
-    # TODO(issue 24): ops/replication move to Cycles
-    @property
-    def _store_hooks(self) -> list[StoreListener]:
-        return self._cycles.listeners
-
-    # TODO(issue 24): ops/replication move to Cycles
-    def _roll_index(self) -> tuple[int, int]:
-        return self._cycles.roll_index
-
-    # TODO(issue 24): ops/replication move to Cycles
-    def _invalidate_listing(self) -> None:
-        self._cycles.refresh()
-
-    # TODO(issue 24): ops/replication move to Cycles
-    def _acquire_store(self, cycle: int) -> CycleStore | None:
-        return self._cycles.acquire(cycle)
-
-    # TODO(issue 24): ops/replication move to Cycles
-    def _release_store(self, st: CycleStore | None) -> None:
-        self._cycles.release(st)
 
     # -- metadata values ---------------------------------------------------
     def table_store_get(self, key: str) -> int | None:
@@ -662,6 +627,8 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
         UnknownRollCycleError: a roll cycle name that is not a built-in one.
         TypeError: a ``roll_cycle`` or ``time_provider`` of the wrong type.
         CorruptQueueError: the directory holds files that are not a queue's.
+        NoSuchQueueError: ``read_only`` and no directory at ``path`` (a
+            FileNotFoundError too).
     """
     settings: dict[str, Any] = dict(
         roll_cycle=roll_cycle, epoch=epoch, time_provider=time_provider, read_only=read_only,

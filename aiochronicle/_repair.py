@@ -103,16 +103,17 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
     """
     rebuilt = _rebuild_bad_metadata(path, backup_dir)
     q = open_for_check(path)
+    files = q.cycle_files
     backed: set[str] = set()
     if backup_dir is not None:
         # before anything changes (taking the lock from a dead holder changes metadata)
-        first = files_to_repair(run_check(q, None))
+        first = files_to_repair(run_check(files, None))
         backup_files(first, backup_dir)
         backed.update(first)
     try:
         meta = None
-        if q._meta is not None:
-            meta = TableStore(q._meta.path, read_only=False, timeout=2.0)
+        if files.meta is not None:
+            meta = TableStore(files.meta.path, read_only=False, timeout=2.0)
         try:
             if meta is not None:
                 # a dead holder's lock is taken over here; report it as repaired below
@@ -122,7 +123,7 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
                     raise QueueBusyError(f"{WRITE_LOCK} is held by live process {holder}: "
                                          "stop the writer before repairing")
             try:
-                findings = run_check(q, progress, live=False)
+                findings = run_check(files, progress, live=False)
                 if meta is not None:
                     for s in before:
                         if s.key == WRITE_LOCK and s.locked and not s.alive:
@@ -141,18 +142,16 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
                     if more and backup_dir is not None:
                         backup_files(more, backup_dir)
                         backed.update(more)
-                    ctx = RepairContext(q, meta)
+                    ctx = RepairContext(files, meta)
                     try:
                         for f in todo:
-                            assert f._apply is not None
-                            f._apply(ctx)
-                            f.repaired = True
+                            f.repair(ctx)
                     finally:
                         ctx.close()
                     if not todo:
                         break
                     seen = {(f.kind, f.path, f.offset, f.message) for f in findings}
-                    again = [f for f in run_check(q, None, live=False) if f.repairable]
+                    again = [f for f in run_check(files, None, live=False) if f.repairable]
                     todo = [f for f in again
                             if (f.kind, f.path, f.offset, f.message) not in seen]
                     findings += todo

@@ -64,6 +64,7 @@ from types import TracebackType
 from typing import Any
 
 from ._appender import Appender
+from ._cycles import Cycles
 from ._errors import (
     AppendLockedError,
     ChronicleError,
@@ -410,8 +411,12 @@ class _SourceConnection:
     """One sink connected to a source."""
 
     def __init__(self, source: ReplicationSource, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+                 writer: asyncio.StreamWriter, sent: Cell, acked: Cell) -> None:
+        """A connection of ``source``; ``sent`` and ``acked`` are the source
+        queue's ``replication.lastSent``/``lastAcknowledged`` cells."""
         self.source = source
+        self.sent = sent
+        self.acked = acked
         self.frames = FrameReader(reader)
         self.writer = writer
         peer = writer.get_extra_info("peername")
@@ -542,8 +547,7 @@ class _SourceConnection:
         writer = self.writer
         transport = writer.transport
         read = tailer.read_nowait
-        sent = src._sent_cell
-        assert sent is not None
+        sent = self.sent
         info = self.info
         max_n, max_b = src.max_batch_count, src.max_batch_bytes
         low_n, low_b = min(64, max_n), min(16 << 10, max_b)
@@ -603,8 +607,7 @@ class _SourceConnection:
 
     async def _receive_loop(self) -> None:
         read = self.frames.read
-        acked = self.source._ack_cell
-        assert acked is not None
+        acked = self.acked
         info = self.info
         while True:
             kind, body = await read(MAX_HANDSHAKE_FRAME)
@@ -723,7 +726,7 @@ class ReplicationSource:
         if self._queue is None:
             self._queue = open_queue(self._queue_arg, **self._queue_options)  # type: ignore[arg-type]
         q = self._queue
-        meta = q._meta
+        meta = q.cycle_files.meta
         if meta is None or q.read_only:
             raise ReplicationError(f"a replication source needs a writable queue: {q.path}")
         # byte pointers for cq_max64 (valid while the queue is open)
@@ -750,7 +753,8 @@ class ReplicationSource:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         writer.transport.set_write_buffer_limits(high=self.write_buffer_high)
-        conn = _SourceConnection(self, reader, writer)
+        assert self._sent_cell is not None and self._ack_cell is not None  # (set by start)
+        conn = _SourceConnection(self, reader, writer, self._sent_cell, self._ack_cell)
         self._conns.add(conn)
         try:
             await conn.run()
@@ -1107,7 +1111,7 @@ class ReplicationSink:
                     w.sync()
             w.close()
         if q is not None and not q.closed:
-            self._unlock(q)
+            self._unlock(q.cycle_files)
         if q is not None and self._owns_queue:
             q.close()
             self._queue = None
@@ -1128,9 +1132,9 @@ class ReplicationSink:
         q = self._queue
         self._check_layout(q.roll_cycle, q.epoch, want, epoch)
         if self._writer is None:
-            if q.read_only or q._meta is None:
+            if q.read_only or q.cycle_files.meta is None:
                 raise IncompatibleQueueError(f"the sink's queue {q.path} is read-only")
-            self._lock(q)
+            self._lock(q.cycle_files)
             self._writer = _SinkWriter(q)
             assert self._opened is not None
             self._opened.set()
@@ -1145,22 +1149,22 @@ class ReplicationSink:
                 f"{have_epoch}); the source's is {want.name} ({want.format!r}, "
                 f"{want.length_ms} ms, shift {want.cycle_shift}, epoch {want_epoch})")
 
-    def _lock(self, q: Queue) -> None:
+    def _lock(self, files: Cycles) -> None:
         """Hold ``chronicle.append.lock`` (value: our PID) while we are a sink."""
-        meta = q._meta
+        meta = files.meta
         assert meta is not None
         holder = take_lock(meta, APPEND_LOCK)  # a dead holder's is taken over
         if holder is not None:
             who = "this process" if holder == os.getpid() else f"live process {holder}"
-            raise AppendLockedError(f"{q.path} is already a replication sink: "
+            raise AppendLockedError(f"{files.path} is already a replication sink: "
                                     f"chronicle.append.lock is held by {who}")
         self._locked = True
 
-    def _unlock(self, q: Queue) -> None:
-        if not self._locked or q._meta is None:
+    def _unlock(self, files: Cycles) -> None:
+        if not self._locked or files.meta is None:
             return
         self._locked = False
-        release_lock(q._meta, APPEND_LOCK)
+        release_lock(files.meta, APPEND_LOCK)
 
     def _resume_point(self) -> tuple[int, bytes]:
         q = self.queue

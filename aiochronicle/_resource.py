@@ -50,6 +50,25 @@ class _Resource:
         self._close(et is None)
 
 
+class _CycleFileUser(_Resource):
+    """An appender or tailer: a user object holding a cycle file while its
+    calls are in flight, closed with its queue."""
+
+    def _detach(self) -> None:
+        """Turn later calls away; let go of the cycle file unless a call is in flight."""
+        raise NotImplementedError
+
+    def _owe(self) -> bool:
+        """True while a call is in flight (``native/hot.c``)."""
+        raise NotImplementedError
+
+    def queue_closed(self) -> bool:
+        """For the queue's use: its files are shut; let go of the cycle file,
+        now or when the call in flight leaves.  True if a call is in flight."""
+        self._detach()
+        return self._owe()
+
+
 class _Counted(Protocol):
     """An object whose calls are counted in flight (``native/hot.c``)."""
 

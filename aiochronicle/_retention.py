@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ._cycles import Cycles
 from ._dump import Progress
 from ._listeners import files_open_by_processes
 from ._queue import Queue, open_existing_queue
@@ -107,27 +108,27 @@ class Retention:
         """What :meth:`apply` would do now, oldest file first."""
         q, own = self._open()
         try:
-            return self._plan(q, progress)
+            return self._plan(q.cycle_files, progress)
         finally:
             if own:
                 q.close()
 
-    def _plan(self, q: Queue, progress: Progress | None) -> list[RetentionDecision]:
-        q._invalidate_listing()
-        cycles = q.cycles()
+    def _plan(self, files: Cycles, progress: Progress | None) -> list[RetentionDecision]:
+        files.refresh()
+        cycles = files.listing()
         if not cycles:
             return []
-        rc = q.roll_cycle
-        now = q.time_provider.current_time_millis()
-        current = {cycles[-1], q.current_cycle()}
+        rc = files.roll_cycle
+        now = files.time_provider.current_time_millis()
+        current = {cycles[-1], files.current()}
         need_from: tuple[int, str] | None = None
-        for name, _key, stored in named_tailer_keys(q._meta):
+        for name, _key, stored in named_tailer_keys(files.meta):
             tc = rc.to_cycle(stored) if stored else -1
             if need_from is None or tc < need_from[0]:
                 need_from = (tc, name)
         info = []
         for c in cycles:
-            p = q.cycle_path(c)
+            p = files.path_of(c)
             try:
                 info.append((c, p, allocated_bytes(os.stat(p))))
             except FileNotFoundError:
@@ -145,7 +146,7 @@ class Retention:
         for n, (c, p, size) in enumerate(info):
             if progress is not None:
                 progress(n, len(info))
-            end_ms = q.epoch + (c + 1) * rc.length_ms
+            end_ms = files.epoch + (c + 1) * rc.length_ms
             age_s = (now - end_ms) / 1000.0
             reasons = []
             if self.max_age is not None and age_s > self.max_age:
@@ -193,7 +194,7 @@ class Retention:
         with self._lock:
             q, own = self._open()
             try:
-                plan = self._plan(q, None)
+                plan = self._plan(q.cycle_files, None)
                 if dry_run:
                     return plan
                 go = [d for d in plan if d.action != "keep"]
@@ -221,23 +222,23 @@ class Retention:
                         self.on_removed(done)
                 out += plan[len(out):]
                 if any(d.done for d in out):
-                    self._update_listing(q)
+                    self._update_listing(q.cycle_files)
                 return out
             finally:
                 if own:
                     q.close()
 
     @staticmethod
-    def _update_listing(q: Queue) -> None:
-        q._invalidate_listing()
-        remaining = q.cycles()
-        if q._meta is None or not remaining:
+    def _update_listing(files: Cycles) -> None:
+        files.refresh()
+        remaining = files.listing()
+        if files.meta is None or not remaining:
             return
-        if q.read_only:
-            meta = TableStore(q._meta.path, read_only=False, timeout=2.0)
+        if files.read_only:
+            meta = TableStore(files.meta.path, read_only=False, timeout=2.0)
             close = True
         else:
-            meta, close = q._meta, False
+            meta, close = files.meta, False
         try:
             meta.set("listing.lowestCycle", remaining[0])
             meta.add("listing.modCount", 1)

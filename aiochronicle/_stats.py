@@ -128,6 +128,7 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
     """
     own = not isinstance(path, Queue)
     q = open_existing_queue(path) if isinstance(path, str) else path
+    files = q.cycle_files
     try:
         rc = q.roll_cycle
         cycles: list[CycleStats] = []
@@ -144,7 +145,7 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
                 cycles.append(known[1])
                 ends[cyc] = (known[1].bytes_used, known[2])
                 continue
-            st = q._acquire_store(cyc)
+            st = files.acquire(cyc)
             if st is None:
                 cycles.append(CycleStats(cyc, p, 0, 0, fs.st_size, allocated_bytes(fs), None, None,
                                          False))
@@ -155,7 +156,7 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
                 code, start_pos = st.seek(0) if count else (1, end)
                 ends[cyc] = (end, start_pos if code == 0 else end)
             finally:
-                q._release_store(st)
+                files.release(st)
             cs = CycleStats(
                 cyc, p, count, end, fs.st_size, allocated_bytes(fs),
                 rc.to_index(cyc, 0) if count else None,
@@ -170,7 +171,7 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
         first = next((c.first_index for c in cycles if c.first_index is not None), None)
         last = next((c.last_index for c in reversed(cycles) if c.last_index is not None), None)
         tailers = []
-        for name, key_, stored in named_tailer_keys(q._meta):
+        for name, key_, stored in named_tailer_keys(files.meta):
             index = stored
             if last is None:
                 tailers.append(TailerStats(name, key_, index, 0, 0))
@@ -187,17 +188,17 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
                 if cyc > tc:
                     lag_bytes += max(0, end - first_pos)
                 elif cyc == tc:
-                    st = q._acquire_store(cyc)
+                    st = files.acquire(cyc)
                     if st is None:
                         continue
                     try:
                         code, pos = st.seek(ts)
                     finally:
-                        q._release_store(st)
+                        files.release(st)
                     if code == 0:
                         lag_bytes += max(0, end - pos)
             tailers.append(TailerStats(name, key_, index, lag, lag_bytes))
-        return QueueStats(q.path, rc.name, q.epoch, cycles, tailers, lock_states_in(q._meta),
+        return QueueStats(q.path, rc.name, q.epoch, cycles, tailers, lock_states_in(files.meta),
                           first, last)
     finally:
         if own:

@@ -40,7 +40,7 @@ from ._native import (
     struct_words,
     unpack,
 )
-from ._resource import _Resource, in_flight
+from ._resource import _CycleFileUser, in_flight
 from ._settings import ACK_KEY
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ _unpack = unpack
 _tuple_new = tuple.__new__
 
 
-class Tailer(HotTailer, AsyncTailerMixin, _Resource):
+class Tailer(HotTailer, AsyncTailerMixin, _CycleFileUser):
     """Reads excerpts in index order; never consumes them.
 
     ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
@@ -129,6 +129,17 @@ class Tailer(HotTailer, AsyncTailerMixin, _Resource):
         if clean and not self._closed and not self._cycles.closed:
             self._save()
         self._detach()
+
+    def queue_closing(self) -> None:
+        """For the queue's use, before a clean close: a named tailer not closed
+        yet saves its position (what it handed out is done)."""
+        if not self._closed:
+            self._save()
+
+    def after_fork(self) -> None:
+        """For the queue's use, in a forked child: a fresh wait guard (a thread
+        of the parent may have held it, and only the forking thread survives)."""
+        self._wait_guard = None
 
     def _detach(self) -> None:
         if self._closed:

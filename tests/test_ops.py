@@ -388,8 +388,11 @@ def test_repair_refuses_while_a_live_writer_holds_the_lock(tmp_path: Path) -> No
     with pytest.raises(ac.QueueBusyError):
         ac.repair_queue(str(qdir), lock_timeout=0.2)
     assert meta_get(qdir, "chronicle.write.lock") == os.getpid()
-    kinds = [f.kind for f in ac.check_queue(str(qdir))]
-    assert kinds == ["lock-held"]
+    (held,) = ac.check_queue(str(qdir))
+    assert held.kind == "lock-held" and not held.repairable
+    with pytest.raises(ValueError, match="not repairable"):
+        held.repair(None)  # type: ignore[arg-type]  # (refused before the context is used)
+    assert not held.repaired
 
 
 def test_unfinished_file_is_reported(tmp_path: Path) -> None:

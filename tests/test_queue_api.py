@@ -849,7 +849,7 @@ def test_read_only_queue(tmp_path: Path) -> None:
             assert t.read_nowait() == ac.Excerpt(ix(DAY0, 3), b"ro3")
             assert ro.last_index == ix(DAY0, 3)
             assert ro.table_store_get("listing.highestCycle") == DAY0
-    with pytest.raises((FileNotFoundError, ac.ChronicleError)):
+    with pytest.raises(ac.NoSuchQueueError, match="no queue directory at"):
         open_q(tmp_path / "does-not-exist", read_only=True)
     assert not (tmp_path / "does-not-exist").exists()
 

@@ -92,7 +92,7 @@ _warned: list[str] = []  # the reason register() warned with, once per process
 
 def jvm_reader_loaded(spark: SparkSession) -> bool:
     """Whether ``spark``'s JVM can load the JVM reader (then it serves ``format("chronicle")``)."""
-    jvm = spark.sparkContext._jvm
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 - pyspark's only way to the driver's JVM
     assert jvm is not None
     return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(JVM_SOURCE))
 
@@ -148,7 +148,8 @@ def _ships_jar(spark: SparkSession, name: str) -> bool:
     """Whether ``spark``'s context ships a jar called ``name`` to its executors.
     (The driver may load classes of a jar that a context stopped before it had:
     a new context on the same JVM does not ship it.)"""
-    listed = str(spark.sparkContext._jsc.sc().listJars().mkString("\n"))
+    jsc = spark.sparkContext._jsc  # noqa: SLF001 - pyspark lists the shipped jars only in Java
+    listed = str(jsc.sc().listJars().mkString("\n"))
     return any(url.rsplit("/", 1)[-1] == name for url in listed.splitlines())
 
 
