@@ -11,10 +11,11 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._appender import Appender, _ClockedAppender, _SyncedAppender
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
+from ._codecs import Codec, Codecs, record_codec, recorded_codec
 from ._errors import (
     CorruptQueueError,
     NotAQueueError,
@@ -24,10 +25,9 @@ from ._errors import (
     RollCycleMismatchWarning,
 )
 from ._excerpt import TailerDirection
-from ._hooks import HOOKS
 from ._mapped import list_dir
 from ._native import HDR_NOT_COMPLETE, UNLOCKED
-from ._notify import attach_appender, close_notifier
+from ._notify import close_notifier
 from ._pauser import Pauser
 from ._pretoucher import Pretoucher
 from ._resource import _Resource
@@ -62,10 +62,7 @@ from ._tablestore import TableStore
 from ._tailer import Tailer, _AckedNamedTailer, _AckedTailer, _NamedTailer
 from ._writelock import WriteLock, recover_dead_locks
 
-if TYPE_CHECKING:
-    from ._codecs import Codec
-
-__all__ = ["Queue", "is_queue_dir", "open_existing_queue", "open_queue"]
+__all__ = ["Queue", "is_queue_dir", "open_existing_queue", "open_queue", "set_queue_codec"]
 
 
 def _still_dead(path: str, dead: tuple[int, int]) -> bool:
@@ -401,7 +398,8 @@ class Queue(_Resource):
                 # last holder unmaps it); one in a call, when the call leaves
                 child._detach()
                 busy = busy or child._owe()
-            close_notifier(self)  # asyncio: the notify helper thread (_notify)
+            if self._meta is not None:
+                close_notifier(self._meta)  # asyncio: the notify helper thread (_notify)
             for store in self._stores.values():
                 # still held: by a call in flight (an appender's or tailer's,
                 # a pretoucher's, a tool's); its last release unmaps it
@@ -435,8 +433,7 @@ class Queue(_Resource):
             kind = _SyncedAppender
         elif not isinstance(self.time_provider, SetTimeProvider | SystemTimeProvider):
             kind = _ClockedAppender
-        a = kind(self)
-        attach_appender(a)  # wakes parked Pauser.notify() tailers (_notify)
+        a = kind(self, notify=True)  # wakes parked Pauser.notify() tailers (_notify)
         self._children.add(a)
         return a
 
@@ -729,8 +726,23 @@ class Queue(_Resource):
     def codec(self) -> Codec:
         """The codec this queue's payloads carry: the one recorded in its
         metadata (``aiochronicle.codec``), else BinaryWire (e.g. a Java queue)."""
-        codec: Codec = HOOKS.need("queue_codec")(self)
-        return codec
+        return recorded_codec(self._meta) or Codecs.BINARY_WIRE
+
+    def _record_codec(self, codec: Codec | str) -> Codec:
+        """:func:`set_queue_codec` for this queue."""
+        self._check_open()
+        return record_codec(self._meta, codec, self.path)
+
+
+def set_queue_codec(queue: Queue, codec: Codec | str) -> Codec:
+    """Record ``codec`` in ``queue``'s metadata (creating the key); returns it.
+
+    Raises:
+        CodecMismatchError: the queue already records another codec.
+        ReadOnlyQueueError: the queue is open read-only.
+        QueueClosedError: the queue is closed.
+    """
+    return queue._record_codec(codec)
 
 
 
