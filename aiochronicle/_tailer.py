@@ -61,7 +61,8 @@ class Tailer(AsyncTailerMixin, _Resource):
                  include_metadata: bool) -> None:
         self.queue: Queue = queue
         """The queue this object belongs to."""
-        self._notify_meta = queue._meta  # where the notify values are (_aio, _notify)
+        meta = queue._meta
+        self._notify_meta = meta  # where the notify values are (_aio, _notify)
         self.name = name
         """The named tailer's name (its position is kept as ``index.<name>``), or None."""
         self._store: CycleStore | None = None
@@ -85,7 +86,6 @@ class Tailer(AsyncTailerMixin, _Resource):
         self._last_mod = -2
         self._before_start = False
         if name is not None:
-            meta = queue._meta
             if meta is None or queue.read_only:
                 raise ReadOnlyQueueError("a named tailer needs a writable metadata.cq4t")
             self._named_off = meta.acquire(f"index.{name}", 0)
@@ -661,29 +661,25 @@ class _ReaderSource:
     """A tailer as its method readers see it (``_methods.MethodSource``): its
     public reads, and the save, wait and closed check the tailer hands over."""
 
-    __slots__ = ("_gone", "read_many", "read_nowait", "save", "tailer", "wait")
+    __slots__ = ("_gone", "name", "read_many", "read_nowait", "save", "source_id", "tailer",
+                 "wait")
 
     def __init__(self, tailer: Tailer, save: Callable[[], None],
                  wait: Callable[[Callable[[], bool] | None], Awaitable[Excerpt | None]],
                  gone: Callable[[], bool]) -> None:
         self.tailer = tailer
+        self.name = tailer.name
+        self.source_id = tailer.queue.source_id
         self.read_nowait = tailer.read_nowait
         self.read_many = tailer.read_many
         self.save = save
         self.wait = wait
         self._gone = gone
 
-    @property
-    def name(self) -> str | None:
-        return self.tailer.name
-
+    # what may change while the reader lives is read from the tailer each time
     @property
     def direction(self) -> TailerDirection:
         return self.tailer.direction
-
-    @property
-    def source_id(self) -> int:
-        return self.tailer.queue.source_id
 
     @property
     def checkpoint_every(self) -> int:
