@@ -69,19 +69,19 @@ class AsyncTailerMixin(HotTailer):
     excerpts).
 
     The tailer sets what it is made with (``queue``, ``_c`` its native struct,
-    ``_notify_meta`` its queue's table store, ``_spin_reads``) and provides
-    the steps below that are its own: how a native read code ends
-    (``_after``, ``_taken``), closing and the closed checks.
+    ``_spin_reads``) and provides the steps below that are its own: how a
+    native read code ends (``_after``, ``_taken``), closing, the closed
+    checks, and its queue's table store (where the notify values live).
     """
 
+    # set by the tailer when it is made (no class defaults: on CPython 3.11 an
+    # instance attribute that shadows a class attribute is read unspecialised)
     queue: QueueEnd
     #: the native ``cq_tailer`` (parks of ``read_blocking`` read through it)
     _c: Any
-    _closed: bool = False
+    _closed: bool
     #: native reads while waiting (set by the tailer as its direction changes)
-    _spin_reads: bool = False
-    #: the table store of the queue (the notify values live there), or None
-    _notify_meta: TableStore | None = None
+    _spin_reads: bool
     _pauser: Pauser | None = None
     _notifier_of_queue: Notifier | None = None
     _wait_guard: threading.RLock | None = None
@@ -101,6 +101,10 @@ class AsyncTailerMixin(HotTailer):
 
     def _gone(self) -> bool:
         """True once the tailer or its queue is closed."""
+        raise NotImplementedError
+
+    def _table_store(self) -> TableStore | None:
+        """The metadata table store of the tailer's queue (None: it has none)."""
         raise NotImplementedError
 
     @property
@@ -153,7 +157,7 @@ class AsyncTailerMixin(HotTailer):
             return None
         n = self._notifier_of_queue
         if n is None:  # looked up once (the queue keeps it until it closes)
-            n = self._notifier_of_queue = notifier_for(self._notify_meta)
+            n = self._notifier_of_queue = notifier_for(self._table_store())
         return n
 
     # -- async -------------------------------------------------------------

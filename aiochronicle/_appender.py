@@ -84,7 +84,6 @@ class Appender(HotAppender, _Resource):
         assert meta is not None
         self.queue = queue
         """The queue this object belongs to."""
-        self._meta = meta  # the queue's metadata table store (codecs, notify)
         self._store: CycleStore | None = None
         c = ffi.new("cq_appender *")
         self._c: Any = c
@@ -242,7 +241,7 @@ class Appender(HotAppender, _Resource):
             TypeError: ``iface`` is not a usable interface.
         """
         q = self.queue
-        return make_method_writer(self, iface, self._meta, q.path, q.source_id, codec=codec,
+        return make_method_writer(self, iface, q._meta, q.path, q.source_id, codec=codec,
                                   record_history=record_history)
 
     @in_flight

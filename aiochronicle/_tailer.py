@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ._pauser import Pauser
     from ._queue import Queue
     from ._store import CycleStore
+    from ._tablestore import TableStore
 
 __all__ = ["Tailer"]
 
@@ -61,8 +62,6 @@ class Tailer(AsyncTailerMixin, _Resource):
                  include_metadata: bool) -> None:
         self.queue: Queue = queue
         """The queue this object belongs to."""
-        meta = queue._meta
-        self._notify_meta = meta  # where the notify values are (_aio, _notify)
         self.name = name
         """The named tailer's name (its position is kept as ``index.<name>``), or None."""
         self._store: CycleStore | None = None
@@ -86,6 +85,7 @@ class Tailer(AsyncTailerMixin, _Resource):
         self._last_mod = -2
         self._before_start = False
         if name is not None:
+            meta = queue._meta
             if meta is None or queue.read_only:
                 raise ReadOnlyQueueError("a named tailer needs a writable metadata.cq4t")
             self._named_off = meta.acquire(f"index.{name}", 0)
@@ -643,6 +643,10 @@ class Tailer(AsyncTailerMixin, _Resource):
         return MethodReader(source, *handlers, on_error=on_error,
                             ignore_first_arg=ignore_first_arg, history=history,
                             interfaces=interfaces, batch=batch)
+
+    def _table_store(self) -> TableStore | None:
+        """The queue's metadata table store (the notify values live there)."""
+        return self.queue._meta
 
     def _gone(self) -> bool:
         """True once this tailer or its queue is closed."""
