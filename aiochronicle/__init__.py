@@ -16,7 +16,6 @@ from ._codecs import Codec as Codec
 from ._codecs import CodecError as CodecError
 from ._codecs import CodecMismatchError as CodecMismatchError
 from ._codecs import Codecs as Codecs
-from ._codecs import set_queue_codec as set_queue_codec
 from ._document import DocumentContext as DocumentContext
 from ._errors import AppendLockedError as AppendLockedError
 from ._errors import ChronicleError as ChronicleError
@@ -63,6 +62,7 @@ from ._pauser import PauserStatistics as PauserStatistics
 from ._pretoucher import Pretoucher as Pretoucher
 from ._queue import Queue as Queue
 from ._queue import open_queue as open_queue
+from ._queue import set_queue_codec as set_queue_codec
 from ._repair import repair_queue as repair_queue
 from ._replication import DivergenceError as DivergenceError
 from ._replication import IncompatibleQueueError as IncompatibleQueueError

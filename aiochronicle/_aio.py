@@ -1,4 +1,4 @@
-"""asyncio support shared by Queue, Appender and Tailer (mixins).
+"""asyncio support of Tailer: the base class that waits.
 
 A tailer waits with its :class:`~aiochronicle.Pauser`.  On the event loop a
 spin is one native call of at most ``pauser.spin_slice`` (50 µs by default)
@@ -18,26 +18,24 @@ from __future__ import annotations
 import threading
 import time
 import types
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Generator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import QueueClosedError
-from ._excerpt import SCRATCH, Excerpt, TailerDirection
-from ._native import BAD_STATE, NONE, NULL, TAILER_INDEX_WORD, spin, unpack, yield_cpu
+from ._excerpt import Excerpt, TailerDirection
+from ._native import BAD_STATE, NONE, NULL, HotTailer, spin, yield_cpu
 from ._notify import Notifier, notifier_for, running_loop
 from ._pauser import SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
 
 if TYPE_CHECKING:
-    from ._queue import Queue
+    from ._tablestore import TableStore
 
-__all__ = ["AsyncTailerMixin"]
+__all__ = ["AsyncTailerMixin", "QueueEnd"]
 
 _NONE = NONE
 _cq_spin = spin
 #: CLOCK_MONOTONIC in ns, as the native core reads it (a builtin: no GIL hand-off)
 _mono_ns = time.monotonic_ns
-_unpack = unpack
-_tuple_new = tuple.__new__
 _running_loop = running_loop
 
 
@@ -46,41 +44,81 @@ def _sleep(_: float) -> Generator[None, None, None]:
     """``await asyncio.sleep(0)`` without importing asyncio here: a bare yield
     makes the running task give the loop one turn."""
     yield
-_OUT_INDEX = TAILER_INDEX_WORD
 
 
-class AsyncTailerMixin:
-    """The waiting side of :class:`~aiochronicle.Tailer`: ``await read()``,
-    ``async for``, ``read_blocking()``, ``until_end()`` and ``aclose()``."""
+class QueueEnd(Protocol):
+    """What the async side needs of the tailer's queue (``Queue`` is one)."""
 
-    if TYPE_CHECKING:
-        queue: Queue
-        _c: Any
-        _closed: bool
-        _scratch: Any
-        _direction: TailerDirection
-        _named_off: int | None
-        _spin_reads: bool
-        _out: memoryview
+    @property
+    def closed(self) -> bool:
+        """True once the queue is closed."""
+        ...
 
-        def read_nowait(self) -> Excerpt | None: ...
-        def _spin_read(self, budget_ns: int, stop_address: int, stop_seen: int, /) -> Any: ...
-        def _read_slow(self, n: int) -> Excerpt | None: ...
-        def _save(self, index: int | None = None) -> None: ...
-        def _handed(self, ex: Excerpt | None) -> None: ...
-        def _check(self) -> None: ...
-        def close(self) -> None: ...
+    @property
+    def last_index(self) -> int | None:
+        """The index of the last excerpt (None when there is none)."""
+        ...
 
-        # members of native/hot.c's HotTailer: read() and ``async for`` give
-        # the loop a turn at least once per ``checkpoint_every`` excerpts
-        checkpoint_every: int
-        _unyielded: int
 
-        def __anext__(self) -> Awaitable[Excerpt]: ...
+class AsyncTailerMixin(HotTailer):
+    """The waiting side of :class:`~aiochronicle.Tailer`, its base: ``await
+    read()``, ``async for``, ``read_blocking()``, ``until_end()`` and
+    ``aclose()``, over the native reads of ``HotTailer`` (``native/hot.c``:
+    ``read_nowait``, ``_spin_read``, ``checkpoint_every``; ``read()`` and
+    ``async for`` give the loop a turn at least once per ``checkpoint_every``
+    excerpts).
 
+    The tailer sets what it is made with (``queue``, ``_c`` its native struct,
+    ``_spin_reads``) and provides the steps below that are its own: how a
+    native read code ends (``_after``, ``_taken``), closing, the closed
+    checks, and its queue's table store (where the notify values live).
+    """
+
+    # set by the tailer when it is made (no class defaults: on CPython 3.11 an
+    # instance attribute that shadows a class attribute is read unspecialised)
+    queue: QueueEnd
+    #: the native ``cq_tailer`` (parks of ``read_blocking`` read through it)
+    _c: Any
+    _closed: bool
+    #: native reads while waiting (set by the tailer as its direction changes)
+    _spin_reads: bool
     _pauser: Pauser | None = None
     _notifier_of_queue: Notifier | None = None
     _wait_guard: threading.RLock | None = None
+
+    if TYPE_CHECKING:
+        def read_nowait(self) -> Excerpt | None:
+            """The next excerpt, or None (``HotTailer``'s, typed)."""
+
+    # -- the tailer's own steps ----------------------------------------------
+    def close(self) -> None:
+        """Close the tailer (the tailer's own)."""
+        raise NotImplementedError
+
+    def _check(self) -> None:
+        """Raise QueueClosedError when the tailer or its queue is closed."""
+        raise NotImplementedError
+
+    def _gone(self) -> bool:
+        """True once the tailer or its queue is closed."""
+        raise NotImplementedError
+
+    def _table_store(self) -> TableStore | None:
+        """The metadata table store of the tailer's queue (None: it has none)."""
+        raise NotImplementedError
+
+    @property
+    def direction(self) -> TailerDirection:
+        """FORWARD, BACKWARD or NONE (the tailer's own)."""
+        raise NotImplementedError
+
+    def _taken(self, n: int) -> Excerpt | None:
+        """The excerpt a native read returned ``n`` (its length) for (guard held)."""
+        raise NotImplementedError
+
+    def _after(self, n: int, ex: Excerpt | None) -> Excerpt | None:
+        """Finish a native read outside the guard (``n``: its code)."""
+        raise NotImplementedError
 
     # -- the pauser --------------------------------------------------------
     @property
@@ -119,23 +157,8 @@ class AsyncTailerMixin:
             return None
         n = self._notifier_of_queue
         if n is None:  # looked up once (the queue keeps it until it closes)
-            n = self._notifier_of_queue = notifier_for(self.queue)
+            n = self._notifier_of_queue = notifier_for(self._table_store())
         return n
-
-    def _taken(self, n: int) -> Excerpt | None:
-        """The excerpt a native read returned ``n`` for (guard held)."""
-        payload = _unpack(self._scratch if n <= SCRATCH else self._c.data, n)
-        ex: Excerpt = _tuple_new(Excerpt, (self._out[_OUT_INDEX], payload))
-        return ex
-
-    def _after(self, n: int, ex: Excerpt | None) -> Excerpt | None:
-        """Finish a native read outside the guard: codes other than data and
-        CQ_NONE (a roll, a remap, no file yet, an error) go the slow way."""
-        if ex is None and n != _NONE:
-            ex = self._read_slow(n)
-        if self._named_off is not None:
-            self._handed(ex)
-        return ex
 
     # -- async -------------------------------------------------------------
     async def read(self) -> Excerpt:
@@ -239,7 +262,7 @@ class AsyncTailerMixin:
         try:
             return await self.read()
         except QueueClosedError:
-            if self._closed or self.queue.closed:
+            if self._gone():
                 raise StopAsyncIteration from None
             raise
 
@@ -248,8 +271,9 @@ class AsyncTailerMixin:
         jobs): every excerpt up to the last one written before the call, or
         until nothing more is there.  Gives the loop a turn every
         ``checkpoint_every`` excerpts."""
-        end = self.queue.last_index if self._direction == TailerDirection.FORWARD else None
-        if end is None and self._direction == TailerDirection.FORWARD:
+        forward = self.direction == TailerDirection.FORWARD
+        end = self.queue.last_index if forward else None
+        if end is None and forward:
             return
         every = self.checkpoint_every
         n = 0

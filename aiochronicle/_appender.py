@@ -15,12 +15,13 @@ from ._errors import (
     ChronicleError,
     HeaderlessCycleError,
     IllegalIndexError,
+    MessageTooLargeError,
     QueueClosedError,
     ReplicationTimeoutError,
 )
 from ._excerpt import text_bytes
 from ._headerless import headerless_append_message
-from ._hooks import HOOKS
+from ._methods import make_method_writer
 from ._native import (
     APPEND_LOCKED,
     BAD_STATE,
@@ -55,8 +56,9 @@ from ._native import (
     new_uint64,
     release_buffer,
 )
+from ._notify import notify_watch
 from ._resource import _CycleFileUser, in_flight
-from ._settings import ACK_KEY, SyncMode
+from ._settings import ACK_KEY, MAX_PAYLOAD, SyncMode
 
 if TYPE_CHECKING:
     from ._codecs import Codec
@@ -90,13 +92,11 @@ class Appender(HotAppender, _CycleFileUser):
     call leaves it.
     """
 
-    #: the notify watch the native appender points at (``_notify``)
-    _notify_watch: Any = None
-
-    def __init__(self, cycles: Cycles, queue: Queue) -> None:
+    def __init__(self, cycles: Cycles, queue: Queue, notify: bool = False) -> None:
         """An appender writing ``cycles`` (a writable queue's), made by
         ``queue`` (:meth:`Queue.appender`, the documented way in): it reads
-        the queue's public sync settings."""
+        the queue's public sync settings; with ``notify`` it wakes parked
+        ``Pauser.notify()`` tailers."""
         meta = cycles.meta
         assert meta is not None
         self.queue = queue
@@ -131,6 +131,11 @@ class Appender(HotAppender, _CycleFileUser):
         c.lock_spin_ns = 100_000
         c.populate_step = 1 << 20
         c.last_index = -1
+        #: with ``notify``, what the native appender checks after each commit to
+        #: wake parked ``Pauser.notify()`` tailers (``_notify``); kept while it points at it
+        self._notify_watch: Any = notify_watch(meta) if notify else None
+        if self._notify_watch is not None:
+            c.notify = self._notify_watch
         self._closed = False
         self._synced_pos = 0
         self._synced_store: CycleStore | None = None
@@ -259,8 +264,9 @@ class Appender(HotAppender, _CycleFileUser):
             ValueError: ``record_history=True`` on a queue whose source_id is 0.
             TypeError: ``iface`` is not a usable interface.
         """
-        make: Callable[..., _T] = HOOKS.need("method_writer")
-        return make(self, iface, codec=codec, record_history=record_history)
+        q = self.queue
+        return make_method_writer(self, iface, self._meta, q.path, q.source_id, codec=codec,
+                                  record_history=record_history)
 
     @in_flight
     def append_metadata(self, data: bytes | bytearray | memoryview | str) -> None:
@@ -567,7 +573,8 @@ class Appender(HotAppender, _CycleFileUser):
                 c.clock_cell[0] = self._py_clock.current_time_millis()
             rc = doc_begin(c, 0, 1 if metadata else 0)
             if rc == 0:
-                return DocumentContext(self, metadata)
+                return DocumentContext(self._doc_write, self._doc_commit, self._doc_rollback,
+                                       metadata)
             self._handle(rc, 0, metadata)
         raise ChronicleError("could not open a document")
 
@@ -585,6 +592,10 @@ class Appender(HotAppender, _CycleFileUser):
     @in_flight
     def _doc_write(self, at: int, raw: bytes | bytearray | memoryview, end: int) -> None:
         """Copy ``raw`` into the open document at ``at`` (``end`` = at + len)."""
+        if self._closed:
+            raise QueueClosedError("the appender is closed")
+        if end > MAX_PAYLOAD:
+            raise MessageTooLargeError(f"an excerpt holds at most {MAX_PAYLOAD} bytes")
         self._doc_ensure(end)
         c = self._c
         memmove(c.store.base + c.doc_pos + 4 + at, raw, len(raw))

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
 from ._check import CheckFinding, check_queue
-from ._codecs import payload_decoder
+from ._codecs import CODEC_KEY, codec_of, payload_decoder
 from ._dump import dump_path
 from ._errors import ChronicleError, NoSuchIndexError, NotAQueueError
 from ._excerpt import TailerDirection
@@ -340,7 +340,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
         _wait_for_queue(path)
     q = open_existing_queue(path, writable=args.named is not None)
     if args.decode == "auto":
-        decoder = payload_decoder(q)  # follow the codec the queue records
+        # follow the codec the queue records
+        decoder = payload_decoder(codec_of(q.table_store_get(CODEC_KEY)))
     out = sys.stdout
     try:
         direction = TailerDirection.BACKWARD if args.backward else TailerDirection.FORWARD

@@ -15,7 +15,7 @@ without a copy.
 
 A queue records the codec it carries under the ``aiochronicle.codec`` key of its
 ``metadata.cq4t`` (a small integer Java ignores).  The key is created the first
-time a codec is set (by the first method writer, or :func:`set_queue_codec`),
+time a codec is set (by the first method writer, or ``set_queue_codec``),
 never when a queue is opened, so an untouched queue's metadata stays
 byte-identical to Java's.  A queue with no record (one written by Java, say) is
 read as BinaryWire.
@@ -51,7 +51,6 @@ import msgspec.inspect as mi
 
 from ._errors import ChronicleError, ReadOnlyQueueError
 from ._history import MessageHistory
-from ._hooks import HOOKS
 from ._native import WireDecoder, WireEncoder
 from ._render import (
     DecodedPayload,
@@ -73,7 +72,7 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
-    from ._queue import Queue
+    from ._tablestore import TableStore
 
 __all__ = [
     "CODEC_KEY",
@@ -82,11 +81,12 @@ __all__ = [
     "CodecError",
     "CodecMismatchError",
     "Codecs",
+    "codec_of",
     "decode_payload",
     "payload_decoder",
-    "queue_codec",
+    "record_codec",
     "recorded_codec",
-    "set_queue_codec",
+    "resolve_codec",
 ]
 
 T = TypeVar("T")
@@ -1025,13 +1025,9 @@ class Codecs:
 # --------------------------------------------------------------------------
 
 
-def recorded_codec(queue: Queue) -> Codec | None:
-    """The codec recorded in ``queue``'s metadata, or None when there is none
-    (or it is a code this version does not know)."""
-    meta = queue._meta
-    if meta is None:
-        return None
-    code = meta.get(CODEC_KEY)
+def codec_of(code: int | None) -> Codec | None:
+    """The codec recorded as ``code`` (the value of :data:`CODEC_KEY`), or None
+    for no record or a code this version does not know."""
     if code is None:
         return None
     for c in Codecs.all():
@@ -1040,33 +1036,35 @@ def recorded_codec(queue: Queue) -> Codec | None:
     return None
 
 
-def queue_codec(queue: Queue) -> Codec:
-    """The codec ``queue`` carries: the recorded one, else BinaryWire."""
-    return recorded_codec(queue) or Codecs.BINARY_WIRE
+def recorded_codec(meta: TableStore | None) -> Codec | None:
+    """The codec recorded in a queue's metadata table store, or None when there
+    is none (or it is a code this version does not know)."""
+    return None if meta is None else codec_of(meta.get(CODEC_KEY))
 
 
-def set_queue_codec(queue: Queue, codec: Codec | str) -> Codec:
-    """Record ``codec`` in ``queue``'s metadata (creating the key); returns it.
+def record_codec(meta: TableStore | None, codec: Codec | str, where: str) -> Codec:
+    """Record ``codec`` in the metadata table store of the queue at ``where``
+    (creating the key); returns it.  The caller checks that the queue is open.
 
     Raises:
         CodecMismatchError: the queue already records another codec.
-        ReadOnlyQueueError: the queue is open read-only.
+        ReadOnlyQueueError: the queue is open read-only (``meta`` None or read-only).
     """
     c = Codecs.get(codec)
-    queue._check_open()
-    meta = queue._meta
-    if meta is None or queue.read_only:
-        raise ReadOnlyQueueError(f"queue {queue.path} is open read-only")
+    if meta is None or meta.read_only:
+        raise ReadOnlyQueueError(f"queue {where} is open read-only")
     meta.acquire(CODEC_KEY, c.code)
     stored = meta.get(CODEC_KEY)
     if stored != c.code:
         other = next((x.name for x in Codecs.all() if x.code == stored), f"code {stored}")
-        raise CodecMismatchError(f"queue {queue.path} carries {other}, not {c.name}")
+        raise CodecMismatchError(f"queue {where} carries {other}, not {c.name}")
     return c
 
 
-def resolve_codec(queue: Queue, codec: Codec | str | None, *, writing: bool) -> Codec:
-    """The codec a method writer (``writing``) or reader uses on ``queue``.
+def resolve_codec(meta: TableStore | None, codec: Codec | str | None, where: str, *,
+                  writing: bool) -> Codec:
+    """The codec a method writer (``writing``) or reader uses on the queue at
+    ``where`` whose metadata table store is ``meta``.
 
     Writers: the one asked for (recorded if the queue has none; an error if it
     records another); by default the recorded one, else msgpack (then
@@ -1074,22 +1072,22 @@ def resolve_codec(queue: Queue, codec: Codec | str | None, *, writing: bool) -> 
     to write method calls a Java process reads.  Readers: the one asked for,
     else the recorded one, else BinaryWire (a queue written by Java).
     """
-    rec = recorded_codec(queue)
+    rec = recorded_codec(meta)
     if codec is not None:
         c = Codecs.get(codec)
         if not c.methods:
             raise ValueError(f"the {c.name} codec cannot carry method calls")
         if writing and rec is not c:
-            set_queue_codec(queue, c)
+            record_codec(meta, c, where)
         return c
     if rec is not None:
         if not rec.methods:
-            raise ValueError(f"queue {queue.path} carries {rec.name}, which cannot hold "
+            raise ValueError(f"queue {where} carries {rec.name}, which cannot hold "
                              "method calls")
         return rec
     if not writing:
         return Codecs.BINARY_WIRE
-    return set_queue_codec(queue, Codecs.MSGPACK)
+    return record_codec(meta, Codecs.MSGPACK, where)
 
 
 # --------------------------------------------------------------------------
@@ -1190,12 +1188,12 @@ register_decoder("msgpack-call", _auto_msgpack, auto=True)
 register_decoder("json", Codecs.JSON.render, auto=False)
 
 
-def payload_decoder(queue: Queue) -> Callable[[bytes], DecodedPayload]:
-    """The payload decoder for the codec ``queue`` records (for ``dump`` and
-    ``tail``): msgpack and JSON payloads decoded by their codec, a text queue
-    as text, anything else (BinaryWire, raw, no record) as ``--decode auto``
-    shows it.  Never raises: what the codec cannot read is shown as auto."""
-    rec = recorded_codec(queue)
+def payload_decoder(rec: Codec | None) -> Callable[[bytes], DecodedPayload]:
+    """The payload decoder for a queue recording the codec ``rec`` (for
+    ``dump`` and ``tail``): msgpack and JSON payloads decoded by their codec, a
+    text queue as text, anything else (BinaryWire, raw, no record) as
+    ``--decode auto`` shows it.  Never raises: what the codec cannot read is
+    shown as auto."""
     if rec is None or rec in (Codecs.BINARY_WIRE, Codecs.RAW):
         return decode_auto
     if rec is Codecs.TEXT:
@@ -1208,12 +1206,9 @@ def payload_decoder(queue: Queue) -> Callable[[bytes], DecodedPayload]:
     return decode
 
 
-def decode_payload(queue: Queue, payload: bytes) -> str:
-    """One payload of ``queue`` as one line of text, decoded with the queue's
-    recorded codec (see :func:`payload_decoder`)."""
+def decode_payload(rec: Codec | None, payload: bytes) -> str:
+    """One payload of a queue recording the codec ``rec`` as one line of
+    text (see :func:`payload_decoder`)."""
     if not payload:
         return decode_hex(payload).line
-    return payload_decoder(queue)(payload).line
-
-
-HOOKS.queue_codec = queue_codec
+    return payload_decoder(rec)(payload).line

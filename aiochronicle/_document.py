@@ -2,30 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
 
-from ._errors import ChronicleError, MessageTooLargeError, QueueClosedError
+from ._errors import ChronicleError
 from ._excerpt import text_bytes
-from ._settings import MAX_PAYLOAD
-
-if TYPE_CHECKING:
-    from ._appender import Appender
 
 __all__ = ["DocumentContext"]
+
+#: ``write(at, data, end)``: copy ``data`` into the open excerpt at ``at``
+#: (``end`` = at + its length); raises when the appender is closed or the
+#: excerpt would grow too large
+DocWrite = Callable[[int, "bytes | bytearray | memoryview", int], None]
 
 
 class DocumentContext:
     """An excerpt being written in place while the write lock is held.
 
-    Created by :meth:`Appender.writing_document`; commits on a clean exit and
-    rolls back (zeroes what was written) when the block raises.
+    Created by :meth:`Appender.writing_document`, which hands over how to
+    write into, commit and roll back the excerpt it opened; commits on a clean
+    exit and rolls back (zeroes what was written) when the block raises.
     """
 
-    __slots__ = ("_appender", "_done", "_len", "_rollback", "index", "metadata")
+    __slots__ = ("_commit", "_discard", "_done", "_len", "_rollback", "_write", "index",
+                 "metadata")
 
-    def __init__(self, appender: Appender, metadata: bool) -> None:
-        self._appender = appender
+    def __init__(self, write: DocWrite, commit: Callable[[int, bool], int | None],
+                 discard: Callable[[int], None], metadata: bool) -> None:
+        self._write = write
+        self._commit = commit  # (length, metadata) -> the index (None for metadata)
+        self._discard = discard  # (length): roll back what was written
         self._len = 0
         self._done = False
         self._rollback = False
@@ -49,15 +55,9 @@ class DocumentContext:
         """Append bytes (``str`` as UTF-8) to the excerpt."""
         if self._done:
             raise ChronicleError("the document is already closed")
-        if self._appender._closed:
-            raise QueueClosedError("the appender is closed")
         raw = data.encode() if isinstance(data, str) else data
-        n = len(raw)
-        a = self._appender
-        end = self._len + n
-        if end > MAX_PAYLOAD:
-            raise MessageTooLargeError(f"an excerpt holds at most {MAX_PAYLOAD} bytes")
-        a._doc_write(self._len, raw, end)
+        end = self._len + len(raw)
+        self._write(self._len, raw, end)
         self._len = end
 
     def write_text(self, text: str) -> None:
@@ -80,10 +80,9 @@ class DocumentContext:
         if self._done:
             return
         self._done = True
-        a = self._appender
         if rollback or self._rollback:
             self._rollback = True
-            a._doc_rollback(self._len)
+            self._discard(self._len)
             return
-        self.index = a._doc_commit(self._len, self.metadata)
+        self.index = self._commit(self._len, self.metadata)
 

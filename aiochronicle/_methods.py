@@ -26,7 +26,7 @@ from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass
 from time import monotonic_ns as _mono_ns
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
@@ -44,7 +44,7 @@ from ._codecs import (
     writer_for,
 )
 from ._errors import QueueClosedError
-from ._excerpt import Excerpt, TailerDirection
+from ._excerpt import Batch, Excerpt, TailerDirection
 from ._history import (
     CURRENT,
     Incoming,
@@ -54,24 +54,95 @@ from ._history import (
     outgoing_raw,
     outgoing_wire_bytes,
 )
-from ._hooks import HOOKS
 from ._native import HotAppender, HotReader, WriterMethod, dispatch_mp
 from ._wire import HistoryBytes, PlainReader, WireError, WireWriter
 
 if TYPE_CHECKING:
-    from ._appender import Appender
-    from ._tailer import Tailer
+    from ._pauser import Pauser
+    from ._tablestore import TableStore
 
 __all__ = [
+    "MethodAppender",
     "MethodCall",
     "MethodReader",
     "MethodReaderStatistics",
+    "MethodSource",
     "make_method_writer",
     "method_id",
 ]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class MethodAppender(Protocol):
+    """What a method writer needs of an appender (:class:`Appender` is one).
+
+    Its calls go to ``append``; where the appender is a ``HotAppender`` whose
+    ``append`` is the C one, the common calls are encoded and appended in C
+    (``WriterMethod``), counted in flight on it as ``append()`` is.
+    """
+
+    def append(self, data: bytes | bytearray | memoryview | str, /) -> int:
+        """Append one excerpt; returns its index."""
+        ...
+
+
+class MethodSource(Protocol):
+    """What a method reader needs of a tailer: :meth:`Tailer.method_reader`
+    hands one over (the tailer's reads, and its waits and saves)."""
+
+    @property
+    def tailer(self) -> object:
+        """The tailer itself (``MethodReader.tailer``, shown by its repr)."""
+        ...
+
+    @property
+    def name(self) -> str | None:
+        """The named tailer's name, or None."""
+        ...
+
+    @property
+    def direction(self) -> TailerDirection:
+        """The tailer's direction."""
+        ...
+
+    @property
+    def source_id(self) -> int:
+        """The queue's ``source_id`` (message history is tracked when not 0)."""
+        ...
+
+    @property
+    def checkpoint_every(self) -> int:
+        """Excerpts between two turns given to the event loop."""
+        ...
+
+    @property
+    def pauser(self) -> Pauser:
+        """How the tailer waits (``unpause()`` ends a wait in progress)."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """True once the tailer or its queue is closed."""
+        ...
+
+    def read_nowait(self) -> Excerpt | None:
+        """The next excerpt, or None."""
+        ...
+
+    def read_many(self, max_count: int, max_bytes: int, /) -> Batch:
+        """Up to ``max_count`` excerpts (about ``max_bytes`` of payload)."""
+        ...
+
+    def save(self) -> None:
+        """A named tailer saves its position (what was handled is done)."""
+        ...
+
+    def wait(self, until: Callable[[], bool] | None, /) -> Awaitable[Excerpt | None]:
+        """The next excerpt, waiting with the pauser; None as soon as ``until()``
+        is true after a step that found nothing."""
+        ...
 
 log = logging.getLogger("aiochronicle.methods")
 
@@ -385,7 +456,7 @@ def _compile(spec: MethodSpec, body: str, env: dict[str, Any]) -> Callable[..., 
 def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
                 history: bool,
                 chain: Callable[[type], Callable[[bytes], Any]] | None = None,
-                appender: Appender | None = None) -> Callable[..., None]:
+                appender: MethodAppender | None = None) -> Callable[..., None]:
     """One proxy method: encode the call, then append it.  A call by position
     of a method without history or chaining is encoded and appended in C
     (``WriterMethod``, native/hot.c); the Python function does the rest."""
@@ -437,11 +508,13 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
     return m
 
 
-def make_method_writer(appender: Appender, iface: type[T] | Callable[..., T], *,
+def make_method_writer(appender: MethodAppender, iface: type[T] | Callable[..., T],
+                       meta: TableStore | None, where: str, source_id: int, *,
                        codec: Codec | str | None = None,
                        record_history: bool | None = None) -> T:
-    """See :meth:`Appender.method_writer`."""
-    queue = appender.queue
+    """See :meth:`Appender.method_writer`: a proxy of ``iface`` appending to
+    ``appender``, of the queue at ``where`` whose metadata table store is
+    ``meta`` (the codec is recorded there) and whose source id is ``source_id``."""
     if not isinstance(iface, type):
         raise TypeError(f"an interface is a class, not {iface!r}")
     specs = interface_methods(iface)
@@ -449,7 +522,7 @@ def make_method_writer(appender: Appender, iface: type[T] | Callable[..., T], *,
     if chained:
         # Java's chained calls exist in BinaryWire only: the default for such an
         # interface, an error (before anything is recorded) with another codec
-        rec = recorded_codec(queue)
+        rec = recorded_codec(meta)
         if codec is None and rec is None:
             codec = Codecs.BINARY_WIRE
         want = Codecs.get(codec) if codec is not None else rec
@@ -457,10 +530,10 @@ def make_method_writer(appender: Appender, iface: type[T] | Callable[..., T], *,
             raise TypeError(f"{iface.__name__} has chained methods (returning "
                             f"{', '.join(sorted(x.__name__ for x in chained))}): they need "
                             "codec='binary_wire'")
-    c = resolve_codec(queue, codec, writing=True)
+    c = resolve_codec(meta, codec, where, writing=True)
     if record_history is None:
-        history = queue.source_id != 0
-    elif record_history and queue.source_id == 0:
+        history = source_id != 0
+    elif record_history and source_id == 0:
         raise ValueError("record_history needs a queue with a non-zero source_id "
                          "(open_queue(..., source_id=N)), as Java's history does")
     else:
@@ -473,7 +546,7 @@ def make_method_writer(appender: Appender, iface: type[T] | Callable[..., T], *,
     ns["__init__"] = _proxy_init
     ns["__repr__"] = _proxy_repr
     ns["__module__"] = iface.__module__
-    ns["_ac_info"] = (iface.__name__, c.name, history, queue.path)
+    ns["_ac_info"] = (iface.__name__, c.name, history, where)
     name = f"{iface.__name__}MethodWriter"
     proxy: Any
     try:
@@ -510,7 +583,7 @@ def _chain_maker(append: Callable[[bytes], int]) -> Callable[[type], Callable[[b
 
         def make(prefix: bytes) -> Any:
             obj: Any = object.__new__(box[0])
-            obj._ac_prefix = prefix
+            _chain_init(obj, prefix)
             return obj
 
         made[rt] = make  # before the methods, for interfaces that chain to themselves
@@ -530,6 +603,10 @@ def _chain_maker(append: Callable[[bytes], int]) -> Callable[[type], Callable[[b
         return make
 
     return chain
+
+
+def _chain_init(self: Any, prefix: bytes) -> None:
+    self._ac_prefix = prefix  # the excerpt begun by the first call of the chain
 
 
 def _chain_repr(self: Any) -> str:
@@ -691,25 +768,27 @@ class MethodReader(HotReader):
     __slots__ = ("__dict__", "__weakref__", "_batch", "_batch_bytes", "_batch_count", "_by_id",
                  "_by_name", "_chain_cache", "_common_at", "_dispatched", "_errors",
                  "_has_async", "_history", "_ignored", "_interfaces", "_last", "_mp", "_named",
-                 "_names", "_read", "_reader_filter", "_recording", "_source_id", "_stopping",
-                 "_track", "_unknown", "_wire_ids", "_wire_names", "handlers", "on_error",
-                 "tailer")
+                 "_names", "_read", "_reader_filter", "_recording", "_source", "_source_id",
+                 "_stopping", "_track", "_unknown", "_wire_ids", "_wire_names", "handlers",
+                 "on_error", "tailer")
 
-    def __init__(self, tailer: Tailer, *handlers: object,
+    def __init__(self, source: MethodSource, *handlers: object,
                  on_error: Callable[[Exception, Excerpt], None] | None = None,
                  ignore_first_arg: Callable[[str, Any], bool] | None = None,
                  history: bool | None = None, interfaces: Iterable[type] = (),
                  batch: bool | None = None) -> None:
-        """See :meth:`Tailer.method_reader`."""
+        """See :meth:`Tailer.method_reader` (which hands over ``source``)."""
         if not handlers:
             raise TypeError("method_reader needs at least one handler")
         self._interfaces = tuple(interfaces)
-        self.tailer = tailer
+        self._source = source
+        self.tailer = source.tailer
+        """The tailer this reader reads."""
         self.handlers = handlers
         self.on_error = on_error if on_error is not None else _log_error
         self._reader_filter = ignore_first_arg
         self._history = history
-        self._source_id = tailer.queue.source_id
+        self._source_id = source.source_id
         self._track = history is True or (history is None and self._source_id != 0)
         self._by_name: dict[str, _Entry] = {}
         self._by_id: dict[int, _Entry] = {}
@@ -737,15 +816,15 @@ class MethodReader(HotReader):
         self._last: tuple[str, tuple[Any, ...], Incoming | None] | None = None
         self._recording = False  # keep _last (for async iteration)
         # an unnamed forward tailer is read ahead in batches (see the class doc)
-        self._batch = (batch if batch is not None else tailer.name is None) and (
-            tailer.direction == TailerDirection.FORWARD)
+        self._batch = (batch if batch is not None else source.name is None) and (
+            source.direction == TailerDirection.FORWARD)
         self._batch_count = 1024
         self._batch_bytes = 256 << 10
         self._pend_data = memoryview(b"")
         self._pend_off = ()
         self._pend_idx: Any = ()
         self._pend_i = self._pend_n = 0
-        self._named = tailer.name is not None
+        self._named = source.name is not None
         self._common_at = 0  # see _dispatch_common
         #: read_one() may dispatch in C (cleared when async iteration records calls)
         self._one_native = bool(self._fast_mp) and not self._track and not self._named \
@@ -756,7 +835,7 @@ class MethodReader(HotReader):
         (at least once: an excerpt whose handler never returned, because the
         process died, is read again on restart)."""
         if self._named and self._pend_i >= self._pend_n:
-            self.tailer._save()
+            self._source.save()
 
     def _add_handler(self, h: object) -> None:
         cls = type(h)
@@ -797,7 +876,7 @@ class MethodReader(HotReader):
     # -- taking excerpts ----------------------------------------------------
     def _refill(self) -> bool:
         """Read the next excerpts into the pending batch; False when none."""
-        batch = self.tailer.read_many(self._batch_count, self._batch_bytes)
+        batch = self._source.read_many(self._batch_count, self._batch_bytes)
         n = len(batch)
         if not n:
             return False
@@ -820,7 +899,7 @@ class MethodReader(HotReader):
                     return None
                 i = 0
             else:
-                ex = self.tailer.read_nowait()
+                ex = self._source.read_nowait()
                 return None if ex is None else (ex.payload, ex.index)
         self._pend_i = i + 1
         o = self._pend_off
@@ -852,7 +931,7 @@ class MethodReader(HotReader):
             raise TypeError("this reader has async handlers: use await aread_one() or run()")
         if self._pend_i >= self._pend_n:
             if not self._batch:
-                ex = self.tailer.read_nowait()
+                ex = self._source.read_nowait()
                 if ex is None:
                     return False
                 self._process(ex.payload, ex.index)
@@ -879,7 +958,7 @@ class MethodReader(HotReader):
         while left:
             if self._pend_i >= self._pend_n:
                 if not self._batch:
-                    ex = self.tailer.read_nowait()
+                    ex = self._source.read_nowait()
                     if ex is None:
                         break
                     self._process(ex.payload, ex.index)
@@ -942,7 +1021,7 @@ class MethodReader(HotReader):
         return True
 
     def _closed(self) -> bool:
-        return self.tailer._closed or self.tailer.queue.closed
+        return self._source.closed
 
     def _stopped(self) -> bool:
         return self._stopping
@@ -954,7 +1033,7 @@ class MethodReader(HotReader):
         if self._stopping:
             return None
         try:
-            ex = await self.tailer._wait(self._stopped)
+            ex = await self._source.wait(self._stopped)
         except QueueClosedError:
             if self._closed():
                 return None
@@ -964,7 +1043,7 @@ class MethodReader(HotReader):
     def _poll_one(self) -> tuple[bytes | memoryview, int] | None:
         """One excerpt read from the tailer (none pending), or None."""
         try:
-            ex = self.tailer.read_nowait()
+            ex = self._source.read_nowait()
         except QueueClosedError:
             if self._closed():
                 self._stopping = True
@@ -991,7 +1070,7 @@ class MethodReader(HotReader):
             Exception: whatever a handler raised.
         """
         self._stopping = False
-        every = max(1, self.tailer.checkpoint_every)
+        every = max(1, self._source.checkpoint_every)
         n = since = 0
         woke = False  # the last excerpt came out of a wait
         while not self._stopping:
@@ -1041,7 +1120,7 @@ class MethodReader(HotReader):
     def stop(self) -> None:
         """Make :meth:`run` (and ``async for``) return after the current excerpt."""
         self._stopping = True
-        self.tailer.pauser.unpause()  # ends a wait in progress (from any thread)
+        self._source.pauser.unpause()  # ends a wait in progress (from any thread)
 
     def __aiter__(self) -> AsyncIterator[MethodCall]:
         return self._iterate()
@@ -1050,7 +1129,7 @@ class MethodReader(HotReader):
         self._stopping = False
         self._recording = True
         self._one_native = False
-        every = max(1, self.tailer.checkpoint_every)
+        every = max(1, self._source.checkpoint_every)
         k = 0
         while not self._stopping:
             got = self._poll()
@@ -1370,7 +1449,7 @@ class MethodReader(HotReader):
         cached = self._chain_cache.get(id(obj))
         if cached is None or cached.handlers[0] is not obj:
             try:
-                cached = MethodReader(self.tailer, obj, on_error=self.on_error,
+                cached = MethodReader(self._source, obj, on_error=self.on_error,
                                       interfaces=self._interfaces)
             except TypeError:
                 return self
@@ -1489,6 +1568,3 @@ _JSON_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _MP_KEY_LEN: Final = {0xD9: 2, 0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9,
                       0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}
 
-
-HOOKS.method_writer = make_method_writer
-HOOKS.method_reader = MethodReader

@@ -54,11 +54,10 @@ from ._native import (
 )
 
 if TYPE_CHECKING:
-    from ._appender import Appender
-    from ._queue import Queue
+    from ._tablestore import TableStore
 
-__all__ = ["NOTIFY_KEY", "PARKED_KEY", "SLOTS", "Notifier", "attach_appender",
-           "close_notifier", "notifier_for", "running_loop", "slot_key"]
+__all__ = ["NOTIFY_KEY", "PARKED_KEY", "SLOTS", "Notifier", "close_notifier", "notifier_for",
+           "notify_watch", "running_loop", "slot_key"]
 
 #: the running event loop (each call costs a getpid() system call in CPython)
 running_loop = asyncio.get_running_loop
@@ -90,7 +89,8 @@ HORIZON_NS = 2 * WAIT_SLICE_NS
 IDLE_EXIT_S = 1.0
 
 
-_notifiers: weakref.WeakKeyDictionary[Queue, Notifier] = weakref.WeakKeyDictionary()
+#: each queue's notifier, keyed by its metadata table store (None: closed)
+_notifiers: weakref.WeakKeyDictionary[TableStore, Notifier | None] = weakref.WeakKeyDictionary()
 _notifiers_lock = threading.Lock()
 
 
@@ -100,14 +100,8 @@ def _after_fork_in_child() -> None:
     global _notifiers_lock
     _notifiers_lock = threading.Lock()
     for n in list(_notifiers.values()):
-        n._cond = threading.Condition()
-        n._thread = None
-        n._waiters.clear()  # futures of the parent's event loops
-        for w in n._wakers.values():
-            if w is not None:
-                w._forget()
-        n._fast = None
-        n._wakers = weakref.WeakKeyDictionary()
+        if n is not None:
+            n.after_fork_in_child()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -200,7 +194,7 @@ class _LoopWaker:
         self._sock.close()
         self._wake_all()
 
-    def _forget(self) -> None:
+    def forget(self) -> None:
         """In a forked child: the socket and the slot are the parent's."""
         self._open = False
         self._finalizer.detach()
@@ -212,9 +206,7 @@ class Notifier:
 
     horizon_ns = HORIZON_NS
 
-    def __init__(self, queue: Queue, offsets: dict[str, int]) -> None:
-        meta = queue._meta
-        assert meta is not None
+    def __init__(self, meta: TableStore, offsets: dict[str, int]) -> None:
         # a mapping of its own, so that the helper thread and the loops'
         # wake-ups never touch memory the queue unmaps when it closes; it
         # lives until close()
@@ -235,6 +227,18 @@ class Notifier:
         self._fast: tuple[weakref.ref[asyncio.AbstractEventLoop], _LoopWaker | None] | None
         self._fast = None
         self._closed = False
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: no helper thread, no waiter of the parent's loops;
+        the loops' sockets and slots stay the parent's."""
+        self._cond = threading.Condition()
+        self._thread = None
+        self._waiters.clear()  # futures of the parent's event loops
+        for w in self._wakers.values():
+            if w is not None:
+                w.forget()
+        self._fast = None
+        self._wakers = weakref.WeakKeyDictionary()
 
     def slot_ptr(self, i: int) -> Any:
         """The value of owner slot ``i``."""
@@ -384,37 +388,39 @@ class Notifier:
         self._words.unmap()
 
 
-def notifier_for(queue: Queue) -> Notifier | None:
-    """The queue's notifier, made (with the notify values) on first use; None
-    for a queue whose metadata cannot be written (read-only)."""
-    n = _notifiers.get(queue)
+def notifier_for(meta: TableStore | None) -> Notifier | None:
+    """The notifier of the queue whose metadata table store is ``meta``, made
+    (with the notify values) on first use; None for a queue whose metadata
+    cannot be written (none, or read-only), or once :func:`close_notifier` ran."""
+    if meta is None:
+        return None
+    n = _notifiers.get(meta)
     if n is not None:
         return n
     with _notifiers_lock:
-        n = _notifiers.get(queue)
-        if n is None:
-            meta = queue._meta
-            if meta is None or queue.read_only or queue.closed:
-                return None
-            keys = [NOTIFY_KEY, PARKED_KEY, *(slot_key(i) for i in range(SLOTS))]
-            n = Notifier(queue, {k: meta.acquire(k, 0) for k in keys})
-            _notifiers[queue] = n
+        if meta in _notifiers:
+            return _notifiers[meta]  # None once the queue closed
+        if meta.read_only:
+            return None
+        keys = [NOTIFY_KEY, PARKED_KEY, *(slot_key(i) for i in range(SLOTS))]
+        n = Notifier(meta, {k: meta.acquire(k, 0) for k in keys})
+        _notifiers[meta] = n
         return n
 
 
-def close_notifier(queue: Queue) -> None:
-    """Called when ``queue`` closes."""
+def close_notifier(meta: TableStore) -> None:
+    """Called when the queue whose metadata table store is ``meta`` closes:
+    its notifier stops, and no other is made for it."""
     with _notifiers_lock:
-        n = _notifiers.pop(queue, None)
+        n = _notifiers.get(meta)
+        _notifiers[meta] = None
     if n is not None:
         n.close()
 
 
-def _watch_setup(appender: Appender, w: Any) -> None:
+def _watch_setup(meta: TableStore, w: Any) -> None:
     """Point ``w`` at the notify values that exist, and at the table store's
     end to pick up the others when a waiter creates them."""
-    meta = appender.queue._meta
-    assert meta is not None
     file = meta.file
 
     def value(key: str) -> Any:
@@ -434,19 +440,19 @@ def _watch_setup(appender: Appender, w: Any) -> None:
         return
     w.meta = file.c.base
     w.meta_len = file.c.map_len
-    w.probe = meta._end
+    w.probe = meta.end
 
 
-def attach_appender(appender: Appender) -> None:
-    """Make ``appender`` wake parked ``Pauser.notify()`` tailers: the native
-    core checks the watched words after each commit (a load or two when nobody
-    is parked)."""
-    queue = appender.queue
-    if queue._meta is None or queue.read_only:
-        return
-    # the socket its wake-ups are sent from closes when the appender is garbage
-    # (not at close(): another thread may be sending on it right then)
+def notify_watch(meta: TableStore) -> Any:
+    """What an appender of the queue whose metadata table store is ``meta``
+    points its native struct at (``cq_appender.notify``) to wake parked
+    ``Pauser.notify()`` tailers: the native core checks the watched words
+    after each commit (a load or two when nobody is parked); None for a
+    read-only table store.  The appender keeps it while its struct points at
+    it; the socket its wake-ups are sent from closes when it is garbage (not
+    at the appender's close(): another thread may be sending on it right then)."""
+    if meta.read_only:
+        return None
     w = new_notify_watch()
-    _watch_setup(appender, w)
-    appender._notify_watch = w  # keeps it alive while the native appender points at it
-    appender._c.notify = w
+    _watch_setup(meta, w)
+    return w

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._appender import Appender, _ClockedAppender, _SyncedAppender
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
+from ._codecs import Codec, Codecs, record_codec, recorded_codec
 from ._cycles import Cycles
 from ._errors import (
     CorruptQueueError,
@@ -20,10 +21,9 @@ from ._errors import (
     RollCycleMismatchWarning,
 )
 from ._excerpt import TailerDirection
-from ._hooks import HOOKS
 from ._mapped import list_dir
 from ._native import UNLOCKED
-from ._notify import attach_appender, close_notifier
+from ._notify import close_notifier
 from ._pauser import Pauser
 from ._pretoucher import Pretoucher
 from ._resource import _Resource
@@ -51,10 +51,7 @@ from ._tablestore import TableStore
 from ._tailer import Tailer, _AckedNamedTailer, _AckedTailer, _NamedTailer
 from ._writelock import recover_dead_locks
 
-if TYPE_CHECKING:
-    from ._codecs import Codec
-
-__all__ = ["Queue", "is_queue_dir", "open_existing_queue", "open_queue"]
+__all__ = ["Queue", "is_queue_dir", "open_existing_queue", "open_queue", "set_queue_codec"]
 
 
 # -- fork ----------------------------------------------------------------------
@@ -392,7 +389,8 @@ class Queue(_Resource):
                 # one with no call in flight lets its cycle file go now (the
                 # last holder unmaps it); one in a call, when the call leaves
                 busy = child.queue_closed() or busy
-            close_notifier(self)  # asyncio: the notify helper thread (_notify)
+            if cycles.meta is not None:
+                close_notifier(cycles.meta)  # asyncio: the notify helper thread (_notify)
             # still held stores (by a call in flight: an appender's or tailer's,
             # a pretoucher's, a tool's) are unmapped by their last release
             cycles.close(busy)
@@ -422,8 +420,7 @@ class Queue(_Resource):
             kind = _SyncedAppender
         elif not isinstance(self.time_provider, SetTimeProvider | SystemTimeProvider):
             kind = _ClockedAppender
-        a = kind(self._cycles, self)
-        attach_appender(a)  # wakes parked Pauser.notify() tailers (_notify)
+        a = kind(self._cycles, self, notify=True)  # wakes parked Pauser.notify() tailers
         self._children.add(a)
         return a
 
@@ -547,12 +544,6 @@ class Queue(_Resource):
         """The number of excerpts in the whole queue."""
         return sum(self._cycles.count(c) for c in self.cycles())
 
-    # -- the metadata, for _notify and _codecs ---------------------------------
-    # TODO(issue 24): _notify and _codecs are to be given the table store (h24h)
-    @property
-    def _meta(self) -> TableStore | None:
-        return self._cycles.meta
-
     # -- metadata values ---------------------------------------------------
     def table_store_get(self, key: str) -> int | None:
         """A named 64-bit value from ``metadata.cq4t`` (keys are case-insensitive)."""
@@ -578,9 +569,20 @@ class Queue(_Resource):
     def codec(self) -> Codec:
         """The codec this queue's payloads carry: the one recorded in its
         metadata (``aiochronicle.codec``), else BinaryWire (e.g. a Java queue)."""
-        codec: Codec = HOOKS.need("queue_codec")(self)
-        return codec
+        return recorded_codec(self._cycles.meta) or Codecs.BINARY_WIRE
 
+
+def set_queue_codec(queue: Queue, codec: Codec | str) -> Codec:
+    """Record ``codec`` in ``queue``'s metadata (creating the key); returns it.
+
+    Raises:
+        CodecMismatchError: the queue already records another codec.
+        ReadOnlyQueueError: the queue is open read-only.
+        QueueClosedError: the queue is closed.
+    """
+    files = queue.cycle_files
+    files.check_open()
+    return record_codec(files.meta, codec, queue.path)
 
 
 def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | None = None,

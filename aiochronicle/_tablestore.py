@@ -230,6 +230,12 @@ class TableStore:
             raise CorruptQueueError("table store record is not a 64-bit value", self.path, pos)
         return key, value.offset
 
+    @property
+    def end(self) -> int:
+        """The offset just past the last complete key record scanned so far
+        (where the next record goes, or one another process added starts)."""
+        return self._end
+
     # -- values --------------------------------------------------------
     def keys(self) -> Iterator[tuple[str, int]]:
         """Every (key, value) pair, in file order."""

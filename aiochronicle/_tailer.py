@@ -3,19 +3,19 @@
 Variants are chosen when a tailer is made (:meth:`Queue.tailer`): a named
 tailer keeps its position in ``metadata.cq4t``; an acknowledged one reads only
 what a replica acknowledged.  The waiting side (``await read()``, ``async
-for``, ``read_blocking``) is :class:`~aiochronicle._aio.AsyncTailerMixin`.
+for``, ``read_blocking``) is its base, :class:`~aiochronicle._aio.AsyncTailerMixin`.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ._aio import AsyncTailerMixin
 from ._errors import QueueClosedError, ReadOnlyQueueError
 from ._excerpt import SCRATCH, Batch, Excerpt, MetadataExcerpt, TailerDirection, batch_of
-from ._hooks import HOOKS
+from ._methods import MethodReader
 from ._native import (
     BAD_STATE,
     CORRUPT,
@@ -25,6 +25,7 @@ from ._native import (
     NOT_REACHED,
     NULL,
     OK,
+    TAILER_INDEX_WORD,
     TOO_LARGE,
     HotTailer,
     address,
@@ -45,18 +46,20 @@ from ._settings import ACK_KEY
 
 if TYPE_CHECKING:
     from ._cycles import Cycles
-    from ._methods import MethodReader
+    from ._pauser import Pauser
     from ._queue import Queue
     from ._store import CycleStore
+    from ._tablestore import TableStore
 
 __all__ = ["Tailer"]
 
 _cq_read = read
 _unpack = unpack
 _tuple_new = tuple.__new__
+_OUT_INDEX = TAILER_INDEX_WORD
 
 
-class Tailer(HotTailer, AsyncTailerMixin, _CycleFileUser):
+class Tailer(AsyncTailerMixin, _CycleFileUser):
     """Reads excerpts in index order; never consumes them.
 
     ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
@@ -71,7 +74,7 @@ class Tailer(HotTailer, AsyncTailerMixin, _CycleFileUser):
                  direction: TailerDirection, include_metadata: bool) -> None:
         """A tailer reading ``cycles``, made by ``queue`` (:meth:`Queue.tailer`,
         the documented way in)."""
-        self.queue = queue
+        self.queue: Queue = queue
         """The queue this object belongs to."""
         self._cycles = cycles
         self.name = name
@@ -386,6 +389,21 @@ class Tailer(HotTailer, AsyncTailerMixin, _CycleFileUser):
             """
 
 
+    def _taken(self, n: int) -> Excerpt | None:
+        """The excerpt a native read returned ``n`` for (the wait's guard held)."""
+        payload = _unpack(self._scratch if n <= SCRATCH else self._c.data, n)
+        ex: Excerpt = _tuple_new(Excerpt, (self._out[_OUT_INDEX], payload))
+        return ex
+
+    def _after(self, n: int, ex: Excerpt | None) -> Excerpt | None:
+        """Finish a native read of a wait outside its guard: codes other than
+        data and CQ_NONE (a roll, a remap, no file yet, an error) go the slow way."""
+        if ex is None and n != NONE:
+            ex = self._read_slow(n)
+        if self._named_off is not None:
+            self._handed(ex)
+        return ex
+
     def _excerpt(self, n: int) -> Excerpt:
         """The excerpt the native read just returned ``n`` (its length) for."""
         c = self._c
@@ -652,9 +670,18 @@ class Tailer(HotTailer, AsyncTailerMixin, _CycleFileUser):
         for an unnamed tailer) reads excerpts ahead in batches, so this tailer's
         position may run ahead of the calls handled so far.
         """
-        make: Callable[..., MethodReader] = HOOKS.need("method_reader")
-        return make(self, *handlers, on_error=on_error, ignore_first_arg=ignore_first_arg,
-                    history=history, interfaces=interfaces, batch=batch)
+        source = _ReaderSource(self, self._save, self._wait, self._gone)
+        return MethodReader(source, *handlers, on_error=on_error,
+                            ignore_first_arg=ignore_first_arg, history=history,
+                            interfaces=interfaces, batch=batch)
+
+    def _table_store(self) -> TableStore | None:
+        """The queue's metadata table store (the notify values live there)."""
+        return self._cycles.meta
+
+    def _gone(self) -> bool:
+        """True once this tailer or its queue is closed."""
+        return self._closed or self.queue.closed
 
     def __iter__(self) -> Iterator[Excerpt]:
         """Iterate over the excerpts available now (stops at the current end)."""
@@ -663,6 +690,43 @@ class Tailer(HotTailer, AsyncTailerMixin, _CycleFileUser):
             if ex is None:
                 return
             yield ex
+
+
+class _ReaderSource:
+    """A tailer as its method readers see it (``_methods.MethodSource``): its
+    public reads, and the save, wait and closed check the tailer hands over."""
+
+    __slots__ = ("_gone", "name", "read_many", "read_nowait", "save", "source_id", "tailer",
+                 "wait")
+
+    def __init__(self, tailer: Tailer, save: Callable[[], None],
+                 wait: Callable[[Callable[[], bool] | None], Awaitable[Excerpt | None]],
+                 gone: Callable[[], bool]) -> None:
+        self.tailer = tailer
+        self.name = tailer.name
+        self.source_id = tailer.queue.source_id
+        self.read_nowait = tailer.read_nowait
+        self.read_many = tailer.read_many
+        self.save = save
+        self.wait = wait
+        self._gone = gone
+
+    # what may change while the reader lives is read from the tailer each time
+    @property
+    def direction(self) -> TailerDirection:
+        return self.tailer.direction
+
+    @property
+    def checkpoint_every(self) -> int:
+        return self.tailer.checkpoint_every
+
+    @property
+    def pauser(self) -> Pauser:
+        return self.tailer.pauser
+
+    @property
+    def closed(self) -> bool:
+        return self._gone()
 
 
 class _NamedTailer(Tailer):

@@ -380,7 +380,7 @@ def test_notify_wakes_an_async_reader_from_another_process(run: Run[None],
             assert ex.payload == b"wake up"
             assert time.monotonic() - t0 < 10
             assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
-            n = notifier_for(q)
+            n = notifier_for(q.cycle_files.meta)
             assert n is not None and n._thread is None  # the loop's socket woke it
             await asyncio.get_running_loop().run_in_executor(None, proc.join, 20)
 
@@ -412,7 +412,7 @@ def test_notify_parks_on_the_loop_and_frees_its_slot_on_close(run: Run[None],
         t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
         reader = asyncio.create_task(t.read())
         await parked(t.pauser)
-        n = notifier_for(q)
+        n = notifier_for(q.cycle_files.meta)
         assert n is not None
         assert n._thread is None  # no helper thread: the loop watches a socket
         owners = _owner_slots(q)
@@ -427,7 +427,7 @@ def test_notify_parks_on_the_loop_and_frees_its_slot_on_close(run: Run[None],
         await q.aclose()
         with pytest.raises(ac.QueueClosedError):
             await asyncio.wait_for(reader, 10)
-        assert notifier_for(q) is None  # a closed queue gets no new one
+        assert notifier_for(q.cycle_files.meta) is None  # a closed queue gets no new one
         with ac.open_queue(tmp_path) as again:
             assert _owner_slots(again) == {}  # the slot is free again
 
@@ -450,7 +450,7 @@ def test_notify_falls_back_to_the_helper_thread_when_every_slot_is_taken(
         t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
         reader = asyncio.create_task(t.read())
         await parked(t.pauser)
-        n = notifier_for(q)
+        n = notifier_for(q.cycle_files.meta)
         assert n is not None
         thread = n._thread
         assert thread is not None and thread.is_alive()

@@ -296,7 +296,7 @@ def test_opening_a_queue_does_not_create_the_codec_key(tmp_path: Path) -> None:
         q.appender().append_text("hello")
         before = (tmp_path / "metadata.cq4t").read_bytes()
         assert q.codec is ac.Codecs.BINARY_WIRE  # no record: BinaryWire
-        assert recorded_codec(q) is None
+        assert recorded_codec(q.cycle_files.meta) is None
         assert q.tailer().method_reader(_Sink()).read_available() == 1
     with ac.open_queue(tmp_path) as q:
         assert q.codec is ac.Codecs.BINARY_WIRE
@@ -357,19 +357,19 @@ def test_decode_payload_follows_the_recorded_codec(tmp_path: Path) -> None:
         a = q.appender()
         a.append(ac.Codecs.MSGPACK.encode(Leg("X", 1)))
         a.append(msgspec.msgpack.encode(["on_leg", {"venue": "X", "qty": 1}]))
-        got = [decode_payload(q, ex.payload) for ex in q.tailer()]
+        got = [decode_payload(q.codec, ex.payload) for ex in q.tailer()]
         assert got == ["venue: X, qty: 1", "on_leg: {venue: X, qty: 1}"]
-        assert payload_decoder(q)(b"\xc1").kind == "hex"  # not msgpack: shown as auto
+        assert payload_decoder(q.codec)(b"\xc1").kind == "hex"  # not msgpack: shown as auto
 
 
 def test_json_and_text_queues_render(tmp_path: Path) -> None:
     with ac.open_queue(tmp_path / "j") as q:
         ac.set_queue_codec(q, "json")
-        assert decode_payload(q, b'["on_x",[1,"a b"]]') == 'on_x: [1, a b]'
-        assert decode_payload(q, b'{"k": true}') == "k: true"
+        assert decode_payload(q.codec, b'["on_x",[1,"a b"]]') == 'on_x: [1, a b]'
+        assert decode_payload(q.codec, b'{"k": true}') == "k: true"
     with ac.open_queue(tmp_path / "t") as q:
         ac.set_queue_codec(q, "text")
-        assert decode_payload(q, b"\xe3one") == "one"
+        assert decode_payload(q.codec, b"\xe3one") == "one"
 
 
 def test_auto_decoder_knows_msgpack_calls() -> None:

@@ -2,9 +2,10 @@
 
 Parses every module's import statements (nothing is imported to find them) and
 fails on an import of a higher layer, on an import inside a function or class
-(the way circles get dodged), and on a circle among the runtime imports.
-Imports under ``if TYPE_CHECKING:`` name types for annotations only and create
-no runtime dependency; they are left out.
+(the way circles get dodged), and on a circle.  Imports under ``if
+TYPE_CHECKING:`` count as well: an annotation naming a higher layer's type is
+a dependency on it (the module is written against that type), even though
+nothing is imported at run time.
 """
 
 from __future__ import annotations
@@ -20,17 +21,20 @@ _SPEC = importlib.util.find_spec("aiochronicle")
 assert _SPEC is not None and _SPEC.submodule_search_locations
 PACKAGE = Path(next(iter(_SPEC.submodule_search_locations)))
 
-#: bottom up; a module may import its own layer and those below
+#: bottom up; a module may import its own layer and those below.  A module
+#: listed here need not exist (one being added on another branch has its place).
 LAYERS: list[tuple[str, set[str]]] = [
     ("native boundary", {"_version", "_errors", "_native"}),
     ("format", {"_clock", "_headerless", "_mapped", "_wire", "_rollcycles", "_store",
                 "_tablestore", "_history", "_render"}),
     ("waiting", {"_pauser", "_notify"}),
-    ("core parts", {"_hooks", "_settings", "_resource", "_excerpt", "_writelock",
-                    "_cycles"}),
+    ("core parts", {"_settings", "_resource", "_excerpt", "_writelock", "_cycles"}),
+    # below the user objects: typed against small Protocols of what they need
+    # of an appender or tailer (``_methods.MethodAppender``, ``MethodSource``)
+    # and given the metadata table store; the appender and tailer import them
+    ("codecs and methods", {"_codecs", "_methods"}),
     ("user objects", {"_document", "_aio", "_appender", "_tailer", "_pretoucher",
                       "_queue"}),
-    ("codecs and methods", {"_codecs", "_methods"}),
     ("tools", {"_dump", "_salvage", "_rebuild", "_check", "_repair", "_stats", "_locks",
                "_listeners", "_retention", "_replication", "testing", "_monitor", "metrics",
                "_monitor_cli", "spark._jar", "spark._columns",
@@ -85,7 +89,8 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _imports(module: str, path: Path) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-    """(runtime imports at module level, imports inside a function or class)."""
+    """(imports at module level, those under ``if TYPE_CHECKING:`` included;
+    imports inside a function or class)."""
     tree = ast.parse(path.read_text(), str(path))
     top: list[tuple[int, str]] = []
     nested: list[tuple[int, str]] = []
@@ -100,7 +105,9 @@ def _imports(module: str, path: Path) -> tuple[list[tuple[int, str]], list[tuple
                     if target is not None:
                         (nested if inside else top).append((node.lineno, target))
             elif isinstance(node, ast.If) and _is_type_checking(node.test):
-                continue  # annotations only
+                # annotations only, but a dependency all the same (at module
+                # level, or in a class body, where it declares types)
+                visit(node.body, False)
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 visit(node.body, True)
             elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
@@ -125,20 +132,44 @@ LAZY = {
 }
 
 
+#: annotation imports of ``Queue`` by the parts that are to be given the owner
+#: of the queue's cycle files instead (issue 24, ``_cycles``), each with the
+#: reason it is still here; an entry whose import is gone fails
+#: test_pending_arrows_still_exist, so the list only shrinks
+PENDING: dict[tuple[str, str], str] = {
+    ("_appender", "_queue"): "Appender is made with its Queue until _cycles exists",
+    ("_tailer", "_queue"): "Tailer is made with its Queue until _cycles exists",
+    ("_pretoucher", "_queue"): "Pretoucher is made with its Queue until _cycles exists",
+}
+
+
+def _deps(module: str) -> list[tuple[int, str]]:
+    """The package modules ``module`` imports at module level, but PENDING arrows."""
+    return [(line, t) for line, t in _imports(module, MODULES[module])[0]
+            if t in MODULES and t != module and (module, t) not in PENDING]
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_only_go_down(module: str) -> None:
-    top, nested = _imports(module, MODULES[module])
+    top = _deps(module)
+    nested = _imports(module, MODULES[module])[1]
     mine = _layer_of(module)
     upward = [(line, target, LAYERS[_layer_of(target)][0]) for line, target in top
-              if target in MODULES and _layer_of(target) > mine]
+              if _layer_of(target) > mine]
     assert upward == [], f"aiochronicle.{module} ({LAYERS[mine][0]}) imports a higher layer"
     if module not in LAZY:
         assert nested == [], f"aiochronicle.{module} imports inside a function or class"
 
 
+def test_pending_arrows_still_exist() -> None:
+    gone = [pair for pair in PENDING
+            if pair[0] in MODULES and pair[1] not in {t for _, t in _imports(
+                pair[0], MODULES[pair[0]])[0]}]
+    assert gone == [], "no longer imported: remove these from PENDING"
+
+
 def test_no_import_circles() -> None:
-    graph = {m: {t for _, t in _imports(m, p)[0] if t in MODULES and t != m}
-             for m, p in MODULES.items()}
+    graph = {m: {t for _, t in _deps(m)} for m in MODULES}
     done: set[str] = set()
     stack: list[str] = []
 
@@ -158,10 +189,13 @@ def test_no_import_circles() -> None:
 
 
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
-    """The parser finds imports where they hide (a function, a try block)."""
+    """The parser finds imports where they hide (a function, a try block, an
+    annotation-only block)."""
     src = tmp_path / "mod.py"
-    src.write_text("try:\n    from ._queue import Queue\nexcept ImportError:\n    pass\n"
-                   "def f():\n    from ._methods import MethodReader\n")
+    src.write_text("from typing import TYPE_CHECKING\n"
+                   "try:\n    from ._queue import Queue\nexcept ImportError:\n    pass\n"
+                   "def f():\n    from ._methods import MethodReader\n"
+                   "if TYPE_CHECKING:\n    from ._tailer import Tailer\n")
     top, nested = _imports("_wire", src)
-    assert top == [(2, "_queue")]
-    assert nested == [(6, "_methods")]
+    assert top == [(3, "_queue"), (9, "_tailer")]
+    assert nested == [(7, "_methods")]

@@ -308,7 +308,7 @@ def test_appender_finds_the_notify_value_created_after_it(tmp_path: Path) -> Non
         assert q.table_store_get(NOTIFY_KEY) is None  # the metadata stays Java's
         q.tailer("other")  # another key first: the appender's probe walks over it
         a.append(b"x")
-        n = notifier_for(q)
+        n = notifier_for(q.cycle_files.meta)
         assert n is not None and q.table_store_get(NOTIFY_KEY) == 0
         w = a._notify_watch  # type: ignore[attr-defined]
         assert w.cell == ffi.NULL

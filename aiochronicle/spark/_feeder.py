@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .._codecs import Codecs, recorded_codec
+from .._codecs import Codecs
 from .._excerpt import Batch, Excerpt
 from .._pauser import Pauser
 from .._queue import Queue, open_queue
@@ -124,8 +124,7 @@ class Feeder:
         self.linger = linger
         self.layout = Layout(dict(options or {}))
         codec = self.layout.codec_name
-        self.codec = Codecs.get(codec) if codec else (recorded_codec(self.queue)
-                                                      or Codecs.BINARY_WIRE)
+        self.codec = Codecs.get(codec) if codec else self.queue.codec
         self.in_thread = spark is not None if in_thread is None else in_thread
         self.buffer = buffer
         self._buffer: asyncio.Queue[FeedBatch | None] = asyncio.Queue()

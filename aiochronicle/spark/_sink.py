@@ -46,8 +46,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .._appender import Appender
-from .._codecs import Codec, Codecs, recorded_codec, set_queue_codec
-from .._queue import Queue, open_queue
+from .._codecs import CODEC_KEY, Codec, Codecs, codec_of
+from .._queue import Queue, open_queue, set_queue_codec
 from ._columns import call_params, encode_rows, load_object, norm_options, option_bool
 
 __all__ = [
@@ -155,7 +155,7 @@ class _Writing:
         q = open_queue(self.path)
         try:
             asked = o.get("codec")
-            rec = recorded_codec(q)
+            rec = codec_of(q.table_store_get(CODEC_KEY))
             if asked:
                 c = Codecs.get(asked)
                 if rec is not c and not raw:

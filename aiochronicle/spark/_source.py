@@ -37,7 +37,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .._codecs import Codec, Codecs, recorded_codec
+from .._codecs import Codec, Codecs
 from .._excerpt import Batch
 from .._queue import Queue, open_queue
 from ._columns import Layout, norm_options, option_int
@@ -140,7 +140,7 @@ class _Reading:
         records, else BinaryWire."""
         if self.layout.codec_name:
             return Codecs.get(self.layout.codec_name)
-        return recorded_codec(q) or Codecs.BINARY_WIRE
+        return q.codec
 
     def spans(self, q: Queue, lo_index: int | None, hi_index: int | None,
               first_cycle: int | None = None, last_cycle: int | None = None) -> list[Span]:
