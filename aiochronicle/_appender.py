@@ -63,7 +63,7 @@ from ._settings import ACK_KEY, MAX_PAYLOAD, SyncMode
 if TYPE_CHECKING:
     from ._codecs import Codec
     from ._cycles import Cycles
-    from ._queue import Queue
+    from ._queueview import QueueView
     from ._store import CycleStore
 
 __all__ = ["Appender"]
@@ -92,7 +92,7 @@ class Appender(HotAppender, _CycleFileUser):
     call leaves it.
     """
 
-    def __init__(self, cycles: Cycles, queue: Queue, notify: bool = False) -> None:
+    def __init__(self, cycles: Cycles, queue: QueueView, notify: bool = False) -> None:
         """An appender writing ``cycles`` (a writable queue's), made by
         ``queue`` (:meth:`Queue.appender`, the documented way in): it reads
         the queue's public sync settings; with ``notify`` it wakes parked

@@ -9,7 +9,7 @@ from ._errors import QueueClosedError
 
 if TYPE_CHECKING:
     from ._cycles import Cycles
-    from ._queue import Queue
+    from ._queueview import QueueView
 
 __all__ = ["Pretoucher"]
 
@@ -23,7 +23,7 @@ class Pretoucher:
     :meth:`start` a background thread that does it every ``interval`` seconds.
     """
 
-    def __init__(self, cycles: Cycles, queue: Queue, headroom: int, preroll: float) -> None:
+    def __init__(self, cycles: Cycles, queue: QueueView, headroom: int, preroll: float) -> None:
         """A pretoucher of ``cycles``, made by ``queue`` (:meth:`Queue.pretoucher`,
         the documented way in)."""
         self.queue = queue

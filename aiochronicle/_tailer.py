@@ -47,7 +47,7 @@ from ._settings import ACK_KEY
 if TYPE_CHECKING:
     from ._cycles import Cycles
     from ._pauser import Pauser
-    from ._queue import Queue
+    from ._queueview import QueueView
     from ._store import CycleStore
     from ._tablestore import TableStore
 
@@ -70,11 +70,11 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
     raises it, and the cycle file is let go when the last read leaves it.
     """
 
-    def __init__(self, cycles: Cycles, queue: Queue, name: str | None,
+    def __init__(self, cycles: Cycles, queue: QueueView, name: str | None,
                  direction: TailerDirection, include_metadata: bool) -> None:
         """A tailer reading ``cycles``, made by ``queue`` (:meth:`Queue.tailer`,
         the documented way in)."""
-        self.queue: Queue = queue
+        self.queue: QueueView = queue
         """The queue this object belongs to."""
         self._cycles = cycles
         self.name = name
@@ -748,7 +748,7 @@ class _AckedTailer(Tailer):
 
     _gated = True
 
-    def __init__(self, cycles: Cycles, queue: Queue, name: str | None,
+    def __init__(self, cycles: Cycles, queue: QueueView, name: str | None,
                  direction: TailerDirection, include_metadata: bool) -> None:
         """A tailer gated by ``chronicle.lastAcknowledgedIndexReplicated``."""
         super().__init__(cycles, queue, name, direction, include_metadata)

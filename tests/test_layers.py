@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     # of an appender or tailer (``_methods.MethodAppender``, ``MethodSource``)
     # and given the metadata table store; the appender and tailer import them
     ("codecs and methods", {"_codecs", "_methods"}),
-    ("user objects", {"_document", "_aio", "_appender", "_tailer", "_pretoucher",
+    ("user objects", {"_queueview", "_document", "_aio", "_appender", "_tailer", "_pretoucher",
                       "_queue"}),
     ("tools", {"_dump", "_salvage", "_rebuild", "_check", "_repair", "_stats", "_locks",
                "_listeners", "_retention", "_replication", "testing", "_monitor", "metrics",
@@ -132,21 +132,10 @@ LAZY = {
 }
 
 
-#: annotation imports of ``Queue`` by the parts that are to be given the owner
-#: of the queue's cycle files instead (issue 24, ``_cycles``), each with the
-#: reason it is still here; an entry whose import is gone fails
-#: test_pending_arrows_still_exist, so the list only shrinks
-PENDING: dict[tuple[str, str], str] = {
-    ("_appender", "_queue"): "Appender is made with its Queue until _cycles exists",
-    ("_tailer", "_queue"): "Tailer is made with its Queue until _cycles exists",
-    ("_pretoucher", "_queue"): "Pretoucher is made with its Queue until _cycles exists",
-}
-
-
 def _deps(module: str) -> list[tuple[int, str]]:
-    """The package modules ``module`` imports at module level, but PENDING arrows."""
+    """The package modules ``module`` imports at module level (annotation imports too)."""
     return [(line, t) for line, t in _imports(module, MODULES[module])[0]
-            if t in MODULES and t != module and (module, t) not in PENDING]
+            if t in MODULES and t != module]
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -159,13 +148,6 @@ def test_imports_only_go_down(module: str) -> None:
     assert upward == [], f"aiochronicle.{module} ({LAYERS[mine][0]}) imports a higher layer"
     if module not in LAZY:
         assert nested == [], f"aiochronicle.{module} imports inside a function or class"
-
-
-def test_pending_arrows_still_exist() -> None:
-    gone = [pair for pair in PENDING
-            if pair[0] in MODULES and pair[1] not in {t for _, t in _imports(
-                pair[0], MODULES[pair[0]])[0]}]
-    assert gone == [], "no longer imported: remove these from PENDING"
 
 
 def test_no_import_circles() -> None:
