@@ -19,7 +19,7 @@ import threading
 import time
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import QueueClosedError
 from ._excerpt import SCRATCH, Excerpt, TailerDirection
@@ -28,6 +28,8 @@ from ._notify import Notifier, notifier_for, running_loop
 from ._pauser import SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ._queue import Queue
 
 __all__ = ["AsyncTailerMixin"]
@@ -65,6 +67,8 @@ class AsyncTailerMixin:
 
         def read_nowait(self) -> Excerpt | None: ...
         def _spin_read(self, budget_ns: int, stop_address: int, stop_seen: int, /) -> Any: ...
+        def _arm_read(self, parked: int, slot: int, owner: int, ident: int, alone: bool,
+                      /) -> Excerpt | Literal[False] | None: ...
         def _read_slow(self, n: int) -> Excerpt | None: ...
         def _save(self, index: int | None = None) -> None: ...
         def _handed(self, ex: Excerpt | None) -> None: ...
@@ -159,36 +163,40 @@ class AsyncTailerMixin:
         assert ex is not None
         return ex
 
-    async def _wait(self, until: Callable[[], bool] | None) -> Excerpt | None:
+    async def _wait(self, until: Callable[[], bool] | None,
+                    loop: asyncio.AbstractEventLoop | None = None) -> Excerpt | None:
         """Wait for the next excerpt with the pauser; with ``until``, return
         None as soon as it is true after a step that found nothing (whoever
-        makes it true calls ``pauser.unpause()`` to end a spin or park)."""
+        makes it true calls ``pauser.unpause()`` to end a spin or park).
+        ``loop``: the running loop, when the caller knows it (looking it up
+        costs a system call, getpid(), per wait)."""
         pauser = self.pauser
         pauser.reset()
-        stop = pauser._stop
-        stop_addr = pauser._stop_addr
         slice_ns = pauser.spin_slice_ns
-        forward = self._spin_reads  # native reads while waiting (Tailer._bind)
         notifier = self._notifier(pauser)
-        guard = self._guard()
+        guard = None
+        waker = None  # this loop's wake-up socket (Pauser.notify), looked up once
+        looked = False
         t0 = _mono_ns()
-        loop = None
         try:
             while True:
                 if until is not None and until():
                     return None
                 kind, ns = pauser._next(_mono_ns(), slice_ns)
                 if kind == SPIN:
+                    if guard is None:
+                        guard = self._guard()
                     ex = None
                     with guard:
                         # the wake counter first: a close after this look bumps it
+                        stop = pauser._stop
                         seen = stop[0]
                         if self._closed:
                             self._check()
-                        if forward:
+                        if self._spin_reads:  # native reads while waiting (Tailer._bind)
                             # spins in C with the GIL released; an excerpt comes
                             # back built (no cffi call, no copy through Python)
-                            r = self._spin_read(ns, stop_addr, seen)
+                            r = self._spin_read(ns, pauser._stop_addr, seen)
                             if type(r) is int:
                                 n = r
                             else:
@@ -209,18 +217,30 @@ class AsyncTailerMixin:
                     # futex), then one more look before parking (see _notify)
                     if loop is None:
                         loop = _running_loop()  # once per wait: it costs a getpid()
-                    waker = notifier.loop_waker(loop) if notifier is not None else None
-                    futs = waker.futs if waker is not None and waker.arm() else None
+                    if not looked and notifier is not None:
+                        looked = True
+                        waker = notifier.loop_waker(loop)
+                        if waker is not None:
+                            futs = waker.futs
+                            parked, slot, owner, ident = waker.arm_args
                     snapshot = None
-                    if futs is None and notifier is not None:
-                        snapshot = notifier.arm()
-                    if futs is not None or snapshot is not None:
-                        ex = self.read_nowait()
-                        if ex is not None:
+                    armed = False
+                    if waker is not None and waker.open:
+                        # the parked bit and the look in one native call
+                        r = self._arm_read(parked, slot, owner, ident, not futs)
+                        if r is not None and r is not False:
                             self._unyielded = 1
-                            return ex
+                            return r
+                        armed = r is None
+                    if not armed and notifier is not None:
+                        snapshot = notifier.arm()
+                        if snapshot is not None:
+                            ex = self.read_nowait()
+                            if ex is not None:
+                                self._unyielded = 1
+                                return ex
                     await pauser._apark(ns, notifier if snapshot is not None else None,
-                                        snapshot or 0, futs, loop)
+                                        snapshot or 0, futs if armed else None, loop)
                 self._unyielded = 0
                 ex = self.read_nowait()
                 if ex is not None:

@@ -947,14 +947,16 @@ class MethodReader(HotReader):
     def _stopped(self) -> bool:
         return self._stopping
 
-    async def _wait(self) -> tuple[bytes | memoryview, int] | None:
+    async def _wait(self, loop: asyncio.AbstractEventLoop | None = None
+                    ) -> tuple[bytes | memoryview, int] | None:
         """The next excerpt, waiting with the tailer's pauser in this task (no
-        Task of its own: :meth:`stop` unpauses the pauser); None once the
-        reader is stopped or the tailer closed."""
+        Task of its own: :meth:`stop` unpauses the pauser) on ``loop`` (the
+        running loop, if known); None once the reader is stopped or the
+        tailer closed."""
         if self._stopping:
             return None
         try:
-            ex = await self.tailer._wait(self._stopped)
+            ex = await self.tailer._wait(self._stopped, loop)
         except QueueClosedError:
             if self._closed():
                 return None
@@ -994,6 +996,7 @@ class MethodReader(HotReader):
         every = max(1, self.tailer.checkpoint_every)
         n = since = 0
         woke = False  # the last excerpt came out of a wait
+        loop = asyncio.get_running_loop()  # once, not per wait (each lookup is a getpid())
         while not self._stopping:
             if self._pend_i < self._pend_n or (
                     self._batch and not woke and self._refill_open()):
@@ -1013,7 +1016,7 @@ class MethodReader(HotReader):
                 if got is None:
                     if until_end or self._stopping:
                         break
-                    got = await self._wait()
+                    got = await self._wait(loop)
                     if got is None:
                         break
                     since = 0

@@ -122,19 +122,20 @@ class _LoopWaker:
         self._parked = notifier.parked
         self.futs: set[asyncio.Future[None]] = set()
         self._open = True
+        #: the arguments of a tailer's ``_arm_read`` (native/hot.c), which
+        #: arms and looks for data in one call: the parked bits' address, the
+        #: slot, the slot's owner value's address and our ident
+        self.arm_args = (int(ffi.cast("uintptr_t", self._parked)), slot,
+                         int(ffi.cast("uintptr_t", self._slot_ptr)), ident)
         loop.add_reader(sock.fileno(), self._readable)
         # a loop that is dropped without the queue closing frees its slot
         self._finalizer = weakref.finalize(loop, _LoopWaker._drop, sock, self._slot_ptr,
                                            self._parked, slot, ident)
 
-    def arm(self) -> bool:
-        """Set this slot's parked bit (appenders wake us from now on); False
-        when the slot is no longer ours (an appender in another network
-        namespace could not reach us and freed it)."""
-        if not self._open or int(self._slot_ptr[0]) != self._ident:
-            return False
-        lib.cq_notify_park(self._parked, self._slot)
-        return True
+    @property
+    def open(self) -> bool:
+        """Until :meth:`close`: its slot may be armed."""
+        return self._open
 
     def _readable(self) -> None:
         # one datagram a turn: the loop calls again while more are queued
@@ -142,8 +143,14 @@ class _LoopWaker:
             os.read(self._fd, 64)
         except OSError:  # none after all, or closed
             pass
-        if self.futs:
-            self._wake_all()
+        futs = self.futs
+        if futs:
+            # set_result only schedules the waiters' steps: nothing changes
+            # the set while this runs
+            for fut in futs:
+                if not fut.done():
+                    fut.set_result(None)
+            futs.clear()
 
     def _wake_all(self) -> None:
         futs = list(self.futs)
