@@ -170,19 +170,25 @@ class AsyncTailerMixin:
         makes it true calls ``pauser.unpause()`` to end a spin or park).
         ``loop``: the running loop, when the caller knows it (looking it up
         costs a system call, getpid(), per wait)."""
-        pauser = self.pauser
+        pauser = self._pauser
+        if pauser is None:
+            pauser = self.pauser
         pauser.reset()
         slice_ns = pauser.spin_slice_ns
-        notifier = self._notifier(pauser)
+        notifier = None
+        if pauser.notify_wakeup:
+            notifier = self._notifier_of_queue
+            if notifier is None:
+                notifier = self._notifier(pauser)
         guard = None
         waker = None  # this loop's wake-up socket (Pauser.notify), looked up once
         looked = False
-        t0 = _mono_ns()
+        t0 = now = _mono_ns()
         try:
             while True:
                 if until is not None and until():
                     return None
-                kind, ns = pauser._next(_mono_ns(), slice_ns)
+                kind, ns = pauser._next(now, slice_ns)
                 if kind == SPIN:
                     if guard is None:
                         guard = self._guard()
@@ -246,6 +252,7 @@ class AsyncTailerMixin:
                 if ex is not None:
                     self._unyielded = 1
                     return ex
+                now = _mono_ns()
         finally:
             pauser._time += _mono_ns() - t0
 

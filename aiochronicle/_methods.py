@@ -947,16 +947,14 @@ class MethodReader(HotReader):
     def _stopped(self) -> bool:
         return self._stopping
 
-    async def _wait(self, loop: asyncio.AbstractEventLoop | None = None
-                    ) -> tuple[bytes | memoryview, int] | None:
+    async def _wait(self) -> tuple[bytes | memoryview, int] | None:
         """The next excerpt, waiting with the tailer's pauser in this task (no
-        Task of its own: :meth:`stop` unpauses the pauser) on ``loop`` (the
-        running loop, if known); None once the reader is stopped or the
-        tailer closed."""
+        Task of its own: :meth:`stop` unpauses the pauser); None once the
+        reader is stopped or the tailer closed."""
         if self._stopping:
             return None
         try:
-            ex = await self.tailer._wait(self._stopped, loop)
+            ex = await self.tailer._wait(self._stopped)
         except QueueClosedError:
             if self._closed():
                 return None
@@ -997,6 +995,8 @@ class MethodReader(HotReader):
         n = since = 0
         woke = False  # the last excerpt came out of a wait
         loop = asyncio.get_running_loop()  # once, not per wait (each lookup is a getpid())
+        tailer = self.tailer
+        stopped = self._stopped
         while not self._stopping:
             if self._pend_i < self._pend_n or (
                     self._batch and not woke and self._refill_open()):
@@ -1016,9 +1016,17 @@ class MethodReader(HotReader):
                 if got is None:
                     if until_end or self._stopping:
                         break
-                    got = await self._wait(loop)
-                    if got is None:
+                    # the tailer's wait itself (not _wait(): one coroutine
+                    # less to resume per wake-up)
+                    try:
+                        ex = await tailer._wait(stopped, loop)
+                    except QueueClosedError:
+                        if self._closed():
+                            break
+                        raise
+                    if ex is None:
                         break
+                    got = ex.payload, ex.index
                     since = 0
                     woke = True
                 r = self._process(*got)

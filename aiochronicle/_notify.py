@@ -121,7 +121,8 @@ class _LoopWaker:
         self._slot_ptr = notifier.slot_ptr(slot)
         self._parked = notifier.parked
         self.futs: set[asyncio.Future[None]] = set()
-        self._open = True
+        #: until close(): its slot may be armed
+        self.open = True
         #: the arguments of a tailer's ``_arm_read`` (native/hot.c), which
         #: arms and looks for data in one call: the parked bits' address, the
         #: slot, the slot's owner value's address and our ident
@@ -131,11 +132,6 @@ class _LoopWaker:
         # a loop that is dropped without the queue closing frees its slot
         self._finalizer = weakref.finalize(loop, _LoopWaker._drop, sock, self._slot_ptr,
                                            self._parked, slot, ident)
-
-    @property
-    def open(self) -> bool:
-        """Until :meth:`close`: its slot may be armed."""
-        return self._open
 
     def _readable(self) -> None:
         # one datagram a turn: the loop calls again while more are queued
@@ -170,9 +166,9 @@ class _LoopWaker:
     def close(self) -> None:
         """Free the slot, stop watching the socket and wake the parked tasks
         (from any thread)."""
-        if not self._open:
+        if not self.open:
             return
-        self._open = False
+        self.open = False
         self._finalizer.detach()
         self._drop(None, self._slot_ptr, self._parked, self._slot, self._ident)
         loop = self._loop()
@@ -197,7 +193,7 @@ class _LoopWaker:
 
     def _forget(self) -> None:
         """In a forked child: the socket and the slot are the parent's."""
-        self._open = False
+        self.open = False
         self._finalizer.detach()
         self._sock.close()  # the child's descriptor only
 

@@ -475,7 +475,8 @@ class LongPauser(Pauser):
         self._park = min_park_ns
 
     def reset(self) -> None:
-        super().reset()
+        # Pauser.reset's work too, without the call (once per wait of a tailer)
+        self._timed_start = 0
         self._first = 0
         self._park = self.min_park_ns
 
@@ -488,7 +489,8 @@ class LongPauser(Pauser):
         if elapsed < self.yield_ns:
             return YIELD, 0
         p = self._park
-        self._park = min(self.max_park_ns, p + (p >> 6) + 10 * US)
+        grown = p + (p >> 6) + 10 * US
+        self._park = grown if grown < self.max_park_ns else self.max_park_ns
         return PARK, p
 
     def __repr__(self) -> str:
