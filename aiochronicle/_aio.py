@@ -19,7 +19,7 @@ import threading
 import time
 import types
 from collections.abc import AsyncIterator, Callable, Generator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._errors import QueueClosedError
 from ._excerpt import Excerpt, TailerDirection
@@ -28,6 +28,8 @@ from ._notify import Notifier, notifier_for, running_loop
 from ._pauser import SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ._tablestore import TableStore
 
 __all__ = ["AsyncTailerMixin", "QueueEnd"]
@@ -182,36 +184,46 @@ class AsyncTailerMixin(HotTailer):
         assert ex is not None
         return ex
 
-    async def _wait(self, until: Callable[[], bool] | None) -> Excerpt | None:
+    async def _wait(self, until: Callable[[], bool] | None,
+                    loop: asyncio.AbstractEventLoop | None = None) -> Excerpt | None:
         """Wait for the next excerpt with the pauser; with ``until``, return
         None as soon as it is true after a step that found nothing (whoever
-        makes it true calls ``pauser.unpause()`` to end a spin or park)."""
-        pauser = self.pauser
+        makes it true calls ``pauser.unpause()`` to end a spin or park).
+        ``loop``: the running loop, when the caller knows it (looking it up
+        costs a system call, getpid(), per wait)."""
+        pauser = self._pauser
+        if pauser is None:
+            pauser = self.pauser
         pauser.reset()
-        stop = pauser._stop
-        stop_addr = pauser._stop_addr
         slice_ns = pauser.spin_slice_ns
-        forward = self._spin_reads  # native reads while waiting (Tailer._bind)
-        notifier = self._notifier(pauser)
-        guard = self._guard()
-        t0 = _mono_ns()
-        loop = None
+        notifier = None
+        if pauser.notify_wakeup:
+            notifier = self._notifier_of_queue
+            if notifier is None:
+                notifier = self._notifier(pauser)
+        guard = None
+        waker = None  # this loop's wake-up socket (Pauser.notify), looked up once
+        looked = False
+        t0 = now = _mono_ns()
         try:
             while True:
                 if until is not None and until():
                     return None
-                kind, ns = pauser._next(_mono_ns(), slice_ns)
+                kind, ns = pauser._next(now, slice_ns)
                 if kind == SPIN:
+                    if guard is None:
+                        guard = self._guard()
                     ex = None
                     with guard:
                         # the wake counter first: a close after this look bumps it
+                        stop = pauser._stop
                         seen = stop[0]
                         if self._closed:
                             self._check()
-                        if forward:
+                        if self._spin_reads:  # native reads while waiting (Tailer._bind)
                             # spins in C with the GIL released; an excerpt comes
                             # back built (no cffi call, no copy through Python)
-                            r = self._spin_read(ns, stop_addr, seen)
+                            r = self._spin_read(ns, pauser._stop_addr, seen)
                             if type(r) is int:
                                 n = r
                             else:
@@ -232,23 +244,37 @@ class AsyncTailerMixin(HotTailer):
                     # futex), then one more look before parking (see _notify)
                     if loop is None:
                         loop = _running_loop()  # once per wait: it costs a getpid()
-                    waker = notifier.loop_waker(loop) if notifier is not None else None
-                    futs = waker.futs if waker is not None and waker.arm() else None
+                    if not looked and notifier is not None:
+                        looked = True
+                        waker = notifier.loop_waker(loop)
+                        if waker is not None:
+                            futs = waker.futs
+                            parked, slot, owner, ident = waker.arm_args
                     snapshot = None
-                    if futs is None and notifier is not None:
-                        snapshot = notifier.arm()
-                    if futs is not None or snapshot is not None:
-                        ex = self.read_nowait()
-                        if ex is not None:
+                    armed = False
+                    if waker is not None and waker.open:
+                        # the parked bit and the look in one native call
+                        got: Excerpt | Literal[False] | None = self._arm_read(
+                            parked, slot, owner, ident, not futs)
+                        if got is not None and got is not False:
                             self._unyielded = 1
-                            return ex
+                            return got
+                        armed = got is None
+                    if not armed and notifier is not None:
+                        snapshot = notifier.arm()
+                        if snapshot is not None:
+                            ex = self.read_nowait()
+                            if ex is not None:
+                                self._unyielded = 1
+                                return ex
                     await pauser._apark(ns, notifier if snapshot is not None else None,
-                                        snapshot or 0, futs, loop)
+                                        snapshot or 0, futs if armed else None, loop)
                 self._unyielded = 0
                 ex = self.read_nowait()
                 if ex is not None:
                     self._unyielded = 1
                     return ex
+                now = _mono_ns()
         finally:
             pauser._time += _mono_ns() - t0
 

@@ -139,9 +139,11 @@ class MethodSource(Protocol):
         """A named tailer saves its position (what was handled is done)."""
         ...
 
-    def wait(self, until: Callable[[], bool] | None, /) -> Awaitable[Excerpt | None]:
+    def wait(self, until: Callable[[], bool] | None,
+             loop: asyncio.AbstractEventLoop | None, /) -> Awaitable[Excerpt | None]:
         """The next excerpt, waiting with the pauser; None as soon as ``until()``
-        is true after a step that found nothing."""
+        is true after a step that found nothing.  ``loop``: the running loop
+        when the caller knows it (saves a lookup per wait), else None."""
         ...
 
 log = logging.getLogger("aiochronicle.methods")
@@ -1033,7 +1035,7 @@ class MethodReader(HotReader):
         if self._stopping:
             return None
         try:
-            ex = await self._source.wait(self._stopped)
+            ex = await self._source.wait(self._stopped, None)
         except QueueClosedError:
             if self._closed():
                 return None
@@ -1073,6 +1075,9 @@ class MethodReader(HotReader):
         every = max(1, self._source.checkpoint_every)
         n = since = 0
         woke = False  # the last excerpt came out of a wait
+        loop = asyncio.get_running_loop()  # once, not per wait (each lookup is a getpid())
+        wait = self._source.wait  # the tailer's own wait (no coroutine layer between)
+        stopped = self._stopped
         while not self._stopping:
             if self._pend_i < self._pend_n or (
                     self._batch and not woke and self._refill_open()):
@@ -1092,9 +1097,17 @@ class MethodReader(HotReader):
                 if got is None:
                     if until_end or self._stopping:
                         break
-                    got = await self._wait()
-                    if got is None:
+                    # the tailer's wait itself (not self._wait(): one coroutine
+                    # less to resume per wake-up)
+                    try:
+                        ex = await wait(stopped, loop)
+                    except QueueClosedError:
+                        if self._closed():
+                            break
+                        raise
+                    if ex is None:
                         break
+                    got = ex.payload, ex.index
                     since = 0
                     woke = True
                 r = self._process(*got)

@@ -41,13 +41,13 @@ from ._mapped import MappedWords
 from ._native import (
     NOTIFY_SLOTS,
     NULL,
+    address,
     cas64,
     futex_wait,
     futex_wake,
     int64_at,
     new_notify_watch,
     notify_arm,
-    notify_park,
     notify_sockname,
     notify_unpark,
     notify_word,
@@ -127,20 +127,16 @@ class _LoopWaker:
         self._slot_ptr = notifier.slot_ptr(slot)
         self._parked = notifier.parked
         self.futs: set[asyncio.Future[None]] = set()
-        self._open = True
+        #: until close(): its slot may be armed
+        self.open = True
+        #: the arguments of a tailer's ``_arm_read`` (native/hot.c), which
+        #: arms and looks for data in one call: the parked bits' address, the
+        #: slot, the slot's owner value's address and our ident
+        self.arm_args = (address(self._parked), slot, address(self._slot_ptr), ident)
         loop.add_reader(sock.fileno(), self._readable)
         # a loop that is dropped without the queue closing frees its slot
         self._finalizer = weakref.finalize(loop, _LoopWaker._drop, sock, self._slot_ptr,
                                            self._parked, slot, ident)
-
-    def arm(self) -> bool:
-        """Set this slot's parked bit (appenders wake us from now on); False
-        when the slot is no longer ours (an appender in another network
-        namespace could not reach us and freed it)."""
-        if not self._open or int(self._slot_ptr[0]) != self._ident:
-            return False
-        notify_park(self._parked, self._slot)
-        return True
 
     def _readable(self) -> None:
         # one datagram a turn: the loop calls again while more are queued
@@ -148,8 +144,14 @@ class _LoopWaker:
             os.read(self._fd, 64)
         except OSError:  # none after all, or closed
             pass
-        if self.futs:
-            self._wake_all()
+        futs = self.futs
+        if futs:
+            # set_result only schedules the waiters' steps: nothing changes
+            # the set while this runs
+            for fut in futs:
+                if not fut.done():
+                    fut.set_result(None)
+            futs.clear()
 
     def _wake_all(self) -> None:
         futs = list(self.futs)
@@ -169,9 +171,9 @@ class _LoopWaker:
     def close(self) -> None:
         """Free the slot, stop watching the socket and wake the parked tasks
         (from any thread)."""
-        if not self._open:
+        if not self.open:
             return
-        self._open = False
+        self.open = False
         self._finalizer.detach()
         self._drop(None, self._slot_ptr, self._parked, self._slot, self._ident)
         loop = self._loop()
@@ -196,7 +198,7 @@ class _LoopWaker:
 
     def forget(self) -> None:
         """In a forked child: the socket and the slot are the parent's."""
-        self._open = False
+        self.open = False
         self._finalizer.detach()
         self._sock.close()  # the child's descriptor only
 

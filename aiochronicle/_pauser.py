@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import os
-import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,6 +43,9 @@ MS = 1_000_000
 DEFAULT_SPIN_SLICE = 50 * US
 #: the longest a thread spins before it returns to the interpreter (signals)
 SYNC_SPIN_SLICE = 1 * MS
+#: a park timer that fires this close to the park's end ends it (loop timers
+#: have a resolution of 1 ms)
+_TIMER_SLACK_NS = 1 * MS
 
 #: CLOCK_MONOTONIC in ns, as the native core reads it (a builtin: no GIL hand-off)
 _mono_ns = time.monotonic_ns
@@ -128,9 +130,17 @@ class Pauser:
         self._stop: Any = new_uint32()
         #: its address, for the C API spin (aiochronicle._hot)
         self._stop_addr = address(self._stop)
+        # the futures of the parks in progress; unpause() takes a copy from any
+        # thread (adding, discarding and copying are each one C call on a set
+        # of futures, which hash by identity: no lock needed)
         self._parks: set[asyncio.Future[None]] = set()
+        # the park timer, kept across parks (see _apark): its loop, when it
+        # fires (monotonic ns), and when the current park is due
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+        self._timer_due = 0
+        self._due = 0
         self._sync_word: Any = None
-        self._lock = threading.Lock()
 
     # -- factories --------------------------------------------------------
     @staticmethod
@@ -326,15 +336,34 @@ class Pauser:
         """Sleep ``ns`` on ``loop`` (the running loop); :meth:`unpause` ends it
         early, and so does a notify of the queue, given a notifier (and the
         futex snapshot), or the loop's own wake-up, given its set of parked
-        futures (``wakers``)."""
+        futures (``wakers``).
+
+        The timer that ends the park is kept for the next park: a park that a
+        wake-up ends early leaves it running, and the next park (due later)
+        uses it as it is, so parks ended by commits cost no timer each (a
+        timer made and cancelled per park is a handle made and closed, and an
+        extra turn of the loop, per wake-up with uvloop)."""
         if loop is None:
             import asyncio
 
             loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        timer = loop.call_later(ns / 1e9, _wake_future, fut)
-        with self._lock:
-            self._parks.add(fut)
+        due = _mono_ns() + ns
+        parks = self._parks
+        alone = not parks
+        parks.add(fut)
+        own = None
+        if alone:
+            self._due = due
+            if self._timer_loop is not loop or self._timer_due > due:
+                t = self._timer
+                if t is not None and self._timer_loop is loop:
+                    t.cancel()
+                self._timer = loop.call_later(ns / 1e9, self._timer_fired, loop)
+                self._timer_loop = loop
+                self._timer_due = due
+        else:  # another task parks on this pauser too: a timer of its own
+            own = loop.call_later(ns / 1e9, _wake_future, fut)
         if wakers is not None:
             wakers.add(fut)
         elif notifier is not None:
@@ -342,13 +371,33 @@ class Pauser:
         try:
             await fut
         finally:
-            timer.cancel()
+            if own is not None:
+                own.cancel()
             if wakers is not None:
                 wakers.discard(fut)
             elif notifier is not None:
                 notifier.unregister(fut)
-            with self._lock:
-                self._parks.discard(fut)
+            parks.discard(fut)
+
+    def _timer_fired(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The park timer (on ``loop``): end the parks on it when the current
+        park is due, else run again when it is."""
+        if self._timer_loop is not loop:
+            return  # replaced by a timer of another loop
+        self._timer_loop = None
+        self._timer = None
+        parks = list(self._parks)
+        if not parks:
+            return  # nobody parked: the next park makes a new one
+        left = self._due - _mono_ns()
+        if left > _TIMER_SLACK_NS:
+            self._timer = loop.call_later(left / 1e9, self._timer_fired, loop)
+            self._timer_loop = loop
+            self._timer_due = self._due
+            return
+        for fut in parks:
+            if fut.get_loop() is loop:
+                _wake_future(fut)
 
     # -- waking ----------------------------------------------------------
     def unpause(self) -> None:
@@ -362,8 +411,7 @@ class Pauser:
             # a thread parked on the queue's notify word (others wake spuriously
             # and look again)
             _cq_futex_wake(word, 1 << 30)
-        with self._lock:
-            parks = list(self._parks)
+        parks = list(self._parks)
         for fut in parks:
             with contextlib.suppress(RuntimeError):  # its loop is closed
                 fut.get_loop().call_soon_threadsafe(_wake_future, fut)
@@ -427,7 +475,8 @@ class LongPauser(Pauser):
         self._park = min_park_ns
 
     def reset(self) -> None:
-        super().reset()
+        # Pauser.reset's work too, without the call (once per wait of a tailer)
+        self._timed_start = 0
         self._first = 0
         self._park = self.min_park_ns
 
@@ -440,7 +489,8 @@ class LongPauser(Pauser):
         if elapsed < self.yield_ns:
             return YIELD, 0
         p = self._park
-        self._park = min(self.max_park_ns, p + (p >> 6) + 10 * US)
+        grown = p + (p >> 6) + 10 * US
+        self._park = grown if grown < self.max_park_ns else self.max_park_ns
         return PARK, p
 
     def __repr__(self) -> str:

@@ -45,6 +45,8 @@ from ._resource import _CycleFileUser, in_flight
 from ._settings import ACK_KEY
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ._cycles import Cycles
     from ._pauser import Pauser
     from ._queueview import QueueView
@@ -700,7 +702,8 @@ class _ReaderSource:
                  "wait")
 
     def __init__(self, tailer: Tailer, save: Callable[[], None],
-                 wait: Callable[[Callable[[], bool] | None], Awaitable[Excerpt | None]],
+                 wait: Callable[[Callable[[], bool] | None, asyncio.AbstractEventLoop | None],
+                                Awaitable[Excerpt | None]],
                  gone: Callable[[], bool]) -> None:
         self.tailer = tailer
         self.name = tailer.name

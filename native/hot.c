@@ -39,6 +39,7 @@ static PyObject *str_read_slow;     /* "_read_slow" */
 static PyObject *str_read_other;    /* "_read_other" */
 static PyObject *str_read_blocking; /* "_read_blocking" */
 static PyObject *str_anext;         /* "_anext" */
+static PyObject *str_read_nowait;   /* "read_nowait" */
 static PyTypeObject *excerpt_type;  /* aiochronicle.Excerpt (a tuple subclass) */
 static PyObject *str_let_go;        /* "_let_go" */
 
@@ -622,6 +623,55 @@ static PyObject *hot_tailer_spin_read(HotTailer *self, PyObject *const *args,
     return leave((PyObject *)self, tailer_spin_read(self, args, nargs));
 }
 
+/* _arm_read(parked, slot, owner, ident, alone) -> Excerpt | None | False:
+ * an event loop's park announced and the look for data after it, in one call
+ * (the owner side of notify.h's protocol).  If owner slot `slot` (the int64
+ * at address `owner`) still holds `ident`, set bit `slot` of the parked bits
+ * (at address `parked`; a full barrier), then read_nowait() (this type's, in
+ * C, or a subclass's own).  None: armed with nothing to read (the caller
+ * sleeps until a datagram or its timer).  An excerpt: when the caller is the
+ * loop's only parked waiter (`alone`), the bit is cleared again (an appender
+ * that saw it meanwhile sends one datagram all the same, which only wakes
+ * the loop for nothing).  False: the slot is no longer ours; nothing was
+ * armed or read.  The addresses are in the caller's mapping of
+ * metadata.cq4t, which outlives the call. */
+static PyObject *tailer_arm_read(HotTailer *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "_arm_read(parked, slot, owner, ident, alone)");
+        return NULL;
+    }
+    int64_t *parked = (int64_t *)PyLong_AsVoidPtr(args[0]);
+    if (parked == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_arm_read: no parked bits");
+        return NULL;
+    }
+    long slot = PyLong_AsLong(args[1]);
+    if (slot == -1 && PyErr_Occurred()) return NULL;
+    if (slot < 0 || slot >= CQ_NOTIFY_SLOTS) {
+        PyErr_SetString(PyExc_ValueError, "_arm_read: no such slot");
+        return NULL;
+    }
+    const int64_t *owner = (const int64_t *)PyLong_AsVoidPtr(args[2]);
+    if (owner == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_arm_read: no owner slot");
+        return NULL;
+    }
+    long long ident = PyLong_AsLongLong(args[3]);
+    if (ident == -1 && PyErr_Occurred()) return NULL;
+    int alone = PyObject_IsTrue(args[4]);
+    if (alone < 0) return NULL;
+    if (__atomic_load_n(owner, __ATOMIC_ACQUIRE) != (int64_t)ident) Py_RETURN_FALSE;
+    cq_notify_park(parked, (int)slot);
+    PyObject *r = self->plain ? tailer_read_nowait(self) : call_self(self, str_read_nowait, NULL);
+    if (r != NULL && r != Py_None && alone) cq_notify_unpark(parked, (int)slot);
+    return r;
+}
+
+static PyObject *hot_tailer_arm_read(HotTailer *self, PyObject *const *args, Py_ssize_t nargs) {
+    self->busy++;
+    return leave((PyObject *)self, tailer_arm_read(self, args, nargs));
+}
+
 /* ------------------------------------------------------------------ */
 /* `async for`: an excerpt that is already there, without a coroutine  */
 
@@ -818,6 +868,9 @@ static PyMemberDef hot_tailer_members[] = {
 };
 
 static PyMethodDef hot_tailer_methods[] = {
+    {"_arm_read", (PyCFunction)(void (*)(void))hot_tailer_arm_read, METH_FASTCALL,
+     "Announce an event loop's park (its notify slot's parked bit), then read:\n"
+     "an excerpt, None (armed, nothing yet) or False (the slot is no longer ours)."},
     {"_spin_read", (PyCFunction)(void (*)(void))hot_tailer_spin_read, METH_FASTCALL,
      "Spin (GIL released, bounded) for the next excerpt: it, or a result code."},
     {"_bind_native", (PyCFunction)(void (*)(void))hot_tailer_bind, METH_FASTCALL,
@@ -1256,11 +1309,12 @@ PyMODINIT_FUNC PyInit__hot(void) {
     str_read_blocking = PyUnicode_InternFromString("_read_blocking");
     str_let_go = PyUnicode_InternFromString("_let_go");
     str_anext = PyUnicode_InternFromString("_anext");
+    str_read_nowait = PyUnicode_InternFromString("read_nowait");
     str_read_one_slow = PyUnicode_InternFromString("_read_one_slow");
     str_read_one_general = PyUnicode_InternFromString("_read_one_general");
     if (!str_read_one_slow || !str_read_one_general) return NULL;
     if (!str_append_slow || !str_read_slow || !str_read_other || !str_read_blocking ||
-        !str_let_go || !str_anext)
+        !str_let_go || !str_anext || !str_read_nowait)
         return NULL;
     PyObject *m = PyModule_Create(&hot_module);
     if (!m) return NULL;

@@ -434,6 +434,75 @@ def test_notify_parks_on_the_loop_and_frees_its_slot_on_close(run: Run[None],
     run(main())
 
 
+def test_notify_arms_and_reads_in_one_call(run: Run[None], tmp_path: Path) -> None:
+    """A tailer's park on its loop sets the loop's parked bit and looks for data
+    in one native call: armed with nothing there; with an excerpt there, it is
+    returned and the bit is cleared again unless another task of the loop is
+    parked; a slot no longer ours arms and reads nothing."""
+    async def main() -> None:
+        with ac.open_queue(tmp_path) as q:
+            a = q.appender()
+            t = q.tailer(pauser=ac.Pauser.notify())
+            n = notifier_for(q)
+            assert n is not None
+            w = n.loop_waker()
+            assert w is not None
+            parked_addr, slot, owner, ident = w.arm_args
+            bit = 1 << slot
+
+            def bits() -> int:
+                return q.table_store_get(PARKED_KEY) or 0
+
+            assert t._arm_read(parked_addr, slot, owner, ident, True) is None
+            assert bits() & bit  # armed: an appender's commit now wakes the loop
+            a.append(b"one")  # this process's appender took the bit and sent a datagram
+            assert not bits() & bit
+            a.append(b"two")
+            # the first excerpt comes back; alone, the bit is cleared again
+            ex = t._arm_read(parked_addr, slot, owner, ident, True)
+            assert ex is not None and ex.payload == b"one"
+            assert not bits() & bit
+            # another task of the loop is parked: the bit stays for it
+            ex = t._arm_read(parked_addr, slot, owner, ident, False)
+            assert ex is not None and ex.payload == b"two"
+            assert bits() & bit
+            q.table_store_put(PARKED_KEY, 0)
+            a.append(b"three")
+            # a slot taken over by someone else: nothing armed, nothing read
+            assert t._arm_read(parked_addr, slot, owner, ident + 1, True) is False
+            assert not bits() & bit
+            ex = t.read_nowait()
+            assert ex is not None and ex.payload == b"three"
+
+    run(main())
+
+
+def test_a_park_after_a_longer_one_ends_on_its_own_timer(run: Run[None]) -> None:
+    """The park timer is kept across parks; a park due before the kept timer
+    fires gets a timer of its own, and one due after it is ended when it is
+    due (the kept timer runs again), so every park still ends on its timer."""
+    async def main() -> None:
+        p = ac.Pauser.millis(20_000)
+        task = asyncio.create_task(p.apause())  # a 20 s park, ended early
+        await parked(p)
+        p.unpause()
+        await asyncio.wait_for(task, 10)
+        # Pauser.millis parks `timeout` seconds on pause(timeout): 10 ms now,
+        # which the 20 s timer of the first park must not stretch
+        await asyncio.wait_for(p.apause(0.01), 10)
+        short = ac.Pauser.millis(30)
+        for _ in range(3):
+            task = asyncio.create_task(short.apause())
+            await parked(short)
+            short.unpause()  # ended early: its timer is left for the next park
+            await asyncio.wait_for(task, 10)
+            # due after the kept timer fires: ended by it, run again if early
+            await asyncio.wait_for(short.apause(), 10)
+        assert short.count_paused == 6
+
+    run(main())
+
+
 def test_notify_falls_back_to_the_helper_thread_when_every_slot_is_taken(
         run: Run[None], tmp_path: Path) -> None:
     async def main() -> None:
