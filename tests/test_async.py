@@ -443,7 +443,7 @@ def test_notify_arms_and_reads_in_one_call(run: Run[None], tmp_path: Path) -> No
         with ac.open_queue(tmp_path) as q:
             a = q.appender()
             t = q.tailer(pauser=ac.Pauser.notify())
-            n = notifier_for(q)
+            n = notifier_for(q.cycle_files.meta)
             assert n is not None
             w = n.loop_waker()
             assert w is not None
