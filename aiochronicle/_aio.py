@@ -209,21 +209,21 @@ class AsyncTailerMixin(HotTailer):
             while True:
                 if until is not None and until():
                     return None
-                kind, ns = pauser._next(now, slice_ns)
+                kind, ns = pauser.next_step(now, slice_ns)
                 if kind == SPIN:
                     if guard is None:
                         guard = self._guard()
                     ex = None
                     with guard:
                         # the wake counter first: a close after this look bumps it
-                        stop = pauser._stop
+                        stop = pauser.stop_word
                         seen = stop[0]
                         if self._closed:
                             self._check()
                         if self._spin_reads:  # native reads while waiting (Tailer._bind)
                             # spins in C with the GIL released; an excerpt comes
                             # back built (no cffi call, no copy through Python)
-                            r = self._spin_read(ns, pauser._stop_addr, seen)
+                            r = self._spin_read(ns, pauser.stop_address, seen)
                             if type(r) is int:
                                 n = r
                             else:
@@ -267,7 +267,7 @@ class AsyncTailerMixin(HotTailer):
                             if ex is not None:
                                 self._unyielded = 1
                                 return ex
-                    await pauser._apark(ns, notifier if snapshot is not None else None,
+                    await pauser.apark(ns, notifier if snapshot is not None else None,
                                         snapshot or 0, futs if armed else None, loop)
                 self._unyielded = 0
                 ex = self.read_nowait()
@@ -276,7 +276,7 @@ class AsyncTailerMixin(HotTailer):
                     return ex
                 now = _mono_ns()
         finally:
-            pauser._time += _mono_ns() - t0
+            pauser.add_paused_ns(_mono_ns() - t0)
 
     def __aiter__(self) -> AsyncIterator[Excerpt]:
         return self
@@ -330,8 +330,8 @@ class AsyncTailerMixin(HotTailer):
         pauser = self.pauser
         pauser.reset()
         c = self._c
-        stop = pauser._stop
-        stop_addr = pauser._stop_addr
+        stop = pauser.stop_word
+        stop_addr = pauser.stop_address
         forward = self._spin_reads  # native reads while waiting (Tailer._bind)
         notifier = self._notifier(pauser)
         guard = self._guard()
@@ -343,7 +343,7 @@ class AsyncTailerMixin(HotTailer):
                 left = SYNC_SPIN_SLICE * 1000 if deadline is None else deadline - now
                 if left <= 0:
                     return None
-                kind, ns = pauser._next(now, SYNC_SPIN_SLICE, left)
+                kind, ns = pauser.next_step(now, SYNC_SPIN_SLICE, left)
                 ex = None
                 n = _NONE
                 with guard:
@@ -364,7 +364,7 @@ class AsyncTailerMixin(HotTailer):
                     elif kind == YIELD:
                         yield_cpu()
                     else:
-                        n = pauser._sync_park(c if forward else NULL, ns, notifier, seen)
+                        n = pauser.sync_park(c if forward else NULL, ns, notifier, seen)
                         if n == BAD_STATE and not forward:
                             n = _NONE
                     if n >= 0 and ex is None:
@@ -373,4 +373,4 @@ class AsyncTailerMixin(HotTailer):
                 if ex is not None:
                     return ex
         finally:
-            pauser._time += _mono_ns() - t0
+            pauser.add_paused_ns(_mono_ns() - t0)

@@ -936,7 +936,7 @@ class MethodReader(HotReader):
                 ex = self._source.read_nowait()
                 if ex is None:
                     return False
-                self._process(ex.payload, ex.index)
+                self.process(ex.payload, ex.index)
                 self._done()
                 return True
             if not self._refill():
@@ -963,7 +963,7 @@ class MethodReader(HotReader):
                     ex = self._source.read_nowait()
                     if ex is None:
                         break
-                    self._process(ex.payload, ex.index)
+                    self.process(ex.payload, ex.index)
                     self._done()
                     n += 1
                     left -= 1
@@ -1016,7 +1016,7 @@ class MethodReader(HotReader):
         got = self._take()
         if got is None:
             return False
-        r = self._process(*got)
+        r = self.process(*got)
         if r is not None:
             await r
         self._done()
@@ -1110,7 +1110,7 @@ class MethodReader(HotReader):
                     got = ex.payload, ex.index
                     since = 0
                     woke = True
-                r = self._process(*got)
+                r = self.process(*got)
                 n += 1
                 since += 1
                 if r is not None:
@@ -1152,7 +1152,7 @@ class MethodReader(HotReader):
                     return
                 k = 0
             self._last = None
-            r = self._process(*got)
+            r = self.process(*got)
             if r is not None:
                 await r
             self._done()
@@ -1166,16 +1166,18 @@ class MethodReader(HotReader):
                 await asyncio.sleep(0)
 
     # -- processing --------------------------------------------------------
-    def _process(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
-        """Decode one excerpt (its payload and index) and call sync handlers;
-        returns an awaitable when async handlers remain to be awaited."""
+    def process(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
+        """Decode one excerpt (its payload and index, as a read returned them)
+        and call the handlers, as :meth:`read_one` does for the next excerpt;
+        returns an awaitable when async handlers remain to be awaited.  For a
+        payload read some other way (a batch, a Spark partition)."""
         if not self._track and self._dispatch_common(p, (0, len(p)), (idx,), 0, 1):
             return None
         self._read += 1
         return self._process_general(p, idx)
 
     def _process_general(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
-        """:meth:`_process` for any excerpt (``_read`` counted by the caller)."""
+        """:meth:`process` for any excerpt (``_read`` counted by the caller)."""
         if not p:
             self._error(CodecError("empty excerpt"), p, idx)
             return None

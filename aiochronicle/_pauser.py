@@ -127,14 +127,16 @@ class Pauser:
         self._count = 0
         self._time = 0
         self._timed_start = 0
-        self._stop: Any = new_uint32()
+        #: the word :meth:`unpause` bumps to end a spin or park in progress
+        #: (read by the tailers' native waits; not part of the user API)
+        self.stop_word: Any = new_uint32()
         #: its address, for the C API spin (aiochronicle._hot)
-        self._stop_addr = address(self._stop)
+        self.stop_address = address(self.stop_word)
         # the futures of the parks in progress; unpause() takes a copy from any
         # thread (adding, discarding and copying are each one C call on a set
         # of futures, which hash by identity: no lock needed)
         self._parks: set[asyncio.Future[None]] = set()
-        # the park timer, kept across parks (see _apark): its loop, when it
+        # the park timer, kept across parks (see apark): its loop, when it
         # fires (monotonic ns), and when the current park is due
         self._timer: asyncio.TimerHandle | None = None
         self._timer_loop: asyncio.AbstractEventLoop | None = None
@@ -244,14 +246,16 @@ class Pauser:
                 raise TimeoutError(f"{self!r} paused for more than {timeout}s")
         return self._plan(now)
 
-    def _next(self, now: int, slice_ns: int, left_ns: int | None = None,
-              timeout: float | None = None) -> tuple[int, int]:
+    def next_step(self, now: int, slice_ns: int, left_ns: int | None = None,
+                  timeout: float | None = None) -> tuple[int, int]:
         """The one wait planner, for every waiter (``pause``, ``apause``, a
         tailer's ``await read()`` and ``read_blocking()``): the next step as
         (SPIN, budget ns), (YIELD, 0) or (PARK, ns), from the pauser's phase
         (:meth:`_plan`; :meth:`_timed_plan` with a ``timeout``), a spin cut to
         the waiter's ``slice_ns``, any step to the ``left_ns`` of its deadline;
-        counted in :attr:`count_paused` (the waiter adds the time it took)."""
+        counted in :attr:`count_paused` (the waiter adds the time it took with
+        :meth:`add_paused_ns`).  For the package's waiters; not part of the
+        user API, which waits with :meth:`pause` and :meth:`apause`."""
         kind, ns = self._plan(now) if timeout is None else self._timed_plan(now, timeout)
         if kind == SPIN and ns > slice_ns:
             ns = slice_ns
@@ -264,6 +268,11 @@ class Pauser:
     def count_paused(self) -> int:
         """How many times this pauser paused."""
         return self._count
+
+    def add_paused_ns(self, ns: int) -> None:
+        """Count ``ns`` more of pausing in :attr:`time_paused_ns` (a waiter
+        outside this class that planned its steps with :meth:`next_step`)."""
+        self._time += ns
 
     @property
     def time_paused_ns(self) -> int:
@@ -287,25 +296,26 @@ class Pauser:
                 timed pause after the last reset.
         """
         t0 = _mono_ns()
-        kind, ns = self._next(t0, SYNC_SPIN_SLICE, timeout=timeout)
-        stop = self._stop
+        kind, ns = self.next_step(t0, SYNC_SPIN_SLICE, timeout=timeout)
+        stop = self.stop_word
         seen = stop[0]
         if kind == SPIN:
             _cq_spin(ns, stop, seen)
         elif kind == YIELD:
             _sched_yield()
         else:
-            self._sync_park(NULL, ns, None, seen)
+            self.sync_park(NULL, ns, None, seen)
         self._time += _mono_ns() - t0
 
-    def _sync_park(self, tailer_c: Any, ns: int, notifier: Notifier | None, seen: int) -> int:
+    def sync_park(self, tailer_c: Any, ns: int, notifier: Notifier | None, seen: int) -> int:
         """Park this thread for ``ns``; with a notifier, on the queue's notify
-        word (then a committed excerpt ends it).  Returns cq_park_read's code."""
+        word (then a committed excerpt ends it).  Returns cq_park_read's code.
+        For the package's waiters (not part of the user API)."""
         if notifier is None:
-            return int(_cq_park(tailer_c, ns, NULL, 0, self._stop, seen))
+            return int(_cq_park(tailer_c, ns, NULL, 0, self.stop_word, seen))
         self._sync_word = notifier.word
         try:
-            return int(_cq_park(tailer_c, ns, notifier.cell, notifier.horizon_ns, self._stop,
+            return int(_cq_park(tailer_c, ns, notifier.cell, notifier.horizon_ns, self.stop_word,
                                 seen))
         finally:
             self._sync_word = None
@@ -318,21 +328,21 @@ class Pauser:
         import asyncio
 
         t0 = _mono_ns()
-        kind, ns = self._next(t0, self.spin_slice_ns, timeout=timeout)
+        kind, ns = self.next_step(t0, self.spin_slice_ns, timeout=timeout)
         try:
             if kind == SPIN:
-                _cq_spin(ns, self._stop, self._stop[0])
+                _cq_spin(ns, self.stop_word, self.stop_word[0])
                 await asyncio.sleep(0)
             elif kind == YIELD:
                 await asyncio.sleep(0)
             else:
-                await self._apark(ns, None, 0)
+                await self.apark(ns, None, 0)
         finally:
             self._time += _mono_ns() - t0
 
-    async def _apark(self, ns: int, notifier: Notifier | None, snapshot: int,
-                     wakers: set[asyncio.Future[None]] | None = None,
-                     loop: asyncio.AbstractEventLoop | None = None) -> None:
+    async def apark(self, ns: int, notifier: Notifier | None, snapshot: int,
+                    wakers: set[asyncio.Future[None]] | None = None,
+                    loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Sleep ``ns`` on ``loop`` (the running loop); :meth:`unpause` ends it
         early, and so does a notify of the queue, given a notifier (and the
         futex snapshot), or the loop's own wake-up, given its set of parked
@@ -342,7 +352,8 @@ class Pauser:
         wake-up ends early leaves it running, and the next park (due later)
         uses it as it is, so parks ended by commits cost no timer each (a
         timer made and cancelled per park is a handle made and closed, and an
-        extra turn of the loop, per wake-up with uvloop)."""
+        extra turn of the loop, per wake-up with uvloop).  For the package's
+        waiters (not part of the user API, which waits with :meth:`apause`)."""
         if loop is None:
             import asyncio
 
@@ -403,7 +414,7 @@ class Pauser:
     def unpause(self) -> None:
         """End the current spin or park of this pauser's waiter early (from any
         thread); a no-op when it is not waiting."""
-        stop = self._stop
+        stop = self.stop_word
         stop[0] = (stop[0] + 1) & 0xFFFFFFFF
         _cq_futex_wake(stop, 1 << 30)
         word = self._sync_word

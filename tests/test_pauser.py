@@ -155,18 +155,18 @@ def test_one_planner_cuts_steps_and_counts_them() -> None:
     counted once, a step refused by the timeout not counted."""
     busy = ac.Pauser.busy()
     now = time.monotonic_ns()
-    assert busy._next(now, 50_000) == (0, 50_000)  # SPIN, the async slice
-    assert busy._next(now, 1_000_000, 20_000) == (0, 20_000)  # the deadline is nearer
+    assert busy.next_step(now, 50_000) == (0, 50_000)  # SPIN, the async slice
+    assert busy.next_step(now, 1_000_000, 20_000) == (0, 20_000)  # the deadline is nearer
     sleepy = ac.Pauser.sleepy()
-    sleepy._next(now, 50_000)  # yields first
-    kind, ns = sleepy._next(now + 10 * MS, 50_000)  # then parks, 500 µs at first
+    sleepy.next_step(now, 50_000)  # yields first
+    kind, ns = sleepy.next_step(now + 10 * MS, 50_000)  # then parks, 500 µs at first
     assert kind == 2 and ns == 500_000
-    assert sleepy._next(now + 20 * MS, 50_000, 100_000) == (2, 100_000)
+    assert sleepy.next_step(now + 20 * MS, 50_000, 100_000) == (2, 100_000)
     assert (busy.count_paused, sleepy.count_paused) == (2, 3)
     timed = ac.Pauser.timed_busy()
-    timed._next(now, 1000, timeout=0.001)
+    timed.next_step(now, 1000, timeout=0.001)
     with pytest.raises(TimeoutError):
-        timed._next(now + 2 * MS, 1000, timeout=0.001)
+        timed.next_step(now + 2 * MS, 1000, timeout=0.001)
     assert timed.count_paused == 1
 
 

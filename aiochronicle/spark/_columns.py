@@ -561,7 +561,7 @@ class Layout:
         n = len(batch)
         names: list[str | None] = [None] * n
         args: list[tuple[Any, ...] | None] = [None] * n
-        process = reader._process
+        process = reader.process
         for i in range(n):
             rec.got = None
             rec.error = None
