@@ -1107,8 +1107,9 @@ class MethodReader(HotReader):
         # while parked on notify wake-ups, excerpts are handled in the loop's
         # callback (as a protocol's data_received): no task step, no future
         handle = self._handle_parked
-        self._held = None
         self._held_n = 0
+        if self._held is not None:  # left by a run() cancelled before it took it over
+            await self._take_held()
         while not self._stopping:
             if self._pend_i < self._pend_n or (
                     self._batch and not woke and self._refill_open()):
@@ -1140,14 +1141,9 @@ class MethodReader(HotReader):
                         n += self._held_n
                         self._held_n = 0
                     if ex is None:
-                        held = self._held
-                        if held is None:
+                        if self._held is None:
                             break
-                        self._held = None
-                        if isinstance(held, Exception):
-                            raise held
-                        await held
-                        self._done()
+                        await self._take_held()
                         since = 0
                         continue
                     got = ex.payload, ex.index
@@ -1163,6 +1159,18 @@ class MethodReader(HotReader):
                 since = 0
                 await asyncio.sleep(0)
         return n
+
+    async def _take_held(self) -> None:
+        """What :meth:`_handle_parked` left :meth:`run`: raise a handler's
+        exception, or await an async handler's awaitable (in order: nothing
+        after it was read)."""
+        held = self._held
+        self._held = None
+        if isinstance(held, Exception):
+            raise held
+        if held is not None:
+            await held
+            self._done()
 
     def _refill_open(self) -> bool:
         try:
