@@ -737,13 +737,16 @@ class TickRecorder:
     """Records the calls, each with whether it ran in a task (run()'s) or in
     the event loop's own callback (a notify wake-up handled there); sets
     ``burst_done`` at each multiple of ``burst``; raises at ``fail_at``,
-    stops ``reader`` at ``stop_at``."""
+    stops ``reader`` at ``stop_at``, cancels ``task`` at ``cancel_at``."""
 
-    def __init__(self, burst: int, *, fail_at: int = -1, stop_at: int = -1) -> None:
+    def __init__(self, burst: int, *, fail_at: int = -1, stop_at: int = -1,
+                 cancel_at: int = -1) -> None:
         self.burst = burst
         self.fail_at = fail_at
         self.stop_at = stop_at
+        self.cancel_at = cancel_at
         self.reader: ac.MethodReader | None = None
+        self.task: asyncio.Task[int] | None = None
         self.calls: list[tuple[str, int]] = []
         #: the calls that ran in the loop's callback
         self.in_callback: set[int] = set()
@@ -757,6 +760,8 @@ class TickRecorder:
             raise RuntimeError(f"handler failed at {n}")
         if n == self.stop_at and self.reader is not None:
             self.reader.stop()
+        if n == self.cancel_at and self.task is not None:
+            self.task.cancel()
         if (n + 1) % self.burst == 0:
             self.burst_done.set()
 
@@ -871,6 +876,30 @@ def test_notify_run_stopped_from_a_handler_in_the_loop_callback(
         else:
             assert await reader.run(until_end=True) == 2 * burst - stop_at - 1
             assert rec.calls == [("tick", n) for n in range(2 * burst)]
+
+    run(main())
+
+
+def test_notify_run_cancelled_with_an_awaitable_held_loses_nothing(
+        queue: ac.Queue, run: Callable[[Awaitable[Any]], Any]) -> None:
+    """run() cancelled (by a handler in the loop's callback) while an async
+    handler's awaitable is held for it: the next run() awaits it first, so
+    every call is made once, in order."""
+    burst, cancel_at = 20, 28  # 29 is slow (29 % 29 == 0)
+
+    async def main() -> None:
+        rec = AsyncTickRecorder(burst, cancel_at=cancel_at)
+        reader = _notify_reader(queue, rec, every=64)
+        task = rec.task = asyncio.create_task(reader.run())
+        w = queue.appender().method_writer(Ticks)
+        await _write_bursts(w, rec, 2, slow_every=29, until=cancel_at)
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+        assert cancel_at in rec.in_callback
+        assert rec.calls[-1] == ("tick", cancel_at)
+        assert await reader.run(until_end=True) == 2 * burst - cancel_at - 2
+        names = ["slow" if n % 29 == 0 else "tick" for n in range(2 * burst)]
+        assert rec.calls == list(zip(names, range(2 * burst), strict=True))
 
     run(main())
 
