@@ -196,8 +196,9 @@ class AsyncTailerMixin(HotTailer):
         ``handle`` (with ``until``): while parked on the loop's wake-up socket
         (``Pauser.notify()``), the excerpts a wake-up finds are handed to
         ``handle(excerpt)`` right in the loop's callback, in order, and the
-        park goes on (re-armed, as if parked anew) while it returns True and
-        ``until()`` stays false; otherwise the wait ends, and returns None
+        park goes on (re-armed, as if parked anew) while it returns True
+        (which it does only while ``until()`` is false; ``until()`` is looked
+        at when a wake-up comes); otherwise the wait ends, and returns None
         when ``until()`` is then true (the caller takes over what ``handle``
         left it) without reading further."""
         pauser = self._pauser
@@ -317,9 +318,11 @@ class AsyncTailerMixin(HotTailer):
         slice_ns = pauser.spin_slice_ns
 
         def drain() -> bool:
+            if until():
+                return False
             k = 0
             try:
-                while not until():
+                while True:  # handle() returns False once until() is true
                     ex = read()
                     if ex is None:
                         # the parked bit stays clear while draining (appenders
@@ -342,7 +345,6 @@ class AsyncTailerMixin(HotTailer):
                         return False
             except Exception:  # the task's own read raises it again
                 return False
-            return False
 
         return drain
 
