@@ -15,10 +15,12 @@ awaiting anything after that.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 import types
 from collections.abc import AsyncIterator, Callable, Generator
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._errors import QueueClosedError
@@ -308,7 +310,9 @@ class AsyncTailerMixin(HotTailer):
         task must run: ``handle`` or ``until`` said so, ``checkpoint_every``
         excerpts were handled in this call (the task gives the loop a turn),
         the pauser's next step after data is not a park, the slot was lost,
-        or a read raised (the task reads again and raises it)."""
+        or a read raised (the task reads again and raises it).  It runs in
+        a copy of the waiting task's context (its context variables as they
+        were at the park)."""
         read = self.read_nowait
         arm_read = self._arm_read
         parked, slot, owner, ident = waker.arm_args
@@ -346,7 +350,7 @@ class AsyncTailerMixin(HotTailer):
             except Exception:  # the task's own read raises it again
                 return False
 
-        return drain
+        return partial(contextvars.copy_context().run, drain)
 
     def __aiter__(self) -> AsyncIterator[Excerpt]:
         return self

@@ -4,6 +4,7 @@ and Java interop (BinaryWire bytes spelled out from the format notes, section 10
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as dt
 import enum
 import inspect
@@ -876,6 +877,48 @@ def test_notify_run_stopped_from_a_handler_in_the_loop_callback(
         else:
             assert await reader.run(until_end=True) == 2 * burst - stop_at - 1
             assert rec.calls == [("tick", n) for n in range(2 * burst)]
+
+    run(main())
+
+
+_REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
+
+
+def test_notify_run_handlers_in_the_loop_callback_see_run_tasks_context(
+        queue: ac.Queue, run: Callable[[Awaitable[Any]], Any]) -> None:
+    """Handlers called from the loop's callback see the context variables of
+    the task that awaits run() (not those of whoever made the loop's waker)."""
+
+    class Seen(TickRecorder):
+        def tick(self, n: int) -> None:
+            self.calls.append((_REQUEST.get(), n))
+            if asyncio.current_task() is None:
+                self.in_callback.add(n)
+            if (n + 1) % self.burst == 0:
+                self.burst_done.set()
+
+    async def reading(reader: ac.MethodReader) -> int:
+        _REQUEST.set("run's own")
+        return await reader.run()
+
+    async def main() -> None:
+        rec = Seen(10)
+        reader = _notify_reader(queue, rec, every=64)
+        _REQUEST.set("main's")
+        # another tailer parks first, from main's context: it makes the loop's
+        # waker (whose reader callback runs in the context it was made in)
+        first = queue.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
+        first_read = asyncio.create_task(first.read())
+        while first.pauser.count_paused == 0:
+            await asyncio.sleep(0)
+        task = asyncio.create_task(reading(reader))
+        w = queue.appender().method_writer(Ticks)
+        await _write_bursts(w, rec, 3)
+        reader.stop()
+        assert await asyncio.wait_for(task, 10) == 30
+        assert (await first_read).index == queue.first_index
+        assert rec.in_callback
+        assert rec.calls == [("run's own", n) for n in range(30)]
 
     run(main())
 
