@@ -1092,7 +1092,10 @@ class MethodReader(HotReader):
         """Handle excerpts as they come until :meth:`stop`, the tailer or its
         queue closes, or (``until_end``) there is nothing more to read now.
         Returns the number of excerpts handled.  Gives the event loop a turn
-        every ``tailer.checkpoint_every`` excerpts.
+        every ``tailer.checkpoint_every`` excerpts.  Parked with
+        ``Pauser.notify()``, it has the loop's wake-up callback call sync
+        handlers itself (no step of this task; ``asyncio.current_task()`` is
+        None there, the context variables are this task's as at the park).
 
         Raises:
             Exception: whatever a handler raised.
