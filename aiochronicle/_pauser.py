@@ -365,20 +365,12 @@ class Pauser:
 
             loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        due = _mono_ns() + ns
         parks = self._parks
         alone = not parks
         parks.add(fut)
         own = None
         if alone:
-            self._due = due
-            if self._timer_loop is not loop or self._timer_due > due:
-                t = self._timer
-                if t is not None and self._timer_loop is loop:
-                    t.cancel()
-                self._timer = loop.call_later(ns / 1e9, self._timer_fired, loop)
-                self._timer_loop = loop
-                self._timer_due = due
+            self.repark(ns, loop)
         else:  # another task parks on this pauser too: a timer of its own
             own = loop.call_later(ns / 1e9, _wake_future, fut)
         if drains is not None and drain is not None:
@@ -401,10 +393,11 @@ class Pauser:
             parks.discard(fut)
 
     def repark(self, ns: int, loop: asyncio.AbstractEventLoop) -> None:
-        """The park in progress on ``loop`` now ends ``ns`` from now: for a
-        waiter that handled excerpts from the loop's wake-up callback and parks
-        on (as if it had parked anew).  For the package's waiters (not part of
-        the user API)."""
+        """The park in progress on ``loop`` now ends ``ns`` from now: at a
+        park's start, and for a waiter that handled excerpts from the loop's
+        wake-up callback and parks on (as if it had parked anew).  The timer
+        is kept when it fires no later (it then runs again when the park is
+        due).  For the package's waiters (not part of the user API)."""
         due = _mono_ns() + ns
         self._due = due
         if self._timer_loop is loop and self._timer_due <= due:
