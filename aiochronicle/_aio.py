@@ -15,17 +15,19 @@ awaiting anything after that.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 import types
 from collections.abc import AsyncIterator, Callable, Generator
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._errors import QueueClosedError
 from ._excerpt import Excerpt, TailerDirection
 from ._native import BAD_STATE, NONE, NULL, HotTailer, spin, yield_cpu
-from ._notify import Notifier, notifier_for, running_loop
-from ._pauser import SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
+from ._notify import LoopWaker, Notifier, notifier_for, running_loop
+from ._pauser import PARK, SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
 
 if TYPE_CHECKING:
     import asyncio
@@ -185,12 +187,22 @@ class AsyncTailerMixin(HotTailer):
         return ex
 
     async def _wait(self, until: Callable[[], bool] | None,
-                    loop: asyncio.AbstractEventLoop | None = None) -> Excerpt | None:
+                    loop: asyncio.AbstractEventLoop | None = None,
+                    handle: Callable[[Excerpt], bool] | None = None) -> Excerpt | None:
         """Wait for the next excerpt with the pauser; with ``until``, return
         None as soon as it is true after a step that found nothing (whoever
         makes it true calls ``pauser.unpause()`` to end a spin or park).
         ``loop``: the running loop, when the caller knows it (looking it up
-        costs a system call, getpid(), per wait)."""
+        costs a system call, getpid(), per wait).
+
+        ``handle`` (with ``until``): while parked on the loop's wake-up socket
+        (``Pauser.notify()``), the excerpts a wake-up finds are handed to
+        ``handle(excerpt)`` right in the loop's callback, in order, and the
+        park goes on (re-armed, as if parked anew) while it returns True
+        (which it does only while ``until()`` is false; ``until()`` is looked
+        at when a wake-up comes); otherwise the wait ends, and returns None
+        when ``until()`` is then true (the caller takes over what ``handle``
+        left it) without reading further."""
         pauser = self._pauser
         if pauser is None:
             pauser = self.pauser
@@ -203,6 +215,7 @@ class AsyncTailerMixin(HotTailer):
                 notifier = self._notifier(pauser)
         guard = None
         waker = None  # this loop's wake-up socket (Pauser.notify), looked up once
+        drain: Callable[[], bool] | None = None
         looked = False
         t0 = now = _mono_ns()
         try:
@@ -267,8 +280,16 @@ class AsyncTailerMixin(HotTailer):
                             if ex is not None:
                                 self._unyielded = 1
                                 return ex
-                    await pauser.apark(ns, notifier if snapshot is not None else None,
-                                        snapshot or 0, futs if armed else None, loop)
+                    if armed and waker is not None and handle is not None \
+                            and until is not None:
+                        if drain is None:
+                            drain = self._drainer(handle, until, pauser, loop, waker)
+                        await pauser.apark(ns, None, 0, None, loop, waker.drains, drain)
+                        if until():
+                            return None  # the caller takes over (see handle)
+                    else:
+                        await pauser.apark(ns, notifier if snapshot is not None else None,
+                                           snapshot or 0, futs if armed else None, loop)
                 self._unyielded = 0
                 ex = self.read_nowait()
                 if ex is not None:
@@ -277,6 +298,59 @@ class AsyncTailerMixin(HotTailer):
                 now = _mono_ns()
         finally:
             pauser.add_paused_ns(_mono_ns() - t0)
+
+    def _drainer(self, handle: Callable[[Excerpt], bool], until: Callable[[], bool],
+                 pauser: Pauser, loop: asyncio.AbstractEventLoop,
+                 waker: LoopWaker) -> Callable[[], bool]:
+        """The ``drain()`` of a park of :meth:`_wait` with ``handle`` (called
+        by the loop waker's readable callback): reads and hands over what is
+        there, in order; when nothing is left, re-arms and looks once more in
+        one native call (as a park does) and returns True (parked on: the
+        pauser's park restarts from its first phase); False when the waiting
+        task must run: ``handle`` or ``until`` said so, ``checkpoint_every``
+        excerpts were handled in this call (the task gives the loop a turn),
+        the pauser's next step after data is not a park, the slot was lost,
+        or a read raised (the task reads again and raises it).  It runs in
+        a copy of the waiting task's context (its context variables as they
+        were at the park)."""
+        read = self.read_nowait
+        arm_read = self._arm_read
+        parked, slot, owner, ident = waker.arm_args
+        futs = waker.futs
+        drains = waker.drains
+        every = max(1, self.checkpoint_every)
+        slice_ns = pauser.spin_slice_ns
+
+        def drain() -> bool:
+            if until():
+                return False
+            k = 0
+            try:
+                while True:  # handle() returns False once until() is true
+                    ex = read()
+                    if ex is None:
+                        # the parked bit stays clear while draining (appenders
+                        # send nothing meanwhile); set again, with a last look
+                        got = arm_read(parked, slot, owner, ident,
+                                       not futs and len(drains) < 2)
+                        if got is None:
+                            if k:
+                                pauser.reset()
+                                kind, ns = pauser.next_step(_mono_ns(), slice_ns)
+                                if kind != PARK:
+                                    return False
+                                pauser.repark(ns, loop)
+                            return True
+                        if got is False:
+                            return False
+                        ex = got
+                    k += 1
+                    if not handle(ex) or k >= every:
+                        return False
+            except Exception:  # the task's own read raises it again
+                return False
+
+        return partial(contextvars.copy_context().run, drain)
 
     def __aiter__(self) -> AsyncIterator[Excerpt]:
         return self

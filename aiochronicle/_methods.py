@@ -140,10 +140,14 @@ class MethodSource(Protocol):
         ...
 
     def wait(self, until: Callable[[], bool] | None,
-             loop: asyncio.AbstractEventLoop | None, /) -> Awaitable[Excerpt | None]:
+             loop: asyncio.AbstractEventLoop | None,
+             handle: Callable[[Excerpt], bool] | None, /) -> Awaitable[Excerpt | None]:
         """The next excerpt, waiting with the pauser; None as soon as ``until()``
         is true after a step that found nothing.  ``loop``: the running loop
-        when the caller knows it (saves a lookup per wait), else None."""
+        when the caller knows it (saves a lookup per wait), else None.
+        ``handle``: while parked on the loop's notify wake-ups, the excerpts a
+        wake-up finds go to ``handle`` from the loop's callback, the park going
+        on while it returns True and ``until()`` stays false."""
         ...
 
 log = logging.getLogger("aiochronicle.methods")
@@ -769,10 +773,10 @@ class MethodReader(HotReader):
     # CPython's generic path (measured 10% of a BinaryWire read_one())
     __slots__ = ("__dict__", "__weakref__", "_batch", "_batch_bytes", "_batch_count", "_by_id",
                  "_by_name", "_chain_cache", "_common_at", "_dispatched", "_errors",
-                 "_has_async", "_history", "_ignored", "_interfaces", "_last", "_mp", "_named",
-                 "_names", "_read", "_reader_filter", "_recording", "_source", "_source_id",
-                 "_stopping", "_track", "_unknown", "_wire_ids", "_wire_names", "handlers",
-                 "on_error", "tailer")
+                 "_has_async", "_held", "_held_n", "_history", "_ignored", "_interfaces", "_last",
+                 "_mp", "_named", "_names", "_read", "_reader_filter", "_recording", "_source",
+                 "_source_id", "_stopping", "_track", "_unknown", "_wire_ids", "_wire_names",
+                 "handlers", "on_error", "tailer")
 
     def __init__(self, source: MethodSource, *handlers: object,
                  on_error: Callable[[Exception, Excerpt], None] | None = None,
@@ -815,6 +819,10 @@ class MethodReader(HotReader):
         self._fast_done = array("q", [0, 0])
         self._read = self._dispatched = self._unknown = self._ignored = self._errors = 0
         self._stopping = False
+        # what the loop's callback left run() (an async handler's awaitable,
+        # a handler's exception), and how many excerpts it handled
+        self._held: Awaitable[None] | Exception | None = None
+        self._held_n = 0
         self._last: tuple[str, tuple[Any, ...], Incoming | None] | None = None
         self._recording = False  # keep _last (for async iteration)
         # an unnamed forward tailer is read ahead in batches (see the class doc)
@@ -1026,7 +1034,25 @@ class MethodReader(HotReader):
         return self._source.closed
 
     def _stopped(self) -> bool:
-        return self._stopping
+        return self._stopping or self._held is not None
+
+    def _handle_parked(self, ex: Excerpt) -> bool:
+        """:meth:`run`'s handling of an excerpt found while it is parked, called
+        from the event loop's callback (see ``MethodSource.wait``): sync
+        handlers run right there; False when :meth:`run` must take over (an
+        awaitable to await or an exception to raise is held for it, or the
+        reader is stopped)."""
+        self._held_n += 1
+        try:
+            r = self.process(ex.payload, ex.index)
+            if r is not None:
+                self._held = r
+                return False
+            self._done()
+        except Exception as exc:  # raised by run()
+            self._held = exc
+            return False
+        return not self._stopping
 
     async def _wait(self) -> tuple[bytes | memoryview, int] | None:
         """The next excerpt, waiting with the tailer's pauser in this task (no
@@ -1035,7 +1061,7 @@ class MethodReader(HotReader):
         if self._stopping:
             return None
         try:
-            ex = await self._source.wait(self._stopped, None)
+            ex = await self._source.wait(self._stopped, None, None)
         except QueueClosedError:
             if self._closed():
                 return None
@@ -1066,7 +1092,10 @@ class MethodReader(HotReader):
         """Handle excerpts as they come until :meth:`stop`, the tailer or its
         queue closes, or (``until_end``) there is nothing more to read now.
         Returns the number of excerpts handled.  Gives the event loop a turn
-        every ``tailer.checkpoint_every`` excerpts.
+        every ``tailer.checkpoint_every`` excerpts.  Parked with
+        ``Pauser.notify()``, it has the loop's wake-up callback call sync
+        handlers itself (no step of this task; ``asyncio.current_task()`` is
+        None there, the context variables are this task's as at the park).
 
         Raises:
             Exception: whatever a handler raised.
@@ -1078,6 +1107,12 @@ class MethodReader(HotReader):
         loop = asyncio.get_running_loop()  # once, not per wait (each lookup is a getpid())
         wait = self._source.wait  # the tailer's own wait (no coroutine layer between)
         stopped = self._stopped
+        # while parked on notify wake-ups, excerpts are handled in the loop's
+        # callback (as a protocol's data_received): no task step, no future
+        handle = self._handle_parked
+        self._held_n = 0
+        if self._held is not None:  # left by a run() cancelled before it took it over
+            await self._take_held()
         while not self._stopping:
             if self._pend_i < self._pend_n or (
                     self._batch and not woke and self._refill_open()):
@@ -1100,13 +1135,20 @@ class MethodReader(HotReader):
                     # the tailer's wait itself (not self._wait(): one coroutine
                     # less to resume per wake-up)
                     try:
-                        ex = await wait(stopped, loop)
+                        ex = await wait(stopped, loop, handle)
                     except QueueClosedError:
                         if self._closed():
                             break
                         raise
+                    finally:
+                        n += self._held_n
+                        self._held_n = 0
                     if ex is None:
-                        break
+                        if self._held is None:
+                            break
+                        await self._take_held()
+                        since = 0
+                        continue
                     got = ex.payload, ex.index
                     since = 0
                     woke = True
@@ -1120,6 +1162,18 @@ class MethodReader(HotReader):
                 since = 0
                 await asyncio.sleep(0)
         return n
+
+    async def _take_held(self) -> None:
+        """What :meth:`_handle_parked` left :meth:`run`: raise a handler's
+        exception, or await an async handler's awaitable (in order: nothing
+        after it was read)."""
+        held = self._held
+        self._held = None
+        if isinstance(held, Exception):
+            raise held
+        if held is not None:
+            await held
+            self._done()
 
     def _refill_open(self) -> bool:
         try:

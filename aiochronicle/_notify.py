@@ -54,10 +54,12 @@ from ._native import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._tablestore import TableStore
 
-__all__ = ["NOTIFY_KEY", "PARKED_KEY", "SLOTS", "Notifier", "close_notifier", "notifier_for",
-           "notify_watch", "running_loop", "slot_key"]
+__all__ = ["NOTIFY_KEY", "PARKED_KEY", "SLOTS", "LoopWaker", "Notifier", "close_notifier",
+           "notifier_for", "notify_watch", "running_loop", "slot_key"]
 
 #: the running event loop (each call costs a getpid() system call in CPython)
 running_loop = asyncio.get_running_loop
@@ -112,9 +114,10 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-class _LoopWaker:
+class LoopWaker:
     """One event loop's wake-ups for one queue: a datagram socket the loop
-    watches, named by owner slot ``slot`` of the notify values."""
+    watches, named by owner slot ``slot`` of the notify values.  Package
+    internal (the tailers' waits); not part of the user API."""
 
     def __init__(self, notifier: Notifier, loop: asyncio.AbstractEventLoop, slot: int,
                  ident: int, sock: socket.socket) -> None:
@@ -127,6 +130,10 @@ class _LoopWaker:
         self._slot_ptr = notifier.slot_ptr(slot)
         self._parked = notifier.parked
         self.futs: set[asyncio.Future[None]] = set()
+        #: the parked futures whose waiter drains in the readable callback:
+        #: each one's drain() handles what it finds there and then, and re-arms;
+        #: it returns False when its waiter must run (the future then resolves)
+        self.drains: dict[asyncio.Future[None], Callable[[], bool]] = {}
         #: until close(): its slot may be armed
         self.open = True
         #: the arguments of a tailer's ``_arm_read`` (native/hot.c), which
@@ -135,7 +142,7 @@ class _LoopWaker:
         self.arm_args = (address(self._parked), slot, address(self._slot_ptr), ident)
         loop.add_reader(sock.fileno(), self._readable)
         # a loop that is dropped without the queue closing frees its slot
-        self._finalizer = weakref.finalize(loop, _LoopWaker._drop, sock, self._slot_ptr,
+        self._finalizer = weakref.finalize(loop, LoopWaker._drop, sock, self._slot_ptr,
                                            self._parked, slot, ident)
 
     def _readable(self) -> None:
@@ -144,6 +151,15 @@ class _LoopWaker:
             os.read(self._fd, 64)
         except OSError:  # none after all, or closed
             pass
+        drains = self.drains
+        if drains:
+            # a drain runs handlers, which may park or wake others, or close
+            # the queue (which empties the dict): a copy
+            for fut, drain in list(drains.items()):
+                if not fut.done() and not drain():
+                    drains.pop(fut, None)
+                    if not fut.done():
+                        fut.set_result(None)
         futs = self.futs
         if futs:
             # set_result only schedules the waiters' steps: nothing changes
@@ -154,8 +170,9 @@ class _LoopWaker:
             futs.clear()
 
     def _wake_all(self) -> None:
-        futs = list(self.futs)
+        futs = [*self.futs, *self.drains]
         self.futs.clear()
+        self.drains.clear()
         for fut in futs:
             _wake(fut)
 
@@ -223,10 +240,10 @@ class Notifier:
         self._cond = threading.Condition()
         self._waiters: dict[asyncio.Future[None], int] = {}
         self._thread: threading.Thread | None = None
-        self._wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaker | None]
+        self._wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWaker | None]
         self._wakers = weakref.WeakKeyDictionary()
         #: the last loop asked for and its waker
-        self._fast: tuple[weakref.ref[asyncio.AbstractEventLoop], _LoopWaker | None] | None
+        self._fast: tuple[weakref.ref[asyncio.AbstractEventLoop], LoopWaker | None] | None
         self._fast = None
         self._closed = False
 
@@ -247,7 +264,7 @@ class Notifier:
         return self._words.int64(self._offsets[slot_key(i)])
 
     # -- tasks: the loop's own socket ----------------------------------------
-    def loop_waker(self, loop: asyncio.AbstractEventLoop | None = None) -> _LoopWaker | None:
+    def loop_waker(self, loop: asyncio.AbstractEventLoop | None = None) -> LoopWaker | None:
         """The waker of ``loop`` (default: the running loop), made (with its
         slot) on first use; None when every slot has a live owner (the loop
         then uses the helper thread) or once closed."""
@@ -261,7 +278,7 @@ class Notifier:
             self._fast = (weakref.ref(loop), w)
         return w
 
-    def _claim(self, loop: asyncio.AbstractEventLoop) -> _LoopWaker | None:
+    def _claim(self, loop: asyncio.AbstractEventLoop) -> LoopWaker | None:
         """A slot and a socket for ``loop`` (None: every slot has a live owner,
         or the socket could not be made; the loop then uses the helper thread)."""
         with self._cond:
@@ -280,7 +297,7 @@ class Notifier:
                 sock.close()
                 self._wakers[loop] = None
                 return None
-            w = _LoopWaker(self, loop, slot, ident, sock)
+            w = LoopWaker(self, loop, slot, ident, sock)
             self._wakers[loop] = w
             return w
 

@@ -26,6 +26,7 @@ from ._native import NULL, address, futex_wake, new_uint32, park_read, spin
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable
 
     from ._notify import Notifier
 
@@ -342,11 +343,16 @@ class Pauser:
 
     async def apark(self, ns: int, notifier: Notifier | None, snapshot: int,
                     wakers: set[asyncio.Future[None]] | None = None,
-                    loop: asyncio.AbstractEventLoop | None = None) -> None:
+                    loop: asyncio.AbstractEventLoop | None = None,
+                    drains: dict[asyncio.Future[None], Callable[[], bool]] | None = None,
+                    drain: Callable[[], bool] | None = None) -> None:
         """Sleep ``ns`` on ``loop`` (the running loop); :meth:`unpause` ends it
         early, and so does a notify of the queue, given a notifier (and the
         futex snapshot), or the loop's own wake-up, given its set of parked
-        futures (``wakers``).
+        futures (``wakers``).  Given ``drain`` (and the loop's ``drains``,
+        instead of ``wakers``), the loop's wake-up calls ``drain()`` first,
+        which handles what it finds right in the loop's callback and re-arms;
+        the park ends only when it returns False (see ``_notify``).
 
         The timer that ends the park is kept for the next park: a park that a
         wake-up ends early leaves it running, and the next park (due later)
@@ -359,23 +365,17 @@ class Pauser:
 
             loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-        due = _mono_ns() + ns
         parks = self._parks
         alone = not parks
         parks.add(fut)
         own = None
         if alone:
-            self._due = due
-            if self._timer_loop is not loop or self._timer_due > due:
-                t = self._timer
-                if t is not None and self._timer_loop is loop:
-                    t.cancel()
-                self._timer = loop.call_later(ns / 1e9, self._timer_fired, loop)
-                self._timer_loop = loop
-                self._timer_due = due
+            self.repark(ns, loop)
         else:  # another task parks on this pauser too: a timer of its own
             own = loop.call_later(ns / 1e9, _wake_future, fut)
-        if wakers is not None:
+        if drains is not None and drain is not None:
+            drains[fut] = drain
+        elif wakers is not None:
             wakers.add(fut)
         elif notifier is not None:
             notifier.register(fut, snapshot)
@@ -384,11 +384,30 @@ class Pauser:
         finally:
             if own is not None:
                 own.cancel()
+            if drains is not None:
+                drains.pop(fut, None)
             if wakers is not None:
                 wakers.discard(fut)
             elif notifier is not None:
                 notifier.unregister(fut)
             parks.discard(fut)
+
+    def repark(self, ns: int, loop: asyncio.AbstractEventLoop) -> None:
+        """The park in progress on ``loop`` now ends ``ns`` from now: at a
+        park's start, and for a waiter that handled excerpts from the loop's
+        wake-up callback and parks on (as if it had parked anew).  The timer
+        is kept when it fires no later (it then runs again when the park is
+        due).  For the package's waiters (not part of the user API)."""
+        due = _mono_ns() + ns
+        self._due = due
+        if self._timer_loop is loop and self._timer_due <= due:
+            return  # the timer fires first and runs again when the park is due
+        t = self._timer
+        if t is not None and self._timer_loop is loop:
+            t.cancel()
+        self._timer = loop.call_later(ns / 1e9, self._timer_fired, loop)
+        self._timer_loop = loop
+        self._timer_due = due
 
     def _timer_fired(self, loop: asyncio.AbstractEventLoop) -> None:
         """The park timer (on ``loop``): end the parks on it when the current

@@ -702,7 +702,8 @@ class _ReaderSource:
                  "wait")
 
     def __init__(self, tailer: Tailer, save: Callable[[], None],
-                 wait: Callable[[Callable[[], bool] | None, asyncio.AbstractEventLoop | None],
+                 wait: Callable[[Callable[[], bool] | None, asyncio.AbstractEventLoop | None,
+                                 Callable[[Excerpt], bool] | None],
                                 Awaitable[Excerpt | None]],
                  gone: Callable[[], bool]) -> None:
         self.tailer = tailer

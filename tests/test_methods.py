@@ -4,6 +4,7 @@ and Java interop (BinaryWire bytes spelled out from the format notes, section 10
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as dt
 import enum
 import inspect
@@ -723,6 +724,225 @@ def test_cancelling_run_loses_nothing(queue: ac.Queue,
         w.heartbeat()
         assert await reader.run(until_end=True) == 1
         assert rec.calls == [("heartbeat",)]
+
+    run(main())
+
+
+class Ticks(Protocol):
+    def tick(self, n: int) -> None: ...
+
+    def slow(self, n: int) -> None: ...
+
+
+class TickRecorder:
+    """Records the calls, each with whether it ran in a task (run()'s) or in
+    the event loop's own callback (a notify wake-up handled there); sets
+    ``burst_done`` at each multiple of ``burst``; raises at ``fail_at``,
+    stops ``reader`` at ``stop_at``, cancels ``task`` at ``cancel_at``."""
+
+    def __init__(self, burst: int, *, fail_at: int = -1, stop_at: int = -1,
+                 cancel_at: int = -1) -> None:
+        self.burst = burst
+        self.fail_at = fail_at
+        self.stop_at = stop_at
+        self.cancel_at = cancel_at
+        self.reader: ac.MethodReader | None = None
+        self.task: asyncio.Task[int] | None = None
+        self.calls: list[tuple[str, int]] = []
+        #: the calls that ran in the loop's callback
+        self.in_callback: set[int] = set()
+        self.burst_done = asyncio.Event()
+
+    def _record(self, name: str, n: int) -> None:
+        self.calls.append((name, n))
+        if asyncio.current_task() is None:
+            self.in_callback.add(n)
+        if n == self.fail_at:
+            raise RuntimeError(f"handler failed at {n}")
+        if n == self.stop_at and self.reader is not None:
+            self.reader.stop()
+        if n == self.cancel_at and self.task is not None:
+            self.task.cancel()
+        if (n + 1) % self.burst == 0:
+            self.burst_done.set()
+
+    def tick(self, n: int) -> None:
+        self._record("tick", n)
+
+
+class AsyncTickRecorder(TickRecorder):
+    """TickRecorder whose ``slow`` is async: it gives the loop a turn first."""
+
+    async def slow(self, n: int) -> None:
+        await asyncio.sleep(0)
+        self._record("slow", n)
+
+
+async def _write_bursts(w: Ticks, rec: TickRecorder, bursts: int, *,
+                        slow_every: int = 0, until: int | None = None) -> None:
+    """Write ``bursts`` bursts of ``rec.burst`` calls (0, 1, ...), each once the
+    reader has handled the one before (so the reader is parked when it comes):
+    ``slow`` for every ``slow_every``-th, else ``tick``; stops after the burst
+    holding ``until``."""
+    n = 0
+    for _ in range(bursts):
+        rec.burst_done.clear()
+        for _ in range(rec.burst):
+            (w.slow if slow_every and n % slow_every == 0 else w.tick)(n)
+            n += 1
+        if until is not None and n > until:
+            return
+        await asyncio.wait_for(rec.burst_done.wait(), 10)
+
+
+def _notify_reader(queue: ac.Queue, rec: TickRecorder, every: int,
+                   name: str | None = None) -> ac.MethodReader:
+    t = queue.tailer(name, pauser=ac.Pauser.notify(min_park=10, max_park=10))
+    t.checkpoint_every = every
+    reader = t.method_reader(rec, interfaces=[Ticks])
+    rec.reader = reader
+    return reader
+
+
+@pytest.mark.parametrize("kind", ["sync", "mixed"])
+def test_notify_run_handles_wakeups_in_the_loop_callback(
+        queue: ac.Queue, run: Callable[[Awaitable[Any]], Any], kind: str) -> None:
+    """A parked run() on Pauser.notify() handles what a wake-up finds in the
+    loop's own callback (sync handlers run there, no task step): every call
+    once, in order, across wake-ups, checkpoint_every cuts (7 of a burst of
+    20) and async handlers (taken over by run())."""
+    bursts, burst = 12, 20
+
+    async def main() -> None:
+        rec = AsyncTickRecorder(burst) if kind == "mixed" else TickRecorder(burst)
+        reader = _notify_reader(queue, rec, every=7)
+        task = asyncio.create_task(reader.run())
+        w = queue.appender().method_writer(Ticks)
+        await _write_bursts(w, rec, bursts, slow_every=9 if kind == "mixed" else 0)
+        reader.stop()
+        assert await asyncio.wait_for(task, 10) == bursts * burst
+        names = ["slow" if kind == "mixed" and n % 9 == 0 else "tick"
+                 for n in range(bursts * burst)]
+        assert rec.calls == list(zip(names, range(bursts * burst), strict=True))
+        assert rec.in_callback  # the wake-ups' calls ran in the loop's callback
+
+    run(main())
+
+
+def test_notify_run_raises_a_handler_exception_from_the_loop_callback(
+        queue: ac.Queue, run: Callable[[Awaitable[Any]], Any]) -> None:
+    """A sync handler that raises in the loop's callback: await run() raises
+    it; the calls after it stay for the next run(), in order."""
+    burst, fail_at = 20, 45
+
+    async def main() -> None:
+        rec = TickRecorder(burst, fail_at=fail_at)
+        reader = _notify_reader(queue, rec, every=64)
+        task = asyncio.create_task(reader.run())
+        w = queue.appender().method_writer(Ticks)
+        await _write_bursts(w, rec, 3, until=fail_at)
+        with pytest.raises(RuntimeError, match=f"failed at {fail_at}"):
+            await asyncio.wait_for(task, 10)
+        assert fail_at in rec.in_callback
+        failed = rec.calls[-1]
+        assert failed == ("tick", fail_at)
+        assert await reader.run(until_end=True) == 3 * burst - fail_at - 1
+        assert rec.calls == [("tick", n) for n in range(3 * burst)]
+
+    run(main())
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_notify_run_stopped_from_a_handler_in_the_loop_callback(
+        queue: ac.Queue, run: Callable[[Awaitable[Any]], Any], named: bool) -> None:
+    """stop() from a handler run in the loop's callback: run() returns after
+    that call; the rest is left to the next read (a named tailer's saved
+    index is that of the last call handled)."""
+    burst, stop_at = 20, 33
+
+    async def main() -> None:
+        rec = TickRecorder(burst, stop_at=stop_at)
+        reader = _notify_reader(queue, rec, every=64, name="t1" if named else None)
+        task = asyncio.create_task(reader.run())
+        w = queue.appender().method_writer(Ticks)
+        await _write_bursts(w, rec, 3, until=stop_at)
+        assert await asyncio.wait_for(task, 10) == stop_at + 1
+        assert stop_at in rec.in_callback
+        assert rec.calls == [("tick", n) for n in range(stop_at + 1)]
+        if named:
+            again = TickRecorder(burst)
+            assert queue.tailer("t1").method_reader(again, interfaces=[Ticks]) \
+                .read_available() == 2 * burst - stop_at - 1
+            assert again.calls == [("tick", n) for n in range(stop_at + 1, 2 * burst)]
+        else:
+            assert await reader.run(until_end=True) == 2 * burst - stop_at - 1
+            assert rec.calls == [("tick", n) for n in range(2 * burst)]
+
+    run(main())
+
+
+_REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
+
+
+def test_notify_run_handlers_in_the_loop_callback_see_run_tasks_context(
+        queue: ac.Queue, run: Callable[[Awaitable[Any]], Any]) -> None:
+    """Handlers called from the loop's callback see the context variables of
+    the task that awaits run() (not those of whoever made the loop's waker)."""
+
+    class Seen(TickRecorder):
+        def tick(self, n: int) -> None:
+            self.calls.append((_REQUEST.get(), n))
+            if asyncio.current_task() is None:
+                self.in_callback.add(n)
+            if (n + 1) % self.burst == 0:
+                self.burst_done.set()
+
+    async def reading(reader: ac.MethodReader) -> int:
+        _REQUEST.set("run's own")
+        return await reader.run()
+
+    async def main() -> None:
+        rec = Seen(10)
+        reader = _notify_reader(queue, rec, every=64)
+        _REQUEST.set("main's")
+        # another tailer parks first, from main's context: it makes the loop's
+        # waker (whose reader callback runs in the context it was made in)
+        first = queue.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
+        first_read = asyncio.create_task(first.read())
+        while first.pauser.count_paused == 0:
+            await asyncio.sleep(0)
+        task = asyncio.create_task(reading(reader))
+        w = queue.appender().method_writer(Ticks)
+        await _write_bursts(w, rec, 3)
+        reader.stop()
+        assert await asyncio.wait_for(task, 10) == 30
+        assert (await first_read).index == queue.first_index
+        assert rec.in_callback
+        assert rec.calls == [("run's own", n) for n in range(30)]
+
+    run(main())
+
+
+def test_notify_run_cancelled_with_an_awaitable_held_loses_nothing(
+        queue: ac.Queue, run: Callable[[Awaitable[Any]], Any]) -> None:
+    """run() cancelled (by a handler in the loop's callback) while an async
+    handler's awaitable is held for it: the next run() awaits it first, so
+    every call is made once, in order."""
+    burst, cancel_at = 20, 28  # 29 is slow (29 % 29 == 0)
+
+    async def main() -> None:
+        rec = AsyncTickRecorder(burst, cancel_at=cancel_at)
+        reader = _notify_reader(queue, rec, every=64)
+        task = rec.task = asyncio.create_task(reader.run())
+        w = queue.appender().method_writer(Ticks)
+        await _write_bursts(w, rec, 2, slow_every=29, until=cancel_at)
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 10)
+        assert cancel_at in rec.in_callback
+        assert rec.calls[-1] == ("tick", cancel_at)
+        assert await reader.run(until_end=True) == 2 * burst - cancel_at - 2
+        names = ["slow" if n % 29 == 0 else "tick" for n in range(2 * burst)]
+        assert rec.calls == list(zip(names, range(2 * burst), strict=True))
 
     run(main())
 
