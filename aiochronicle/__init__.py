@@ -52,9 +52,9 @@ from ._listeners import StoreFileListener as StoreFileListener
 from ._listeners import add_store_file_listener as add_store_file_listener
 from ._locks import lock_states as lock_states
 from ._locks import unlock_queue as unlock_queue
-from ._methods import MethodCall as MethodCall
-from ._methods import MethodReader as MethodReader
-from ._methods import MethodReaderStatistics as MethodReaderStatistics
+from ._methodreader import MethodCall as MethodCall
+from ._methodreader import MethodReader as MethodReader
+from ._methodreader import MethodReaderStatistics as MethodReaderStatistics
 from ._methods import method_id as method_id
 from ._pauser import Pauser as Pauser
 from ._pauser import PauserMode as PauserMode

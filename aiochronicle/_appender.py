@@ -21,7 +21,7 @@ from ._errors import (
 )
 from ._excerpt import text_bytes
 from ._headerless import headerless_append_message
-from ._methods import make_method_writer
+from ._methodwriter import make_method_writer
 from ._native import (
     APPEND_LOCKED,
     BAD_STATE,
@@ -250,7 +250,7 @@ class Appender(HotAppender, _CycleFileUser):
                       codec: Codec | str | None = None,
                       record_history: bool | None = None) -> _T:
         """A proxy of the interface ``iface`` whose every method call appends one
-        excerpt holding the method and its encoded arguments (see ``_methods``).
+        excerpt holding the method and its encoded arguments (see ``_methodwriter``).
 
         ``codec`` defaults to the one the queue records, else msgpack (recorded
         then), whatever the queue holds already; method calls for Java need

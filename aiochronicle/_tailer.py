@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ._aio import AsyncTailerMixin
 from ._errors import QueueClosedError, ReadOnlyQueueError
 from ._excerpt import SCRATCH, Batch, Excerpt, MetadataExcerpt, TailerDirection, batch_of
-from ._methods import MethodReader
+from ._methodreader import MethodReader
 from ._native import (
     BAD_STATE,
     CORRUPT,
@@ -695,7 +695,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
 
 
 class _ReaderSource:
-    """A tailer as its method readers see it (``_methods.MethodSource``): its
+    """A tailer as its method readers see it (``_methodreader.MethodSource``): its
     public reads, and the save, wait and closed check the tailer hands over."""
 
     __slots__ = ("_gone", "name", "read_many", "read_nowait", "save", "source_id", "tailer",

@@ -44,7 +44,7 @@ except ImportError as exc:  # the optional "metrics" extra
 from ._appender import Appender
 from ._errors import QueueClosedError
 from ._history import MessageHistory
-from ._methods import MethodReader
+from ._methodreader import MethodReader
 from ._monitor import QueueFigures, QueueWatch, hop_names
 from ._pauser import Pauser
 from ._tailer import Tailer

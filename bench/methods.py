@@ -47,7 +47,8 @@ import msgspec
 
 import aiochronicle as ac
 from aiochronicle._codecs import wire_call_decoder
-from aiochronicle._methods import _wire_encoder, interface_methods
+from aiochronicle._methods import interface_methods
+from aiochronicle._methodwriter import _wire_encoder
 
 
 class Quote(msgspec.Struct):

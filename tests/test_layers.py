@@ -30,9 +30,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("waiting", {"_pauser", "_notify"}),
     ("core parts", {"_settings", "_resource", "_excerpt", "_writelock", "_cycles"}),
     # below the user objects: typed against small Protocols of what they need
-    # of an appender or tailer (``_methods.MethodAppender``, ``MethodSource``)
-    # and given the metadata table store; the appender and tailer import them
-    ("codecs and methods", {"_codecs", "_methods"}),
+    # of an appender or tailer (``_methodwriter.MethodAppender``,
+    # ``_methodreader.MethodSource``) and given the metadata table store; the
+    # appender and tailer import them
+    ("codecs and methods", {"_codecs", "_methods", "_methodwriter", "_methodreader"}),
     ("user objects", {"_queueview", "_document", "_aio", "_appender", "_tailer", "_pretoucher",
                       "_queue"}),
     ("tools", {"_dump", "_salvage", "_rebuild", "_check", "_repair", "_stats", "_locks",

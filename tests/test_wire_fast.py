@@ -25,7 +25,8 @@ from test_hot_path import sanitized_hot
 import aiochronicle as ac
 from aiochronicle import _hot
 from aiochronicle._codecs import wire_call_decoder
-from aiochronicle._methods import _wire_encoder, interface_methods
+from aiochronicle._methods import interface_methods
+from aiochronicle._methodwriter import _wire_encoder
 from aiochronicle._wire import WireWriter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -420,7 +421,7 @@ SANITIZED_RUN = textwrap.dedent(
     sys.path.insert(0, sys.argv[2])
     import test_wire_fast as t
     from aiochronicle._codecs import wire_call_decoder
-    from aiochronicle._methods import _wire_encoder
+    from aiochronicle._methodwriter import _wire_encoder
     assert type(_wire_encoder(t.SPECS["order"])) is hot.WireEncoder
     encs = {n: _wire_encoder(s) for n, s in t.SPECS.items()}
     decs = {n: wire_call_decoder(list(s.types)) for n, s in t.SPECS.items()}
