@@ -21,7 +21,7 @@ import time
 import types
 from collections.abc import AsyncIterator, Callable, Generator
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._errors import QueueClosedError
 from ._excerpt import Excerpt, TailerDirection
@@ -32,9 +32,10 @@ from ._pauser import PARK, SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
 if TYPE_CHECKING:
     import asyncio
 
+    from ._queueview import QueueView
     from ._tablestore import TableStore
 
-__all__ = ["AsyncTailerMixin", "QueueEnd"]
+__all__ = ["AsyncTailerMixin"]
 
 _NONE = NONE
 _cq_spin = spin
@@ -48,20 +49,6 @@ def _sleep(_: float) -> Generator[None, None, None]:
     """``await asyncio.sleep(0)`` without importing asyncio here: a bare yield
     makes the running task give the loop one turn."""
     yield
-
-
-class QueueEnd(Protocol):
-    """What the async side needs of the tailer's queue (``Queue`` is one)."""
-
-    @property
-    def closed(self) -> bool:
-        """True once the queue is closed."""
-        ...
-
-    @property
-    def last_index(self) -> int | None:
-        """The index of the last excerpt (None when there is none)."""
-        ...
 
 
 class AsyncTailerMixin(HotTailer):
@@ -80,7 +67,7 @@ class AsyncTailerMixin(HotTailer):
 
     # set by the tailer when it is made (no class defaults: on CPython 3.11 an
     # instance attribute that shadows a class attribute is read unspecialised)
-    queue: QueueEnd
+    queue: QueueView
     #: the native ``cq_tailer`` (parks of ``read_blocking`` read through it)
     _c: Any
     _closed: bool
