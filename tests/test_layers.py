@@ -40,6 +40,8 @@ LAYERS: list[tuple[str, set[str]]] = [
                "_listeners", "_retention", "_replication", "testing", "_monitor", "metrics",
                "_monitor_cli", "spark._jar", "spark._columns",
                "spark._source", "spark._feeder", "spark._sink", "spark"}),
+    # exactly-once services (issue 32): method readers and writers over queues
+    ("services", {"_service"}),
     ("entry points", {"_cli", "__init__", "__main__"}),
 ]
 
