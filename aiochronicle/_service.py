@@ -571,6 +571,11 @@ class Service:
         self._recovery = None
         self._handled = self._replayed = self._errors = self._snapshots = 0
         self._state = "recovering"
+        self._outputs = []
+        self._snap_at = 0
+        self._next_snap = -1
+        if self._live_event is not None:
+            self._live_event.clear()
         ctx = _Replay(self._name)
         try:
             self._open(ctx)
@@ -881,7 +886,10 @@ class Service:
                     try:
                         ex = await tailer.read()
                     except asyncio.CancelledError:
-                        if self._stopping:
+                        if self._stopping:  # stop() ended the wait
+                            task = asyncio.current_task()
+                            if task is not None:
+                                task.uncancel()
                             break
                         raise
                     finally:
