@@ -566,3 +566,35 @@ def test_java_written_input(tmp_path: Path, version: str) -> None:
     _run("uvloop", make("run").run(until_end=True))
     assert crashes >= 3
     assert _outs(tmp_path / "run") == want
+
+
+def test_stopped_while_replaying_no_snapshot_claims_what_was_not_replayed(
+        tmp_path: Path) -> None:
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    for d in (ref, run):
+        _write_ticks(d / "in", range(100))
+
+    def make(d: Path, handler: Any = Summer) -> ac.Service:
+        return ac.Service("summer", handler, [ac.ServiceInput(str(d / "in"), 1, (Ticks,))],
+                          [ac.ServiceOutput("main", str(d / "out"), Outs, 2)],
+                          snapshots=ac.SnapshotPolicy(str(d / "snap"), every_inputs=1000,
+                                                      every_seconds=None))
+
+    _run("asyncio", make(ref).run(until_end=True))
+    Summer.crash_points = {(90, 1)}
+    with pytest.raises(Crash):
+        _run("asyncio", make(run).run(until_end=True))
+
+    class StopEarly(Summer):
+        svc: ac.Service
+
+        def on_tick(self, t: Tick) -> None:
+            super().on_tick(t)
+            if t.seq == 40:
+                StopEarly.svc.stop()
+
+    svc = StopEarly.svc = make(run, StopEarly)
+    stats = _run("asyncio", svc.run(until_end=True))
+    assert stats.snapshots == 0 and stats.replayed == 41 and stats.outputs_written == 0
+    _run("asyncio", make(run).run(until_end=True))
+    assert _outs(run / "out") == _outs(ref / "out")
