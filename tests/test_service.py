@@ -627,3 +627,28 @@ def test_history_carried_forward_without_parsing_is_the_parsed_one(
         assert got[0] == got[1]
     h = ac.MessageHistory.from_bytes(got[0][7:])  # the wire form: 7 bytes of key and length
     assert h.sources[-1] == (7, 1234) and h.timings[-2:] == [55, 99]
+
+
+class AsyncSummer(Summer):
+    """:class:`Summer` with an ``async def`` method that awaits between outputs."""
+
+    async def on_tick(self, t: Tick) -> None:  # type: ignore[override]
+        self.total += t.px
+        for k in range(t.seq % 4):
+            await asyncio.sleep(0)
+            if (t.seq, k) in Summer.crash_points:
+                Summer.crash_points.discard((t.seq, k))
+                raise Crash
+            self.main.on_out(Out(t.seq, k, self.total))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_async_handlers_crashed_between_outputs(tmp_path: Path, kind: str) -> None:
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    for d in (ref, run):
+        _write_ticks(d / "in", range(60))
+    _run(kind, _summer(ref, "snapshots", handler=AsyncSummer).run(until_end=True))
+    crashes, _ = _crash_until_done(kind, lambda: _summer(run, "snapshots", handler=AsyncSummer),
+                                   random.Random(kind), 20, 60)
+    assert crashes >= 5
+    assert _outs(run / "out") == _outs(ref / "out")
