@@ -244,6 +244,7 @@ class _SnapshotRecord(msgspec.Struct, forbid_unknown_fields=False):
 
 
 _SNAP_DEC = msgspec.msgpack.Decoder(_SnapshotRecord)
+_NIL: Final = MP_ENC.encode(None)
 
 
 # --------------------------------------------------------------------------
@@ -732,11 +733,12 @@ class Service:
         handler = self._handler
         if snap is not None:
             restore = getattr(handler, "restore", None)
-            if restore is None:
-                raise ServiceError(f"service {self._name!r}: a snapshot to load, and the "
-                                   "handler has no restore(state) method")
-            kind = getattr(handler, "snapshot_type", Any)
-            restore(msgspec.msgpack.decode(snap.state, type=kind))
+            if bytes(snap.state) != _NIL:  # a handler without snapshot() records nil
+                if restore is None:
+                    raise ServiceError(f"service {self._name!r}: a snapshot to load, and the "
+                                       "handler has no restore(state) method")
+                kind = getattr(handler, "snapshot_type", Any)
+                restore(msgspec.msgpack.decode(snap.state, type=kind))
             self._snap_written_ns = snap.written_ns
         found = self._scan_outputs(snap)
         for inp in self._inputs:

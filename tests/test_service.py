@@ -652,3 +652,23 @@ def test_async_handlers_crashed_between_outputs(tmp_path: Path, kind: str) -> No
                                    random.Random(kind), 20, 60)
     assert crashes >= 5
     assert _outs(run / "out") == _outs(ref / "out")
+
+
+def test_a_sink_without_outputs_resumes_from_its_snapshot(tmp_path: Path) -> None:
+    """No outputs, no history to resume from: the snapshots' positions are
+    where it resumes (a handler without snapshot() and restore() too)."""
+    _write_ticks(tmp_path / "in", range(10))
+    seen: list[int] = []
+
+    class Sink:
+        def on_tick(self, t: Tick) -> None:
+            seen.append(t.seq)
+
+    def make() -> ac.Service:
+        return ac.Service("sink", Sink, [ac.ServiceInput(str(tmp_path / "in"), 1, (Ticks,))],
+                          snapshots=ac.SnapshotPolicy(str(tmp_path / "snap")))
+
+    _run("asyncio", make().run(until_end=True))
+    _write_ticks(tmp_path / "in", range(10, 15))
+    _run("asyncio", make().run(until_end=True))
+    assert seen == list(range(15))
