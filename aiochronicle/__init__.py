@@ -30,6 +30,7 @@ from ._errors import NoFallocateWarning as NoFallocateWarning
 from ._errors import NoSuchIndexError as NoSuchIndexError
 from ._errors import NoSuchQueueError as NoSuchQueueError
 from ._errors import NotAQueueError as NotAQueueError
+from ._errors import PipelineError as PipelineError
 from ._errors import QueueAccessError as QueueAccessError
 from ._errors import QueueBusyError as QueueBusyError
 from ._errors import QueueClosedError as QueueClosedError
@@ -118,6 +119,7 @@ __all__ = [
     "NoSuchIndexError",
     "NoSuchQueueError",
     "NotAQueueError",
+    "PipelineError",
     "Pauser",
     "PauserMode",
     "PauserStatistics",

@@ -32,6 +32,7 @@ from ._errors import ChronicleError, NoSuchIndexError, NotAQueueError
 from ._excerpt import TailerDirection
 from ._locks import lock_states, unlock_queue
 from ._monitor_cli import add_parsers as _add_monitor_parsers
+from ._services_cli import add_parsers as _add_service_parsers
 from ._pauser import Pauser
 from ._queue import Queue, is_queue_dir, open_existing_queue, open_queue
 from ._render import DecodedPayload, decoder_names, get_decoder
@@ -1110,6 +1111,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--role", choices=["ping", "echo"], default="ping", help=argparse.SUPPRESS)
     _add_replicate_parser(sub)
     _add_monitor_parsers(sub, _seconds)
+    _add_service_parsers(sub, _index_arg)
     return p
 
 

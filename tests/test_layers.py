@@ -38,7 +38,8 @@ LAYERS: list[tuple[str, set[str]]] = [
                       "_queue"}),
     ("tools", {"_dump", "_salvage", "_rebuild", "_check", "_repair", "_stats", "_locks",
                "_listeners", "_retention", "_replication", "testing", "_monitor", "metrics",
-               "_monitor_cli", "spark._jar", "spark._columns",
+               "_monitor_cli", "_pipeline", "_runner", "_serviceproc", "_replay",
+               "_services_cli", "spark._jar", "spark._columns",
                "spark._source", "spark._feeder", "spark._sink", "spark"}),
     ("entry points", {"_cli", "__init__", "__main__"}),
 ]
@@ -130,6 +131,7 @@ LAZY = {
     # prometheus-client is an optional dependency: aiochronicle.metrics needs
     # it, so the metrics command loads that module when it runs
     "_monitor_cli": "aiochronicle.metrics is imported only when `metrics` runs",
+    "_services_cli": "aiochronicle.metrics is imported only when `run` serves /metrics",
 }
 
 

@@ -1,0 +1,149 @@
+"""One service of a ``PIPELINE.toml`` in its own process: what the runner
+starts (``python -m aiochronicle _service PIPELINE.toml NAME``).
+
+:func:`build_service` makes the :class:`~._service.Service` a
+:class:`~._pipeline.ServiceSpec` describes; :func:`serve` runs it on the
+pipeline's event loop until SIGTERM or SIGINT (the service finishes the input
+it is handling, snapshots and returns: exit 0), writing its figures as JSON
+lines to the runner's status pipe (see :mod:`._runner`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ._pauser import Pauser
+from ._pipeline import PipelineSpec, ServiceSpec, resolve
+from ._queue import Queue, open_queue
+from ._runner import STATUS_FD_ENV, set_parent_death_signal
+from ._service import Service, ServiceInput, ServiceOutput, SnapshotPolicy
+
+__all__ = ["build_service", "serve"]
+
+STATUS_EVERY = 0.25
+"""Seconds between two reports of the figures to the runner."""
+
+
+def build_service(spec: ServiceSpec, *, handler: Callable[..., object] | None = None) -> Service:
+    """The service ``spec`` describes (its handler class imported from
+    ``module:Class`` unless ``handler`` is given)."""
+    factory = handler if handler is not None else resolve(spec.handler)
+    assert callable(factory)
+    inputs = [ServiceInput(path=i.path, source_id=i.source_id,
+                           interfaces=tuple(resolve(x) for x in i.interfaces))  # type: ignore[misc]
+              for i in spec.inputs]
+    outputs = [ServiceOutput(name=o.name, path=o.path, interface=resolve(o.interface),  # type: ignore[arg-type]
+                             source_id=o.source_id)
+               for o in spec.outputs]
+    snapshots = None
+    if spec.snapshots is not None:
+        snapshots = SnapshotPolicy(path=spec.snapshots.path,
+                                   every_inputs=spec.snapshots.every_inputs,
+                                   every_seconds=spec.snapshots.every_seconds)
+    pauser: Pauser = getattr(Pauser, spec.pauser)()
+    return Service(name=spec.name, handler=factory, inputs=inputs, outputs=outputs,
+                   snapshots=snapshots, pauser=pauser, on_error=spec.on_error)
+
+
+class _Reporter:
+    """Writes the service's figures to the runner's status pipe."""
+
+    def __init__(self, fd: int, svc: Service, spec: ServiceSpec) -> None:
+        self.fd = fd
+        self.svc = svc
+        self.inputs: list[tuple[str, Queue]] = []
+        for i in spec.inputs:
+            with contextlib.suppress(Exception):
+                self.inputs.append((i.path, open_queue(i.path, read_only=True)))
+        self.live_sent = False
+
+    def send(self, data: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.fd, (json.dumps(data) + "\n").encode())
+
+    def figures(self) -> dict[str, Any]:
+        st = self.svc.statistics
+        out: dict[str, Any] = {"handled": int(getattr(st, "handled", 0)),
+                               "replayed": int(getattr(st, "replayed", 0))}
+        snap = getattr(st, "snapshot_time", None)
+        if snap is not None:
+            out["snapshot_time"] = snap
+        positions = getattr(st, "last_input_index", None) or {}
+        lag: dict[str, int] = {}
+        lag_s: dict[str, float] = {}
+        for path, q in self.inputs:
+            last = q.last_index
+            done = positions.get(path)
+            if last is None:
+                lag[path] = 0
+            elif done is None:
+                first = q.first_index
+                lag[path] = 0 if first is None else q.count_excerpts(first, last + 1)
+            else:
+                lag[path] = 0 if done >= last else q.count_excerpts(done + 1, last + 1)
+            lag_s[path] = 0.0
+        out["lag"], out["lag_seconds"] = lag, lag_s
+        return out
+
+    def close(self) -> None:
+        for _, q in self.inputs:
+            q.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    async def run(self) -> None:
+        started = time.monotonic_ns()
+        while True:
+            if not self.live_sent:
+                st = self.svc.statistics
+                if int(getattr(st, "handled", 0)) > 0:
+                    self.live_sent = True
+                    self.send({"live_ns": time.monotonic_ns(),
+                               "replayed": int(getattr(st, "replayed", 0)),
+                               "replay_ms": (time.monotonic_ns() - started) / 1e6})
+                await asyncio.sleep(0.001)
+                continue
+            self.send(self.figures())
+            await asyncio.sleep(STATUS_EVERY)
+
+
+async def _serve(svc: Service, spec: ServiceSpec) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, svc.stop)
+    fd = os.environ.get(STATUS_FD_ENV)
+    reporter = _Reporter(int(fd), svc, spec) if fd and fd.isdigit() else None
+    task = asyncio.create_task(reporter.run()) if reporter is not None else None
+    try:
+        await svc.run()
+    finally:
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if reporter is not None:
+            reporter.send(reporter.figures())
+            reporter.close()
+
+
+def serve(pipeline: PipelineSpec, name: str) -> int:
+    """Run service ``name`` of ``pipeline`` until SIGTERM or SIGINT; 0 when
+    it stopped cleanly."""
+    set_parent_death_signal()
+    spec = pipeline.service(name)
+    svc = build_service(spec)
+    factory = None
+    if pipeline.loop == "uvloop":
+        import uvloop  # noqa: PLC0415 - optional, checked by load_pipeline
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_serve(svc, spec))
+    return 0
