@@ -27,6 +27,7 @@ from ._errors import IndexFullError as IndexFullError
 from ._errors import MessageTooLargeError as MessageTooLargeError
 from ._errors import NativeBuildError as NativeBuildError
 from ._errors import NoFallocateWarning as NoFallocateWarning
+from ._errors import NondeterministicHandlerError as NondeterministicHandlerError
 from ._errors import NoSuchIndexError as NoSuchIndexError
 from ._errors import NoSuchQueueError as NoSuchQueueError
 from ._errors import NotAQueueError as NotAQueueError
@@ -39,6 +40,8 @@ from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
 from ._errors import ReplicationError as ReplicationError
 from ._errors import ReplicationTimeoutError as ReplicationTimeoutError
 from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
+from ._errors import ServiceError as ServiceError
+from ._errors import ServiceHandlerError as ServiceHandlerError
 from ._errors import UnalignedCycleError as UnalignedCycleError
 from ._errors import UnknownRollCycleError as UnknownRollCycleError
 from ._errors import WireError as WireError
@@ -77,6 +80,11 @@ from ._retention import Retention as Retention
 from ._retention import RetentionDecision as RetentionDecision
 from ._rollcycles import RollCycle as RollCycle
 from ._rollcycles import RollCycles as RollCycles
+from ._service import Service as Service
+from ._service import ServiceInput as ServiceInput
+from ._service import ServiceOutput as ServiceOutput
+from ._service import ServiceStatistics as ServiceStatistics
+from ._service import SnapshotPolicy as SnapshotPolicy
 from ._settings import QueueOptions as QueueOptions
 from ._settings import SyncMode as SyncMode
 from ._settings import UnlockMode as UnlockMode
@@ -118,6 +126,7 @@ __all__ = [
     "NoFallocateWarning",
     "NoSuchIndexError",
     "NoSuchQueueError",
+    "NondeterministicHandlerError",
     "NotAQueueError",
     "PipelineError",
     "Pauser",
@@ -144,8 +153,15 @@ __all__ = [
     "RollCycle",
     "RollCycleMismatchWarning",
     "RollCycles",
+    "Service",
+    "ServiceError",
+    "ServiceHandlerError",
+    "ServiceInput",
+    "ServiceOutput",
+    "ServiceStatistics",
     "SetTimeProvider",
     "SinkInfo",
+    "SnapshotPolicy",
     "StoreFileListener",
     "SyncMode",
     "SystemTimeProvider",

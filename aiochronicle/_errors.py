@@ -18,6 +18,7 @@ __all__ = [
     "NoFallocateWarning",
     "NoSuchIndexError",
     "NoSuchQueueError",
+    "NondeterministicHandlerError",
     "NotAQueueError",
     "PipelineError",
     "QueueAccessError",
@@ -28,6 +29,8 @@ __all__ = [
     "ReplicationError",
     "ReplicationTimeoutError",
     "RollCycleMismatchWarning",
+    "ServiceError",
+    "ServiceHandlerError",
     "UnalignedCycleError",
     "UnknownRollCycleError",
     "WireError",
@@ -205,3 +208,50 @@ class PipelineError(ChronicleError, ValueError):
         super().__init__(message)
         self.file = file
         self.line = line
+
+
+class ServiceError(ChronicleError):
+    """A service (:class:`~aiochronicle.Service`) cannot run as configured: an
+    input or output queue without a ``sourceId`` (a position cannot be recovered
+    from message history without one), two inputs with one source id, an
+    output name used twice, a snapshot that does not belong to the service."""
+
+
+class NondeterministicHandlerError(ServiceError):
+    """While a service replayed its inputs after a restart, its handler wrote an
+    output that differs from the one it recorded before (another method, other
+    arguments, another queue), or more or fewer outputs for one input: the
+    handler is not deterministic, and exactly-once cannot hold.
+
+    ``service``, ``source_id`` and ``index`` name the input being replayed;
+    ``output`` names the output queue."""
+
+    def __init__(self, message: str, service: str = "", source_id: int = 0,
+                 index: int = -1, output: str = "") -> None:
+        super().__init__(message)
+        self.service = service
+        self.source_id = source_id
+        self.index = index
+        self.output = output
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0] if self.args else "", self.service, self.source_id,
+                             self.index, self.output))
+
+
+class ServiceHandlerError(ServiceError):
+    """A service's handler raised while handling an input, and the service's
+    policy is ``on_error="stop"``: ``Service.run()`` raises this, the handler's
+    exception as its ``__cause__``.  ``service``, ``source_id`` and ``index``
+    name the input (``index`` as the 64-bit queue index)."""
+
+    def __init__(self, message: str, service: str = "", source_id: int = 0,
+                 index: int = -1) -> None:
+        super().__init__(message)
+        self.service = service
+        self.source_id = source_id
+        self.index = index
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.args[0] if self.args else "", self.service, self.source_id,
+                             self.index))
