@@ -22,7 +22,7 @@ import sys
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ._errors import PipelineError
 from ._pauser import Pauser
@@ -103,7 +103,7 @@ class ServiceSpec:
     inputs: tuple[InputSpec, ...]
     outputs: tuple[OutputSpec, ...]
     pauser: str = "notify"
-    on_error: str = "stop"
+    on_error: Literal["stop", "skip"] = "stop"
     snapshots: SnapshotSpec | None = None
     restart: RestartPolicy = RestartPolicy()
     line: int = 0
@@ -114,6 +114,7 @@ class PipelineSpec:
     """A checked ``PIPELINE.toml``."""
 
     file: str
+    directory: str
     loop: str
     metrics: tuple[str, int] | None
     python_path: tuple[str, ...]
@@ -162,10 +163,13 @@ class _Lines:
             if depth == 0:
                 m = _HEADER.match(raw)
                 if m:
-                    table = self._resolve(_key_parts(m.group(2)), arrays)
-                    if m.group(1) == "[[":
+                    parts = _key_parts(m.group(2))
+                    if m.group(1) == "[[":  # a new entry of the array of tables
+                        table = (*self._resolve(parts[:-1], arrays), *parts[-1:])
                         arrays[table] = arrays.get(table, -1) + 1
                         table = (*table, arrays[table])
+                    else:
+                        table = self._resolve(parts, arrays)
                     self.lines.setdefault(table, no)
                     continue
                 m = _KEY.match(raw)
@@ -215,12 +219,12 @@ _OUTPUT = ("name", "path", "source_id", "interface")
 _SNAPSHOTS = ("path", "every_inputs", "every_seconds")
 
 
-def resolve(spec: str) -> object:
+def resolve(spec: str) -> Any:
     """Import ``module:name`` (dotted names after the colon are attributes)."""
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
         raise ValueError(f"{spec!r} is not module:name")
-    obj: object = importlib.import_module(module)
+    obj: Any = importlib.import_module(module)
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj
@@ -246,7 +250,8 @@ class _Checker:
 
     def array(self, value: object, path: Path, what: str) -> list[dict[str, Any]]:
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            raise self.fail(path, f"{what} must be an array of tables ([[{'.'.join(map(str, path[::2]))}]])")
+            header = ".".join(str(k) for k in path if isinstance(k, str))
+            raise self.fail(path, f"{what} must be an array of tables ([[{header}]])")
         return value
 
     def get(self, d: Mapping[str, Any], path: Path, key: str, kind: type | tuple[type, ...],
@@ -257,7 +262,7 @@ class _Checker:
             return default
         v = d[key]
         kinds = kind if isinstance(kind, tuple) else (kind,)
-        if isinstance(v, bool) and bool not in kinds or not isinstance(v, kinds):
+        if (isinstance(v, bool) and bool not in kinds) or not isinstance(v, kinds):
             names = " or ".join({int: "an integer", float: "a number", str: "a string",
                                  list: "an array", bool: "true or false"}.get(k, k.__name__)
                                 for k in kinds)
@@ -332,7 +337,7 @@ def _metrics_address(c: _Checker, value: object, path: Path) -> tuple[str, int]:
     return host, port
 
 
-def _parse(file: str, text: str) -> PipelineSpec:
+def _parse(file: str, text: str, directory_override: str | None) -> PipelineSpec:
     c = _Checker(file, text)
     try:
         doc = tomllib.loads(text)
@@ -361,13 +366,15 @@ def _parse(file: str, text: str) -> PipelineSpec:
                else _metrics_address(c, pipe["metrics"], ("pipeline", "metrics")))
     directory = _queue_path(folder, c.get(pipe, ("pipeline",), "directory", str, "[pipeline]",
                                           default="."))
+    if directory_override is not None:
+        directory = os.path.abspath(directory_override)
     py_path = c.get(pipe, ("pipeline",), "python_path", list, "[pipeline]", default=["."])
     if not all(isinstance(p, str) for p in py_path):
         raise c.fail(("pipeline", "python_path"), "'python_path' must be an array of strings")
     python_path = tuple(_queue_path(folder, p) for p in py_path)
-    for p in reversed(python_path):
-        if p not in sys.path:
-            sys.path.insert(0, p)
+    for folder_ in reversed(python_path):
+        if folder_ not in sys.path:
+            sys.path.insert(0, folder_)
 
     default_restart = RestartPolicy()
     if "restart" in doc:
@@ -479,14 +486,16 @@ def _parse(file: str, text: str) -> PipelineSpec:
             if inp.path in [o.path for o in svc.outputs]:
                 raise c.fail(("service", i, "input", j, "path"),
                              f"service {svc.name!r} reads and writes one queue {inp.path}")
-    queues = list(dict.fromkeys([q.path for s in services for q in (*s.inputs, *s.outputs)]))
-    return PipelineSpec(file, loop, metrics, python_path, tuple(services), tuple(queues))
+    queues = list(dict.fromkeys([*(i.path for s in services for i in s.inputs),
+                                 *(o.path for s in services for o in s.outputs)]))
+    return PipelineSpec(file, directory, loop, metrics, python_path, tuple(services), tuple(queues))
 
 
-def load_pipeline(file: str) -> PipelineSpec:
+def load_pipeline(file: str, directory: str | None = None) -> PipelineSpec:
     """Read and check a ``PIPELINE.toml`` (imports the handler and interface
     modules to check they exist); :class:`PipelineError` names the file and
-    line of the first mistake."""
+    line of the first mistake.  ``directory``: where relative queue paths
+    start, instead of the file's ``[pipeline] directory``."""
     try:
         with open(file, encoding="utf-8") as fh:
             text = fh.read()
@@ -496,7 +505,7 @@ def load_pipeline(file: str) -> PipelineSpec:
     except UnicodeDecodeError as exc:
         raise PipelineError(f"{file}: not UTF-8 text ({exc.reason})", file=file,
                             line=0) from None
-    return _parse(file, text)
+    return _parse(file, text, directory)
 
 
 def iter_specs(spec: PipelineSpec) -> Iterator[tuple[ServiceSpec, InputSpec]]:

@@ -134,7 +134,7 @@ def replay(pipeline: PipelineSpec, name: str, from_index: int | None, to_index: 
             (q.last_index for q in ins if q.last_index is not None), default=-1)
         for o in spec.outputs:
             outs.append((o, open_queue(os.path.join(into, o.name), source_id=o.source_id)))
-        writers = {o.name: q.appender().method_writer(resolve(o.interface))  # type: ignore[arg-type]
+        writers = {o.name: q.appender().method_writer(resolve(o.interface))
                    for o, q in outs}
         factory = resolve(spec.handler)
         assert callable(factory)
@@ -147,7 +147,7 @@ def replay(pipeline: PipelineSpec, name: str, from_index: int | None, to_index: 
             ifaces = [resolve(x) for x in i.interfaces]
             end = q.last_index
             if end is not None:
-                readers.append((t, t.method_reader(handler, interfaces=ifaces),  # type: ignore[arg-type]
+                readers.append((t, t.method_reader(handler, interfaces=ifaces),
                                 min(hi, end)))
         while readers:
             # the input with the lowest next index first

@@ -53,8 +53,9 @@ class ServiceFigures:
         replayed: inputs replayed with outputs suppressed on its last start.
         handled_total: inputs handled by every process of it so far.
         lag: input queue path -> excerpts not yet handled.
-        lag_seconds: input queue path -> seconds since the oldest input not
-            yet handled was read... or 0 when none waits.
+        lag_seconds: input queue path -> how long the oldest input not yet
+            handled has waited (as the service's reports see it, to their
+            period; 0 when none waits).
         snapshot_time: wall-clock time (s) of its last snapshot, or None.
         restart_ms: the last restart's latency (ms), from the runner seeing
             the death to the new process handling its next live input.
@@ -81,6 +82,7 @@ class _Child:
         self.in_a_row = 0
         self.died_ns: int | None = None
         self.base_handled = 0
+        self.status_task: asyncio.Task[None] | None = None
 
 
 class Runner:
@@ -98,7 +100,8 @@ class Runner:
         self.spec = spec
         self._out = out if out is not None else sys.stdout
         self._argv = list(child_argv) if child_argv is not None else [
-            sys.executable, "-m", "aiochronicle", "_service", spec.file]
+            sys.executable, "-m", "aiochronicle", "_service", spec.file,
+            "--directory", spec.directory]
         self._children = {s.name: _Child(s) for s in spec.services}
         self._stopping = asyncio.Event()
         self._failed: str | None = None
@@ -189,7 +192,8 @@ class Runner:
         c.figures.up, c.figures.pid = True, proc.pid
         c.base_handled = c.figures.handled_total
         c.figures.handled = c.figures.replayed = 0
-        asyncio.create_task(self._read_status(c, r), name=f"status {c.spec.name}")
+        c.status_task = asyncio.create_task(self._read_status(c, r),
+                                            name=f"status {c.spec.name}")
         return proc
 
     async def _read_status(self, c: _Child, fd: int) -> None:
@@ -274,7 +278,7 @@ def set_parent_death_signal() -> None:
     elsewhere): a child of a SIGKILLed runner stops instead of running on."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes  # noqa: PLC0415 - only on Linux
+    import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)

@@ -37,9 +37,9 @@ def build_service(spec: ServiceSpec, *, handler: Callable[..., object] | None = 
     factory = handler if handler is not None else resolve(spec.handler)
     assert callable(factory)
     inputs = [ServiceInput(path=i.path, source_id=i.source_id,
-                           interfaces=tuple(resolve(x) for x in i.interfaces))  # type: ignore[misc]
+                           interfaces=tuple(resolve(x) for x in i.interfaces))
               for i in spec.inputs]
-    outputs = [ServiceOutput(name=o.name, path=o.path, interface=resolve(o.interface),  # type: ignore[arg-type]
+    outputs = [ServiceOutput(name=o.name, path=o.path, interface=resolve(o.interface),
                              source_id=o.source_id)
                for o in spec.outputs]
     snapshots = None
@@ -47,7 +47,7 @@ def build_service(spec: ServiceSpec, *, handler: Callable[..., object] | None = 
         snapshots = SnapshotPolicy(path=spec.snapshots.path,
                                    every_inputs=spec.snapshots.every_inputs,
                                    every_seconds=spec.snapshots.every_seconds)
-    pauser: Pauser = getattr(Pauser, spec.pauser)()
+    pauser: Callable[[], Pauser] = getattr(Pauser, spec.pauser)  # one per input
     return Service(name=spec.name, handler=factory, inputs=inputs, outputs=outputs,
                    snapshots=snapshots, pauser=pauser, on_error=spec.on_error)
 
@@ -58,11 +58,11 @@ class _Reporter:
     def __init__(self, fd: int, svc: Service, spec: ServiceSpec) -> None:
         self.fd = fd
         self.svc = svc
-        self.inputs: list[tuple[str, Queue]] = []
+        self.inputs: list[tuple[str, int, Queue]] = []
         for i in spec.inputs:
             with contextlib.suppress(Exception):
-                self.inputs.append((i.path, open_queue(i.path, read_only=True)))
-        self.live_sent = False
+                self.inputs.append((i.path, i.source_id, open_queue(i.path, read_only=True)))
+        self.waiting: dict[str, tuple[int, float]] = {}  # input -> (its lag, seen since)
 
     def send(self, data: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
@@ -70,46 +70,56 @@ class _Reporter:
 
     def figures(self) -> dict[str, Any]:
         st = self.svc.statistics
-        out: dict[str, Any] = {"handled": int(getattr(st, "handled", 0)),
-                               "replayed": int(getattr(st, "replayed", 0))}
-        snap = getattr(st, "snapshot_time", None)
-        if snap is not None:
-            out["snapshot_time"] = snap
-        positions = getattr(st, "last_input_index", None) or {}
+        out: dict[str, Any] = {"handled": max(0, st.inputs_handled - st.replayed),
+                               "replayed": st.replayed}
+        if st.snapshot_age is not None:
+            out["snapshot_time"] = time.time() - st.snapshot_age
         lag: dict[str, int] = {}
         lag_s: dict[str, float] = {}
-        for path, q in self.inputs:
-            last = q.last_index
-            done = positions.get(path)
-            if last is None:
-                lag[path] = 0
-            elif done is None:
-                first = q.first_index
-                lag[path] = 0 if first is None else q.count_excerpts(first, last + 1)
-            else:
-                lag[path] = 0 if done >= last else q.count_excerpts(done + 1, last + 1)
-            lag_s[path] = 0.0
+        now = time.monotonic()
+        for path, sid, q in self.inputs:
+            try:
+                last = q.last_index
+                done = st.last_index.get(sid, -1)
+                if last is None:
+                    behind = 0
+                elif done < 0:
+                    first = q.first_index
+                    behind = 0 if first is None else q.count_excerpts(first, last + 1)
+                else:
+                    behind = 0 if done >= last else q.count_excerpts(done + 1, last + 1)
+            except Exception:  # the queue went away (retention...): no figure
+                continue
+            # seconds: how long some input has been waiting, the service not
+            # catching up (0 once it has handled all it saw)
+            was = self.waiting.get(path)
+            if behind == 0:
+                self.waiting.pop(path, None)
+            elif was is None or done >= was[0]:
+                self.waiting[path] = (last if last is not None else -1, now)
+            lag[path] = behind
+            lag_s[path] = now - self.waiting[path][1] if path in self.waiting else 0.0
         out["lag"], out["lag_seconds"] = lag, lag_s
         return out
 
     def close(self) -> None:
-        for _, q in self.inputs:
+        for _, _, q in self.inputs:
             q.close()
         with contextlib.suppress(OSError):
             os.close(self.fd)
 
     async def run(self) -> None:
-        started = time.monotonic_ns()
+        """Report the first live input handled (for the restart latency), then
+        the figures every :data:`STATUS_EVERY` seconds."""
+        await self.svc.wait_live()
+        st = self.svc.statistics
+        seen = st.inputs_handled
+        while self.svc.statistics.inputs_handled == seen:
+            await asyncio.sleep(0.0005)
+        st = self.svc.statistics
+        self.send({"live_ns": time.monotonic_ns(), "replayed": st.replayed,
+                   "replay_ms": (st.recovery_seconds or 0.0) * 1e3})
         while True:
-            if not self.live_sent:
-                st = self.svc.statistics
-                if int(getattr(st, "handled", 0)) > 0:
-                    self.live_sent = True
-                    self.send({"live_ns": time.monotonic_ns(),
-                               "replayed": int(getattr(st, "replayed", 0)),
-                               "replay_ms": (time.monotonic_ns() - started) / 1e6})
-                await asyncio.sleep(0.001)
-                continue
             self.send(self.figures())
             await asyncio.sleep(STATUS_EVERY)
 
@@ -141,7 +151,7 @@ def serve(pipeline: PipelineSpec, name: str) -> int:
     svc = build_service(spec)
     factory = None
     if pipeline.loop == "uvloop":
-        import uvloop  # noqa: PLC0415 - optional, checked by load_pipeline
+        import uvloop
 
         factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:

@@ -64,7 +64,7 @@ def _metrics(spec: PipelineSpec, runner: Runner) -> Iterator[str | None]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run every service of a pipeline until SIGTERM or SIGINT."""
-    spec = load_pipeline(args.pipeline)
+    spec = load_pipeline(args.pipeline, args.directory)
     create_queues(spec)
     runner = Runner(spec)
     with _metrics(spec, runner) as url:
@@ -75,16 +75,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_service(args: argparse.Namespace) -> int:
     """One service in its own process (started by ``run``)."""
-    return serve(load_pipeline(args.pipeline), args.service)
+    return serve(load_pipeline(args.pipeline, args.directory), args.service)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Re-run one service over recorded input and compare its output."""
-    spec = load_pipeline(args.pipeline)
+    spec = load_pipeline(args.pipeline, args.directory)
     result = replay(spec, args.service, args.from_index, args.to_index, args.into)
     sys.stdout.write(result.report())
     sys.stdout.flush()
     return 0 if result.equal else 1
+
+
+DIR_HELP = ("where relative queue paths start (default: [pipeline] directory, relative to "
+            "the file)")
 
 
 def add_parsers(sub: Any, index_arg: Callable[[str], int]) -> None:
@@ -105,6 +109,7 @@ def add_parsers(sub: Any, index_arg: Callable[[str], int]) -> None:
             "  1  a bad PIPELINE.toml, a service out of restarts, or one that did not stop "
             "cleanly"))
     r.add_argument("pipeline", metavar="PIPELINE.toml", help="the pipeline file")
+    r.add_argument("--directory", metavar="DIR", help=DIR_HELP)
     r.set_defaults(func=cmd_run)
 
     p = sub.add_parser(
@@ -120,6 +125,7 @@ def add_parsers(sub: Any, index_arg: Callable[[str], int]) -> None:
             "  1  different: the first difference is printed (or a bad PIPELINE.toml)"))
     p.add_argument("pipeline", metavar="PIPELINE.toml", help="the pipeline file")
     p.add_argument("service", metavar="SERVICE", help="the service to replay")
+    p.add_argument("--directory", metavar="DIR", help=DIR_HELP)
     p.add_argument("--from", dest="from_index", type=index_arg, metavar="INDEX",
                    help="first input index (hex 0x... or decimal; default: the first)")
     p.add_argument("--to", dest="to_index", type=index_arg, metavar="INDEX",
@@ -131,4 +137,5 @@ def add_parsers(sub: Any, index_arg: Callable[[str], int]) -> None:
     s = sub.add_parser("_service")
     s.add_argument("pipeline")
     s.add_argument("service")
+    s.add_argument("--directory")
     s.set_defaults(func=cmd_service)

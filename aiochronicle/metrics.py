@@ -343,7 +343,8 @@ class PipelineCollector(Collector):
         inputs its running process replayed (outputs suppressed) on start.
     ``aiochronicle_service_lag_excerpts{service,input}``, ``..._lag_seconds``
         input excerpts not yet handled, and how long the oldest of them has
-        waited (0 when none waits).
+        waited (to the period of the service's reports, 0.25 s; 0 when none
+        waits).
     ``aiochronicle_service_snapshot_age_seconds``
         seconds since its last snapshot (left out before the first).
     ``aiochronicle_service_restart_seconds``
