@@ -4,42 +4,109 @@ input and say whether its output equals the recorded output.
 The handler is made afresh (``module:Class`` of the ``PIPELINE.toml``) with
 method writers on scratch queues in a directory of its own (each with the
 output's source id, so histories read as the recorded ones do), and given the
-input excerpts from ``--from`` to ``--to`` of its input queues in index order
-(with several inputs, the lower index first: histories record no
-interleaving).  Each scratch output is then compared with the excerpts of the
-recorded output whose history holds an input of that range, in order, field
-by field: the message history's sources must be equal, its timings are left
-aside, and the rest of the excerpt is decoded and compared line by line where
-the bytes differ.
+input excerpts of its input queues from the first up to ``--to`` in index
+order (with several inputs, the lower index first: histories record no
+interleaving); the inputs before ``--from`` rebuild the handler's state.  The
+scratch outputs written for inputs from ``--from`` to ``--to`` are then
+compared with the calls of the recorded output whose history holds an input
+of that range, in order, decoded with the output's interface: the method,
+its arguments field by field, and the message history's sources must be
+equal; the history's timings are left aside.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-from ._history import HISTORY_KEY, MessageHistory
+from msgspec import to_builtins
+
+from ._history import current_history
 from ._methodreader import MethodReader
 from ._pipeline import OutputSpec, PipelineSpec, resolve
 from ._queue import Queue, open_queue
-from ._render import decode_payload
 from ._tailer import Tailer
 
-__all__ = ["ReplayResult", "replay", "split_history"]
+__all__ = ["ReplayResult", "replay"]
 
 
-def split_history(payload: bytes) -> tuple[MessageHistory | None, bytes]:
-    """(the message history at the start of a method call's excerpt, or None;
-    the rest of the excerpt)."""
-    if payload[:3] == HISTORY_KEY and len(payload) >= 6 and payload[3] == 0x81:
-        n = int.from_bytes(payload[4:6], "little")
-        try:
-            history = MessageHistory.from_bytes(payload[6:6 + n])
-        except ValueError:
-            return None, payload
-        return history, payload[6 + n:]
-    return None, payload
+class _Call(NamedTuple):
+    index: int  # type: ignore[assignment]  # the excerpt's index in its queue
+    method: str
+    args: Any  # the arguments as plain values (msgspec.to_builtins)
+    sources: tuple[tuple[int, int], ...]  # the history's sources before this queue's
+
+
+def _recorded_calls(path: str, iface: type, ids: set[int], lo: int, hi: int) -> list[_Call]:
+    """The method calls of the queue at ``path`` written for an input of
+    ``ids`` from ``lo`` to ``hi`` (by their message history), in order."""
+    calls: list[_Call] = []
+
+    def recorder(name: str) -> Callable[..., None]:
+        def record(self: object, *args: Any) -> None:
+            h = current_history()
+            sources = tuple(h.sources) if h is not None else ()
+            if any(sid in ids and lo <= idx <= hi for sid, idx in sources[:-1]):
+                calls.append(_Call(sources[-1][1], name, to_builtins(args), sources[:-1]))
+        # the interface method's parameters (a method reader takes no *args)
+        record.__signature__ = inspect.signature(getattr(iface, name))  # type: ignore[attr-defined]
+        return record
+
+    handler = type("Recorder", (), {name: recorder(name) for name in dir(iface)
+                                    if not name.startswith("_")
+                                    and callable(getattr(iface, name))})()
+    with open_queue(path, read_only=True) as q:
+        q.tailer().method_reader(handler, interfaces=[iface]).read_available()
+    return calls
+
+
+def _first_difference(a: Any, b: Any, where: str = "") -> str | None:
+    """Where two plain values first differ (``args[0].qty: 1000000 != 2000000``)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in [*a, *(k for k in b if k not in a)]:
+            if k not in a or k not in b:
+                return (f"{where}.{k}: {a.get(k, 'missing')!r} recorded, "
+                        f"{b.get(k, 'missing')!r} replayed")
+            d = _first_difference(a[k], b[k], f"{where}.{k}")
+            if d is not None:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for k, (x, y) in enumerate(zip(a, b, strict=False)):
+            d = _first_difference(x, y, f"{where}[{k}]")
+            if d is not None:
+                return d
+        if len(a) != len(b):
+            return f"{where}: {len(a)} items recorded, {len(b)} replayed"
+        return None
+    if a != b or type(a) is not type(b):
+        return f"{where}: recorded {a!r}, replayed {b!r}"
+    return None
+
+
+def _compare(name: str, recorded: list[_Call], replayed: list[_Call]) -> str | None:
+    for n, (r, p) in enumerate(zip(recorded, replayed, strict=False)):
+        where = (f"output {name!r}, call {n + 1} (recorded at {r.index:#x}, replayed at "
+                 f"{p.index:#x})")
+        if r.method != p.method:
+            return f"{where}: recorded {r.method}(...), replayed {p.method}(...)"
+        d = _first_difference(r.args, p.args, "args")
+        if d is not None:
+            return f"{where}, {r.method}(): {d}\n  recorded: {r.method}{tuple(r.args)!r}\n" \
+                   f"  replayed: {p.method}{tuple(p.args)!r}"
+        if r.sources != p.sources:
+            return f"{where}: history sources differ: recorded {r.sources}, replayed {p.sources}"
+    if len(recorded) != len(replayed):
+        more, which = ((recorded, "recorded") if len(recorded) > len(replayed)
+                       else (replayed, "replayed"))
+        c = more[min(len(recorded), len(replayed))]
+        return (f"output {name!r}: {len(recorded)} calls recorded, {len(replayed)} "
+                f"replayed; the first only {which} (at {c.index:#x}): "
+                f"{c.method}{tuple(c.args)!r}")
+    return None
 
 
 @dataclass
@@ -49,7 +116,7 @@ class ReplayResult:
     Attributes:
         service: the service replayed.
         inputs: input excerpts handled.
-        compared: output name -> (recorded excerpts, replayed excerpts).
+        compared: output name -> (recorded calls, replayed calls).
         difference: the first difference, or None when the outputs are equal.
     """
 
@@ -71,49 +138,6 @@ class ReplayResult:
         if self.difference is None:
             return head + "EQUAL: the replayed output equals the recorded output\n"
         return head + f"DIFFERENT: {self.difference}\n"
-
-
-def _excerpts(q: Queue) -> Iterator[tuple[int, bytes]]:
-    t = q.tailer()
-    while (ex := t.read_nowait()) is not None:
-        yield ex.index, bytes(ex.payload)
-
-
-def _lines(payload: bytes) -> list[str]:
-    return decode_payload(payload).text.splitlines() or [payload.hex()]
-
-
-def _compare(name: str, recorded: list[tuple[int, bytes]],
-             replayed: list[tuple[int, bytes]]) -> str | None:
-    for n, ((ri, rp), (pi, pp)) in enumerate(zip(recorded, replayed, strict=False)):
-        rh, rest_r = split_history(rp)
-        ph, rest_p = split_history(pp)
-        where = (f"output {name!r}, excerpt {n + 1} (recorded at {ri:#x}, replayed at "
-                 f"{pi:#x})")
-        if (rh and rh.sources) != (ph and ph.sources):
-            return (f"{where}: history sources differ: recorded "
-                    f"{rh.sources if rh else None}, replayed {ph.sources if ph else None}")
-        if rest_r != rest_p:
-            a, b = _lines(rest_r), _lines(rest_p)
-            for k, (x, y) in enumerate(zip(a, b, strict=False)):
-                if x != y:
-                    return f"{where}, line {k + 1}:\n  recorded: {x}\n  replayed: {y}"
-            return (f"{where}: recorded {len(rest_r)} bytes, replayed {len(rest_p)} bytes:\n"
-                    f"  recorded: {' '.join(a)}\n  replayed: {' '.join(b)}")
-    if len(recorded) != len(replayed):
-        more, which = ((recorded, "recorded") if len(recorded) > len(replayed)
-                       else (replayed, "replayed"))
-        i, p = more[min(len(recorded), len(replayed))]
-        return (f"output {name!r}: {len(recorded)} excerpts recorded, {len(replayed)} "
-                f"replayed; the first only {which} (at {i:#x}): {' '.join(_lines(p))}")
-    return None
-
-
-def _in_range(payload: bytes, ids: set[int], lo: int, hi: int) -> bool:
-    history, _ = split_history(payload)
-    if history is None:
-        return False
-    return any(sid in ids and lo <= idx <= hi for sid, idx in history.sources)
 
 
 def replay(pipeline: PipelineSpec, name: str, from_index: int | None, to_index: int | None,
@@ -139,29 +163,33 @@ def replay(pipeline: PipelineSpec, name: str, from_index: int | None, to_index: 
         factory = resolve(spec.handler)
         assert callable(factory)
         handler = factory(**writers)
+        # the handler's state at --from is rebuilt by handling every input
+        # before it (their outputs are written to the scratch queues, and
+        # left out of the comparison as the recorded ones are)
         readers: list[tuple[Tailer, MethodReader, int]] = []
         for i, q in zip(spec.inputs, ins, strict=True):
             t = q.tailer()
-            if not t.move_to_index(lo):
-                t.to_start()
             ifaces = [resolve(x) for x in i.interfaces]
             end = q.last_index
             if end is not None:
-                readers.append((t, t.method_reader(handler, interfaces=ifaces),
+                readers.append((t, t.method_reader(handler, interfaces=ifaces, batch=False),
                                 min(hi, end)))
         while readers:
             # the input with the lowest next index first
             k = min(range(len(readers)), key=lambda k: readers[k][0].index)
             t, reader, end = readers[k]
-            if t.index > end or reader.read_available(limit=1) == 0:
+            at = t.index
+            if at > end or reader.read_available(limit=1) == 0:
                 del readers[k]
                 continue
-            result.inputs += 1
+            if at >= lo:
+                result.inputs += 1
         ids = {i.source_id for i in spec.inputs}
         for o, q in outs:
-            with open_queue(o.path, read_only=True) as rq:
-                recorded = [(i, p) for i, p in _excerpts(rq) if _in_range(p, ids, lo, hi)]
-            replayed = list(_excerpts(q))
+            q.close()
+            iface = resolve(o.interface)
+            recorded = _recorded_calls(o.path, iface, ids, lo, hi)
+            replayed = _recorded_calls(q.path, iface, ids, lo, hi)
             result.compared[o.name] = (len(recorded), len(replayed))
             if result.difference is None:
                 result.difference = _compare(o.name, recorded, replayed)
