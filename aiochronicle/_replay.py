@@ -74,7 +74,7 @@ def _first_difference(a: Any, b: Any, where: str = "") -> str | None:
             if d is not None:
                 return d
         return None
-    if isinstance(a, list) and isinstance(b, list):
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         for k, (x, y) in enumerate(zip(a, b, strict=False)):
             d = _first_difference(x, y, f"{where}[{k}]")
             if d is not None:
