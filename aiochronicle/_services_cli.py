@@ -116,10 +116,11 @@ def add_parsers(sub: Any, index_arg: Callable[[str], int]) -> None:
         "replay", help="re-run one service over recorded input and compare its output",
         formatter_class=fmt, description=(
             "Re-run SERVICE of PIPELINE.toml over its recorded input excerpts from --from to "
-            "--to\n(indexes of its input queues, inclusive), with a fresh handler, writing "
-            "its output to\nscratch queues in DIR, and compare that output with the output "
-            "the service recorded\nfor the same inputs, field by field (the timings of "
-            "message histories aside).\n\n"
+            "--to\n(indexes of its input queues, inclusive), with a fresh handler (the inputs "
+            "before --from\nrebuild its state) writing to scratch queues in DIR, and compare "
+            "its output with the\noutput the service recorded for the same inputs, call by "
+            "call and field by field (the\ntimings of message histories aside).  The "
+            "recorded queues are only read.\n\n"
             "exit status:\n"
             "  0  equal\n"
             "  1  different: the first difference is printed (or a bad PIPELINE.toml)"))

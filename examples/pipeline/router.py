@@ -25,9 +25,12 @@ class Router:
         self.count = 0
         # not state: what this process saw of the latency (printed, never written)
         self.hops: list[list[int]] = [[] for _ in HOPS]
+        self.sources: set[tuple[int, ...]] = set()
 
     def on_order(self, order: Order) -> None:
         history = ac.current_history()
+        if history is not None:
+            self.sources.add(tuple(s for s, _ in history.sources))
         if history is not None and len(history.timings) >= 4:
             t = history.timings  # gateway write, strategy read, strategy write, router read
             for i, ns in enumerate([*history.latencies_ns()[-3:], t[-1] - t[-4]]):
@@ -39,8 +42,8 @@ class Router:
         self.routed.on_routed(Routed(VENUES[k], order))
 
     def end_of_day(self, orders: int) -> None:
-        lines = [f"router:   routed {self.count:,} of {orders:,} orders, notional "
-                 f"{self.notional:,.0f}",
+        lines = [f"router:   routed {self.count:,} of {orders:,} orders, sources per order "
+                 f"{sorted(self.sources)}, notional {self.notional:,.0f}",
                  f"{'per-hop latency from message history (µs)':<44}"
                  f"{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}"]
         for name, values in zip(HOPS, self.hops, strict=True):
