@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,8 +27,12 @@ __all__ = ["add_parsers", "cmd_replay", "cmd_run"]
 
 def create_queues(spec: PipelineSpec) -> None:
     """Create every queue of the pipeline before the services race to: each
-    output with its source id."""
-    ids = {o.path: o.source_id for s in spec.services for o in s.outputs}
+    output with its source id, and a new input queue no service writes with
+    the source id its reader gives (its writer, outside the pipeline, may
+    give another)."""
+    ids = {i.path: i.source_id for s in spec.services for i in s.inputs
+           if not os.path.isdir(i.path)}
+    ids.update({o.path: o.source_id for s in spec.services for o in s.outputs})
     for path in spec.queues:
         with open_queue(path, source_id=ids.get(path, 0)):
             pass
