@@ -227,9 +227,9 @@ class Runner:
             f.restart_ms = ms
             c.died_ns = None
             self.log("runner", f"{c.spec.name}: restart latency {ms:.1f} ms from the runner "
-                     f"seeing the death to the next live input handled "
-                     f"({f.replayed} inputs replayed since the last snapshot in "
-                     f"{float(s.get('replay_ms', 0.0)):.1f} ms)")
+                     f"seeing the death to the next live input handled, of which recovery "
+                     f"(snapshot, then {f.replayed} inputs replayed) "
+                     f"{float(s.get('replay_ms', 0.0)):.1f} ms")
 
     async def _pump(self, c: _Child, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None
