@@ -400,3 +400,61 @@ def test_replay_equal_and_different(killed_run: dict[str, Any], tmp_path: Path) 
     out = _cli("replay", "CHANGED.toml", "strategy", "--to", str(first + 999),
                "--into", str(tmp_path / "before"), cwd=work)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# --------------------------------------------------------------------------
+# restart policy: a service that keeps dying
+# --------------------------------------------------------------------------
+
+BOOM = '''\
+from messages import MarketData
+
+
+class Boom:
+    """Raises on every tick (on_error = "stop": the service exits non-zero)."""
+
+    def __init__(self, md: MarketData) -> None:
+        self.md = md
+
+    def on_burst(self, first_seq: int, count: int) -> None:
+        raise RuntimeError(f"boom at {first_seq}")
+
+    def end_of_day(self, ticks: int) -> None:
+        pass
+'''
+
+
+def test_a_service_out_of_restarts_stops_the_pipeline(tmp_path: Path) -> None:
+    (tmp_path / "boom.py").write_text(BOOM)
+    (tmp_path / "PIPELINE.toml").write_text(f"""\
+[pipeline]
+python_path = [".", "{EXAMPLE}"]
+[restart]
+backoff = 0.01
+max_restarts = 2
+[[service]]
+name = "boom"
+handler = "boom:Boom"
+[[service.input]]
+path = "feed"
+source_id = 10
+interfaces = ["messages:Feed"]
+[[service.output]]
+name = "md"
+path = "md"
+source_id = 1
+interface = "messages:MarketData"
+""")
+    with ac.open_queue(str(tmp_path / "feed"), source_id=10) as fq:
+        fq.appender().method_writer(Feed).on_burst(40, 20)
+        index = fq.last_index
+    assert index is not None
+    out = _cli("run", "PIPELINE.toml", cwd=tmp_path)
+    assert out.returncode == 1, out.stdout
+    log = out.stdout
+    # each death is logged with the input that failed, never skipped silently
+    assert log.count("boom at 40") >= 3, log
+    assert f"{index:#x}" in log or str(index) in log, log
+    assert "restart 1 in a row in 0.01 s" in log and "restart 2 in a row in 0.02 s" in log, log
+    assert "boom exited with status 1; out of restarts: stopping the pipeline" in log, log
+    assert "stopped: boom exited with status 1, 2 restarts in a row (max_restarts 2)" in log
