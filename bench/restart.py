@@ -36,8 +36,9 @@ HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "examples" / "pipeline"
 sys.path.insert(0, str(EXAMPLE))
 
-import aiochronicle as ac  # noqa: E402
 from messages import Feed  # noqa: E402
+
+import aiochronicle as ac  # noqa: E402
 
 LATENCY = re.compile(r"strategy: restart latency ([\d.]+) ms .*?then (\d+) inputs replayed\) "
                      r"([\d.]+) ms")
