@@ -50,12 +50,16 @@ class RestartPolicy:
             pipeline; 0: never restart.
         reset_after: seconds a service must run for its next death to count
             as the first again.
+        standby: keep a standby process of the service (started, imported,
+            waiting) for the next restart, so a restart does not wait for a
+            Python process to start.
     """
 
     backoff: float = 0.0
     backoff_max: float = 5.0
     max_restarts: int = 10
     reset_after: float = 10.0
+    standby: bool = True
 
     def delay(self, attempt: int) -> float:
         """The wait before restart number ``attempt`` (1-based) of a row."""
@@ -212,7 +216,7 @@ class _Lines:
 
 _TOP = {"pipeline": "table", "restart": "table", "service": "array of tables"}
 _PIPELINE = ("loop", "metrics", "directory", "python_path")
-_RESTART = ("backoff", "backoff_max", "max_restarts", "reset_after")
+_RESTART = ("backoff", "backoff_max", "max_restarts", "reset_after", "standby")
 _SERVICE = ("name", "handler", "input", "output", "pauser", "on_error", "snapshots", "restart")
 _INPUT = ("path", "source_id", "interfaces")
 _OUTPUT = ("name", "path", "source_id", "interface")
@@ -314,8 +318,10 @@ class _Checker:
         backoff_max = self.number(d, path, "backoff_max", what, base.backoff_max)
         reset_after = self.number(d, path, "reset_after", what, base.reset_after)
         assert backoff is not None and backoff_max is not None and reset_after is not None
+        standby = self.get(d, path, "standby", bool, what, default=base.standby)
         return RestartPolicy(backoff=backoff, backoff_max=max(backoff_max, backoff),
-                             max_restarts=max_restarts, reset_after=reset_after)
+                             max_restarts=max_restarts, reset_after=reset_after,
+                             standby=standby)
 
 
 def _queue_path(base: str, path: str) -> str:

@@ -2,9 +2,12 @@
 pipeline in a process of its own, watched and restarted.
 
 :class:`Runner` (in the runner's process) starts one child per service
-(``python -m aiochronicle _service PIPELINE.toml NAME``), prefixes each line
-the child prints with the service's name on one log stream, restarts a child
-that died with the backoff of its :class:`~._pipeline.RestartPolicy`, and on
+(``python -m aiochronicle _service PIPELINE.toml NAME``) and, for each, a
+standby process (started, modules imported, service built, waiting on its
+stdin) that the next restart tells to go, so a restart does not wait for a
+Python process to start.  It prefixes each line a child prints with the
+service's name on one log stream, restarts a child that died with the backoff
+of its :class:`~._pipeline.RestartPolicy`, and on
 SIGTERM or SIGINT sends each child SIGTERM and waits: a child finishes the
 input it is handling, snapshots and exits 0.  Children run in sessions of
 their own (a terminal's Ctrl-C reaches the runner only, which stops them in
@@ -74,6 +77,15 @@ class ServiceFigures:
     restart_ms: float | None = None
 
 
+@dataclass
+class _Process:
+    """A process of a service, with the tasks reading its log and status."""
+
+    proc: asyncio.subprocess.Process
+    pump: asyncio.Task[None]
+    status: asyncio.Task[None]
+
+
 class _Child:
     def __init__(self, spec: ServiceSpec) -> None:
         self.spec = spec
@@ -83,6 +95,8 @@ class _Child:
         self.died_ns: int | None = None
         self.base_handled = 0
         self.status_task: asyncio.Task[None] | None = None
+        self.spare: _Process | None = None  # a standby process for the next restart
+        self.spare_task: asyncio.Task[None] | None = None
 
 
 class Runner:
@@ -165,6 +179,7 @@ class Runner:
         self._stopping.set()
 
     async def _stop_child(self, c: _Child) -> int | None:
+        await self._drop_spare(c)
         proc = c.proc
         if proc is None or proc.returncode is not None:
             return None  # not running (stopped on its own, or waiting to restart)
@@ -178,23 +193,79 @@ class Runner:
                 proc.kill()
             return await proc.wait()
 
-    async def _start(self, c: _Child) -> asyncio.subprocess.Process:
+    async def _spawn(self, c: _Child, *, standby: bool) -> _Process:
+        """A new process of service ``c``; ``standby``: one that imports and
+        builds the service, then waits for a line on its stdin to run it."""
         r, w = os.pipe()
         env = dict(os.environ, **{STATUS_FD_ENV: str(w), "PYTHONUNBUFFERED": "1"})
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._argv, c.spec.name, stdin=asyncio.subprocess.DEVNULL,
+                *self._argv, c.spec.name, *(["--standby"] if standby else []),
+                stdin=asyncio.subprocess.PIPE if standby else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 env=env, pass_fds=(w,), start_new_session=True)
+        except BaseException:
+            os.close(r)
+            raise
         finally:
             os.close(w)
-        c.proc = proc
-        c.figures.up, c.figures.pid = True, proc.pid
+        return _Process(proc, asyncio.create_task(self._pump(c, proc)),
+                        asyncio.create_task(self._read_status(c, r)))
+
+    async def _spawn_spare(self, c: _Child) -> None:
+        with contextlib.suppress(OSError):
+            c.spare = await self._spawn(c, standby=True)
+
+    async def _drop_spare(self, c: _Child) -> None:
+        if c.spare_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await c.spare_task
+            c.spare_task = None
+        spare, c.spare = c.spare, None
+        if spare is None:
+            return
+        if spare.proc.stdin is not None:
+            spare.proc.stdin.close()  # EOF: a standby process exits 0
+        try:
+            await asyncio.wait_for(spare.proc.wait(), STOP_GRACE)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                spare.proc.kill()
+            await spare.proc.wait()
+        await spare.pump
+
+    async def _launch(self, c: _Child) -> _Process:
+        """Run service ``c``: its standby process told to go, if it has a
+        live one, else a new process."""
+        if c.spare_task is not None:
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await c.spare_task
+            c.spare_task = None
+        spare, c.spare = c.spare, None
+        run: _Process | None = None
+        if spare is not None and spare.proc.returncode is None and spare.proc.stdin is not None:
+            try:
+                spare.proc.stdin.write(b"go\n")
+                await spare.proc.stdin.drain()
+                run = spare
+            except (ConnectionError, OSError):
+                pass
+        if run is None:
+            if spare is not None:
+                await self._drop_spare_process(spare)
+            run = await self._spawn(c, standby=False)
+        c.proc = run.proc
+        c.figures.up, c.figures.pid = True, run.proc.pid
         c.base_handled = c.figures.handled_total
         c.figures.handled = c.figures.replayed = 0
-        c.status_task = asyncio.create_task(self._read_status(c, r),
-                                            name=f"status {c.spec.name}")
-        return proc
+        c.status_task = run.status
+        return run
+
+    async def _drop_spare_process(self, spare: _Process) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            spare.proc.kill()
+        await spare.proc.wait()
+        await spare.pump
 
     async def _read_status(self, c: _Child, fd: int) -> None:
         loop = asyncio.get_running_loop()
@@ -211,6 +282,10 @@ class Runner:
 
     def _status(self, c: _Child, s: dict[str, Any]) -> None:
         f = c.figures
+        if s.get("standby"):
+            self.log("runner", f"{c.spec.name}: a standby process is ready for the next "
+                     "restart")
+            return
         if "handled" in s:
             f.handled = int(s["handled"])
             f.handled_total = c.base_handled + f.handled
@@ -240,17 +315,21 @@ class Runner:
         policy = c.spec.restart
         while not self._stopping.is_set():
             started = time.monotonic()
-            proc = await self._start(c)
+            run = await self._launch(c)
+            proc = run.proc
             self.log("runner", f"started {c.spec.name} (pid {proc.pid})")
-            pump = asyncio.create_task(self._pump(c, proc))
+            if policy.standby and policy.max_restarts > 0:
+                # the next restart's process, ready: its start is not on that path
+                c.spare_task = asyncio.create_task(self._spawn_spare(c))
             code = await proc.wait()
             c.died_ns = time.monotonic_ns()
-            await pump
+            await run.pump
             c.figures.up, c.figures.pid = False, 0
             if self._stopping.is_set():
                 return
             if code == 0:
                 self.log("runner", f"{c.spec.name} exited 0 on its own: not restarted")
+                await self._drop_spare(c)
                 return
             how = (f"killed by {signal.Signals(-code).name}" if code < 0
                    else f"exited with status {code}")

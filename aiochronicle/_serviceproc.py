@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -150,9 +151,11 @@ async def _serve(svc: Service, spec: ServiceSpec) -> None:
             reporter.close()
 
 
-def serve(pipeline: PipelineSpec, name: str) -> int:
+def serve(pipeline: PipelineSpec, name: str, *, standby: bool = False) -> int:
     """Run service ``name`` of ``pipeline`` until SIGTERM or SIGINT; 0 when
-    it stopped cleanly."""
+    it stopped cleanly.  ``standby``: make the service ready (modules
+    imported, handler and interfaces resolved), then wait for a line on stdin
+    before running it (the runner's next restart; end of file: exit 0)."""
     set_parent_death_signal()
     spec = pipeline.service(name)
     svc = build_service(spec)
@@ -161,6 +164,13 @@ def serve(pipeline: PipelineSpec, name: str) -> int:
         import uvloop
 
         factory = uvloop.new_event_loop
+    if standby:
+        fd = os.environ.get(STATUS_FD_ENV)
+        if fd and fd.isdigit():
+            with contextlib.suppress(OSError):
+                os.write(int(fd), b'{"standby": true}\n')
+        if not sys.stdin.buffer.readline():
+            return 0
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(_serve(svc, spec))
     return 0

@@ -80,7 +80,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_service(args: argparse.Namespace) -> int:
     """One service in its own process (started by ``run``)."""
-    return serve(load_pipeline(args.pipeline, args.directory), args.service)
+    return serve(load_pipeline(args.pipeline, args.directory), args.service,
+                 standby=args.standby)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -144,4 +145,5 @@ def add_parsers(sub: Any, index_arg: Callable[[str], int]) -> None:
     s.add_argument("pipeline")
     s.add_argument("service")
     s.add_argument("--directory")
+    s.add_argument("--standby", action="store_true")
     s.set_defaults(func=cmd_service)
