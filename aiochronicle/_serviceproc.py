@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -157,6 +158,10 @@ def serve(pipeline: PipelineSpec, name: str, *, standby: bool = False) -> int:
     imported, handler and interfaces resolved), then wait for a line on stdin
     before running it (the runner's next restart; end of file: exit 0)."""
     set_parent_death_signal()
+    # the service's log (recovery, a handler's error with the input's index)
+    # goes to the runner's log stream with the rest of what it prints
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format="%(levelname)s %(name)s: %(message)s")
     spec = pipeline.service(name)
     svc = build_service(spec)
     factory = None
