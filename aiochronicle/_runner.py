@@ -286,6 +286,9 @@ class Runner:
             self.log("runner", f"{c.spec.name}: a standby process is ready for the next "
                      "restart")
             return
+        if "live" in s:
+            self.log("runner", f"{c.spec.name} is live: recovered in {float(s['live']):.1f} ms, "
+                     f"{int(s.get('replayed', 0))} inputs replayed")
         if "handled" in s:
             f.handled = int(s["handled"])
             f.handled_total = c.base_handled + f.handled

@@ -117,7 +117,9 @@ class _Reporter:
 
     async def _first_live(self) -> None:
         await self.svc.wait_live()
-        seen = self.svc.statistics.inputs_handled
+        st = self.svc.statistics
+        self.send({"live": (st.recovery_seconds or 0.0) * 1e3, "replayed": st.replayed})
+        seen = st.inputs_handled
         # a close look for 2 s (the restart latency is measured to 0.5 ms),
         # then one a report period (an idle input: no latency to speak of)
         close_until = time.monotonic() + 2.0

@@ -34,6 +34,7 @@ class Log:
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.pids: dict[str, int] = {}
+        self.ready: set[tuple[str, str]] = set()  # (service, "is live" or "a standby...")
         self.changed = threading.Condition()
         self.thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
         self.thread.start()
@@ -48,6 +49,18 @@ class Log:
                 with self.changed:
                     self.pids[m.group(1)] = int(m.group(2))
                     self.changed.notify_all()
+            m = re.search(r"(\w+)(: a standby process is ready| is live)", line)
+            if m:
+                with self.changed:
+                    self.ready.add((m.group(1), m.group(2).strip(": ")))
+                    self.changed.notify_all()
+
+    def wait_ready(self, services: tuple[str, ...], timeout: float = 60.0) -> None:
+        """Until each service is live and has a standby process for its next restart."""
+        want = {(s, w) for s in services for w in ("is live", "a standby process is ready")}
+        with self.changed:
+            if not self.changed.wait_for(lambda: want <= self.ready, timeout):
+                raise SystemExit("pipeline: the services did not start")
 
     def pid(self, service: str, timeout: float = 30.0) -> int:
         with self.changed:
@@ -95,7 +108,7 @@ def run_pipeline(directory: str, ticks: int, rate: float, kill: str | None) -> l
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = Log(runner)
     try:
-        log.pid("gateway")
+        log.wait_ready(("gateway", "strategy", "router"))
         with ac.open_queue(os.path.join(directory, "feed"), source_id=10) as fq:
             feed = fq.appender().method_writer(Feed)
             start = time.monotonic()
