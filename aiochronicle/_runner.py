@@ -36,9 +36,11 @@ from typing import Any, TextIO
 
 from ._pipeline import PipelineSpec, ServiceSpec
 
-__all__ = ["STATUS_FD_ENV", "Runner", "ServiceFigures"]
+__all__ = ["RESTARTED_ENV", "STATUS_FD_ENV", "Runner", "ServiceFigures"]
 
 STATUS_FD_ENV = "AIOCHRONICLE_STATUS_FD"
+RESTARTED_ENV = "AIOCHRONICLE_RESTARTED"
+"""Set (to 1) for a service process that restarts one that died."""
 STOP_GRACE = 30.0
 """Seconds a child has to stop after SIGTERM before it is killed."""
 
@@ -198,6 +200,8 @@ class Runner:
         builds the service, then waits for a line on its stdin to run it."""
         r, w = os.pipe()
         env = dict(os.environ, **{STATUS_FD_ENV: str(w), "PYTHONUNBUFFERED": "1"})
+        if c.died_ns is not None:
+            env[RESTARTED_ENV] = "1"
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._argv, c.spec.name, *(["--standby"] if standby else []),
