@@ -153,6 +153,8 @@ class Runner:
                      f"on {self.spec.loop}: {', '.join(self._children)}")
             tasks = [asyncio.create_task(self._watch(c), name=f"watch {c.spec.name}")
                      for c in self._children.values()]
+            for t in tasks:
+                t.add_done_callback(self._watch_ended)
             if on_started is not None:
                 on_started()
             await self._stopping.wait()
@@ -174,6 +176,16 @@ class Runner:
             return 1
         self.log("runner", "stopped: every service exited cleanly")
         return 0
+
+    def _watch_ended(self, task: asyncio.Task[None]) -> None:
+        """A service's watcher failed (a process that cannot be started):
+        stop the pipeline rather than run on without the service."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        self._failed = f"{task.get_name()[len('watch '):]}: {type(exc).__name__}: {exc}"
+        self.log("runner", f"cannot run {self._failed}: stopping the pipeline")
+        self._stopping.set()
 
     def _on_signal(self, sig: int) -> None:
         if not self._stopping.is_set():
