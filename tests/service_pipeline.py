@@ -16,6 +16,7 @@ services stop when it reads the end of stdin.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -197,7 +198,9 @@ def _serve(d: Path, snapshots: bool, loop_kind: str) -> None:
             continue
         pid = os.fork()
         if pid == 0:
-            os.close(0)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             svc = services(d, snapshots=snapshots)[word[1]]
             if loop_kind == "uvloop":
@@ -220,10 +223,8 @@ def _serve(d: Path, snapshots: bool, loop_kind: str) -> None:
             if got == 0:
                 break
     for pid in children:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     while True:
         try:
             os.waitpid(-1, 0)
