@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,6 +156,12 @@ def test_bad_pipeline_is_refused_with_file_and_line(
         monkeypatch.setattr(sys, "path", list(sys.path))  # python_path is added to it
         code = main(["run", "PIPELINE.toml"])
         stdout, stderr = capsys.readouterr()
+        # the library's error: named, with where
+        from aiochronicle._pipeline import load_pipeline
+
+        with pytest.raises(ac.PipelineError) as err:
+            load_pipeline("PIPELINE.toml")
+        assert (err.value.file, err.value.line) == ("PIPELINE.toml", line)
     assert code == 1, stdout + stderr
     assert f"aiochronicle run: error: PIPELINE.toml:{line}: " in stderr, stderr
     assert message in stderr, stderr
@@ -301,11 +308,13 @@ def killed_run(request: pytest.FixtureRequest,
         log.wait_for(r"router:   routed")
         log.wait_for(r"strategy: restart latency")
         # the last figures reach the runner every 0.25 s: wait for the lag to drain
+        deadline = time.monotonic() + 60
         while True:
             figures = _scrape(url)
             if figures.get('aiochronicle_service_lag_excerpts{input="%s",service="router"}'
                            % (queues / "orders")) == 0.0:
                 break
+            assert time.monotonic() < deadline, figures
         result["metrics"] = figures
     finally:
         proc.send_signal(signal.SIGTERM)
