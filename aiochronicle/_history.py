@@ -234,9 +234,41 @@ def current_history() -> MessageHistory | None:
     return None if inc is None else inc.history()
 
 
+_FIRST = struct.Struct("<BiqBqq")  # one source, two timings (read, write)
+_SOURCE_ID = struct.Struct("<i")
+_READ_WRITE = struct.Struct("<qq")
+
+
+def _forward_raw(inc: Incoming) -> bytes | None:
+    """The compact history of an excerpt written while ``inc`` is handled,
+    spliced from the bytes read (the source read and two timings added),
+    without building a :class:`MessageHistory`; None when that cannot be done
+    (a self-describing history, or one at its limits: the slow path raises)."""
+    raw = inc.raw
+    now = _now()
+    if raw is None:
+        return _FIRST.pack(1, inc.source_id, inc.index, 2, inc.read_ns, now)
+    if not isinstance(raw, bytes):
+        return None
+    n = raw[0]
+    ids_end = 1 + 4 * n
+    idx_end = ids_end + 8 * n
+    t = raw[idx_end]
+    if n >= MAX_SOURCES or t + 2 > MAX_TIMINGS + 1:
+        return None
+    return b"".join((bytes((n + 1,)), raw[1:ids_end], _SOURCE_ID.pack(inc.source_id),
+                     raw[ids_end:idx_end], _I64.pack(inc.index), bytes((t + 2,)),
+                     raw[idx_end + 1:idx_end + 1 + 8 * t],
+                     _READ_WRITE.pack(inc.read_ns, now)))
+
+
 def outgoing_wire_bytes() -> bytes:
     """The BinaryWire history prefix for an excerpt written now."""
     inc = CURRENT.get()
+    if inc is not None and inc._history is None:  # noqa: SLF001 - this module's own class
+        raw = _forward_raw(inc)
+        if raw is not None:
+            return HISTORY_KEY + b"\x81" + struct.pack("<H", len(raw) + 1) + b"\x86" + raw
     h = MessageHistory() if inc is None else inc.history()
     return h.wire_bytes(_now())
 
@@ -244,6 +276,10 @@ def outgoing_wire_bytes() -> bytes:
 def outgoing_raw() -> bytes:
     """The raw compact history for an excerpt written now."""
     inc = CURRENT.get()
+    if inc is not None and inc._history is None:  # noqa: SLF001 - this module's own class
+        raw = _forward_raw(inc)
+        if raw is not None:
+            return raw
     h = MessageHistory() if inc is None else inc.history()
     return h.to_bytes(_now())
 

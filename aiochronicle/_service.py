@@ -436,7 +436,9 @@ class Service:
     ``statistics.errors``).  Never is an input skipped silently.
 
     Each output queue is written by this service alone; each input and output
-    queue has a ``sourceId``.  With several inputs, each input's excerpts are
+    queue has a ``sourceId``.  A service without outputs has no history to
+    resume from: it resumes from its last snapshot's positions, else from
+    each input's ``start`` (at least once).  With several inputs, each input's excerpts are
     handled once each and in order, and each input's outputs keep their order;
     how the inputs interleave is not recorded (see the docs, "Exactly once").
 
@@ -571,6 +573,11 @@ class Service:
         self._recovery = None
         self._handled = self._replayed = self._errors = self._snapshots = 0
         self._state = "recovering"
+        self._outputs = []
+        self._snap_at = 0
+        self._next_snap = -1
+        if self._live_event is not None:
+            self._live_event.clear()
         ctx = _Replay(self._name)
         try:
             self._open(ctx)
@@ -579,8 +586,12 @@ class Service:
             self._state = "live"
             if self._live_event is not None:
                 self._live_event.set()
-            if not self._stopping:
-                await self._run_live()
+            if self._stopping:
+                # stopped while replaying: no snapshot (one now would claim
+                # the outputs recorded for inputs not replayed yet)
+                self._state = "stopped"
+                return self.statistics
+            await self._run_live()
             if self._handled != self._snap_at:
                 self._write_snapshot()
             self._state = "stopped"
@@ -733,7 +744,8 @@ class Service:
             last = max((v[0] for (s, _), v in found.items() if s == sid), default=-1)
             covered = -1 if snap is None else snap.inputs.get(sid, -1)
             inp.replay_to = last
-            inp.last = max(last, covered)
+            # what the handler's state covers (a snapshot taken now would say)
+            inp.last = covered
             end = inp.config.end
             if snap is not None or self._stateless:
                 # a snapshot covers up to `covered`; stateless: re-handle the last only
@@ -799,6 +811,7 @@ class Service:
                 self._failed(inp, j, exc)
             finally:
                 ctx.active = False
+            inp.last = j
             self._handled += 1
             self._replayed += 1
             n += 1
@@ -806,6 +819,7 @@ class Service:
                 await asyncio.sleep(0)
         if self._stopping:
             return
+        inp.last = max(inp.last, inp.replay_to)
         for out in self._outputs:
             cur = out.cursors.get(inp.source_id)
             rec = None if cur is None else cur.peek()
@@ -881,7 +895,10 @@ class Service:
                     try:
                         ex = await tailer.read()
                     except asyncio.CancelledError:
-                        if self._stopping:
+                        if self._stopping:  # stop() ended the wait
+                            task = asyncio.current_task()
+                            if task is not None:
+                                task.uncancel()
                             break
                         raise
                     finally:

@@ -15,6 +15,11 @@ sending an ``Order`` Struct to the router; the router takes it.
   the router is a method reader on ``orders``.  The readers wait with
   ``Pauser.notify()``, ``Pauser.balanced()`` or ``Pauser.busy()`` (one
   contender each).
+* ``aio notify +history``: the same on queues with source ids (md 1, orders
+  2), so every call carries its message history (at least once, as
+  ``examples/pipeline``); ``aio notify exactly-once``: the strategy and the
+  router are ``ac.Service`` on those queues (exactly once by message history,
+  the strategy snapshotting every 1,000 ticks or 5 s).
 * sockets: the strategy and the router are uvloop Unix stream servers
   (``asyncio.Protocol``); each call is one frame: a 4-byte length, one byte
   naming the method, and the argument in msgpack (``msgspec``).
@@ -64,7 +69,10 @@ from strategy import MomentumRule
 
 now_ns = time.monotonic_ns
 BURST = 20
-PIPELINES = ["aio notify", "aio balanced", "aio busy", "sockets"]
+PIPELINES = ["aio notify", "aio notify +history", "aio notify exactly-once", "aio balanced",
+             "aio busy", "sockets"]
+#: the pipelines whose queues have source ids: message history is written and read
+HISTORY = {"aio notify +history", "aio notify exactly-once"}
 BASELINE = "sockets"
 HOPS = ("gateway -> strategy", "strategy handler", "strategy -> router", "end to end")
 PAUSERS: dict[str, Callable[[], ac.Pauser]] = {
@@ -112,6 +120,14 @@ class Momentum:
         self.meter.stop()
         self.orders.end_of_day(self.sent)
         self.done()
+
+    def snapshot(self) -> object:
+        """The rule's state (for the exactly-once pipeline's snapshots)."""
+        return {"last": self.rule.last, "run": self.rule.run, "sent": self.sent}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back what :meth:`snapshot` returned."""
+        self.rule.last, self.rule.run, self.sent = state["last"], state["run"], state["sent"]
 
 
 class Router:
@@ -195,7 +211,9 @@ def aio_gateway(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def aio_strategy(cfg: dict[str, Any]) -> dict[str, Any]:
-    pauser = PAUSERS[cfg["pipeline"].split()[-1]]
+    pauser = PAUSERS[cfg["pipeline"].split()[1]]
+    if cfg["pipeline"].endswith("exactly-once"):
+        return once_strategy(cfg, pauser)
 
     async def main() -> Momentum:
         with ac.open_queue(cfg["md"]) as md, ac.open_queue(cfg["orders"]) as out:
@@ -216,7 +234,9 @@ def aio_strategy(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def aio_router(cfg: dict[str, Any]) -> dict[str, Any]:
-    pauser = PAUSERS[cfg["pipeline"].split()[-1]]
+    pauser = PAUSERS[cfg["pipeline"].split()[1]]
+    if cfg["pipeline"].endswith("exactly-once"):
+        return once_router(cfg, pauser)
 
     async def main() -> Router:
         with ac.open_queue(cfg["orders"]) as orders:
@@ -233,6 +253,68 @@ def aio_router(cfg: dict[str, Any]) -> dict[str, Any]:
             return router
 
     return router_result(run_loop(cfg, main()))
+
+
+# -- aiochronicle, exactly once (ac.Service) ----------------------------------
+
+def once_strategy(cfg: dict[str, Any], pauser: Callable[[], ac.Pauser]) -> dict[str, Any]:
+    """The strategy as an exactly-once ``ac.Service`` (snapshots every 1,000
+    ticks or 5 s)."""
+    made: list[Momentum] = []
+    svc: ac.Service | None = None
+
+    def done() -> None:
+        assert svc is not None
+        svc.stop()
+
+    def factory(orders: messages.OrderFlow) -> Momentum:
+        made.append(Momentum(orders, done))
+        return made[-1]
+
+    svc = ac.Service("strategy", factory,
+                     [ac.ServiceInput(cfg["md"], 1, (messages.MarketData,))],
+                     [ac.ServiceOutput("orders", cfg["orders"], messages.OrderFlow, 2)],
+                     snapshots=ac.SnapshotPolicy(cfg["orders"] + "-snap", every_inputs=1000,
+                                                 every_seconds=5.0), pauser=pauser)
+
+    async def main() -> None:
+        assert svc is not None
+        task = asyncio.ensure_future(svc.run())
+        await svc.wait_live()
+        cfg["ready"].release()
+        await task
+
+    run_loop(cfg, main())
+    s = made[-1]
+    return {"cpu": s.meter.cpu, "wall": s.meter.wall, "sent": s.sent}
+
+
+def once_router(cfg: dict[str, Any], pauser: Callable[[], ac.Pauser]) -> dict[str, Any]:
+    """The router as an ``ac.Service`` (no outputs: it only reads)."""
+    made: list[Router] = []
+    svc: ac.Service | None = None
+
+    def done() -> None:
+        assert svc is not None
+        svc.stop()
+
+    def factory() -> Router:
+        made.append(Router(cfg["warmup"], done))
+        return made[-1]
+
+    svc = ac.Service("router", factory,
+                     [ac.ServiceInput(cfg["orders"], 2, (messages.OrderFlow,))],
+                     pauser=pauser, stateless=True)
+
+    async def main() -> None:
+        assert svc is not None
+        task = asyncio.ensure_future(svc.run())
+        await svc.wait_live()
+        cfg["ready"].release()
+        await task
+
+    run_loop(cfg, main())
+    return router_result(made[-1])
 
 
 # -- Unix sockets + uvloop + msgspec ------------------------------------------
@@ -418,8 +500,10 @@ def run_pipeline(pipeline: str, root: str, n: int, args: argparse.Namespace
         "md": os.path.join(d, "md" if pipeline != "sockets" else "md.sock"),
         "orders": os.path.join(d, "orders" if pipeline != "sockets" else "orders.sock")}
     if pipeline != "sockets":
-        for path in (cfg["md"], cfg["orders"]):  # made before the services race to open them
-            ac.open_queue(path).close()
+        for sid, path in enumerate((cfg["md"], cfg["orders"]), 1):
+            # made before the services race to open them; with source ids, the
+            # method writers write message history and the readers read it
+            ac.open_queue(path, source_id=sid if pipeline in HISTORY else 0).close()
     procs = {}
     pipes = {}
     for name in ("router", "strategy", "gateway"):

@@ -566,3 +566,64 @@ def test_java_written_input(tmp_path: Path, version: str) -> None:
     _run("uvloop", make("run").run(until_end=True))
     assert crashes >= 3
     assert _outs(tmp_path / "run") == want
+
+
+def test_stopped_while_replaying_no_snapshot_claims_what_was_not_replayed(
+        tmp_path: Path) -> None:
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    for d in (ref, run):
+        _write_ticks(d / "in", range(100))
+
+    def make(d: Path, handler: Any = Summer) -> ac.Service:
+        return ac.Service("summer", handler, [ac.ServiceInput(str(d / "in"), 1, (Ticks,))],
+                          [ac.ServiceOutput("main", str(d / "out"), Outs, 2)],
+                          snapshots=ac.SnapshotPolicy(str(d / "snap"), every_inputs=1000,
+                                                      every_seconds=None))
+
+    _run("asyncio", make(ref).run(until_end=True))
+    Summer.crash_points = {(90, 1)}
+    with pytest.raises(Crash):
+        _run("asyncio", make(run).run(until_end=True))
+
+    class StopEarly(Summer):
+        svc: ac.Service
+
+        def on_tick(self, t: Tick) -> None:
+            super().on_tick(t)
+            if t.seq == 40:
+                StopEarly.svc.stop()
+
+    svc = StopEarly.svc = make(run, StopEarly)
+    stats = _run("asyncio", svc.run(until_end=True))
+    assert stats.snapshots == 0 and stats.replayed == 41 and stats.outputs_written == 0
+    _run("asyncio", make(run).run(until_end=True))
+    assert _outs(run / "out") == _outs(ref / "out")
+
+
+@pytest.mark.parametrize("raw", [None, ac.MessageHistory().to_bytes(),
+                                 ac.MessageHistory([(1, 5), (2, 1 << 40)],
+                                                   [10, 20, 30]).to_bytes()])
+def test_history_carried_forward_without_parsing_is_the_parsed_one(
+        raw: bytes | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The history a service writes is spliced from the bytes it read (the
+    fast path exactly-once pays for): byte for byte what building a
+    ``MessageHistory`` and encoding it gives."""
+    from aiochronicle import _history
+    from aiochronicle._wire import HistoryBytes
+
+    monkeypatch.setattr(_history, "_now", lambda: 99)
+    raw_in = None if raw is None else HistoryBytes(raw)
+    fast = _history.Incoming(raw_in, 7, 1234, 55)
+    slow = _history.Incoming(raw_in, 7, 1234, 55)
+    slow.history()  # built: the slow path
+    for make in (_history.outgoing_raw, _history.outgoing_wire_bytes):
+        got = []
+        for inc in (fast, slow):
+            token = _history.CURRENT.set(inc)
+            try:
+                got.append(make())
+            finally:
+                _history.CURRENT.reset(token)
+        assert got[0] == got[1]
+    h = ac.MessageHistory.from_bytes(got[0][7:])  # the wire form: 7 bytes of key and length
+    assert h.sources[-1] == (7, 1234) and h.timings[-2:] == [55, 99]
