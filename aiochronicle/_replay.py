@@ -1,12 +1,12 @@
 """``aiochronicle replay``: re-run one service of a pipeline over recorded
 input and say whether its output equals the recorded output.
 
-The handler is made afresh (``module:Class`` of the ``PIPELINE.toml``) with
-method writers on scratch queues in a directory of its own (each with the
-output's source id, so histories read as the recorded ones do), and given the
-input excerpts of its input queues from the first up to ``--to`` in index
-order (with several inputs, the lower index first: histories record no
-interleaving); the inputs before ``--from`` rebuild the handler's state.  The
+The service is run as in production (a :class:`~._service.Service`, its
+handler made afresh from the ``module:Class`` of the ``PIPELINE.toml``) with
+its outputs on scratch queues in a directory of its own (each with the
+output's source id, so histories read as the recorded ones do), over the
+input excerpts of its input queues from the first up to ``--to``; the inputs
+before ``--from`` rebuild the handler's state.  The
 scratch outputs written for inputs from ``--from`` to ``--to`` are then
 compared with the calls of the recorded output whose history holds an input
 of that range, in order, decoded with the output's interface: the method,
@@ -16,6 +16,7 @@ equal; the history's timings are left aside.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 from collections.abc import Callable
@@ -25,10 +26,10 @@ from typing import Any, NamedTuple
 from msgspec import to_builtins
 
 from ._history import current_history
-from ._methodreader import MethodReader
 from ._pipeline import OutputSpec, PipelineSpec, resolve
 from ._queue import Queue, open_queue
-from ._tailer import Tailer
+from ._service import Service, ServiceInput, ServiceOutput
+from ._serviceproc import loop_factory
 
 __all__ = ["ReplayResult", "replay"]
 
@@ -158,35 +159,28 @@ def replay(pipeline: PipelineSpec, name: str, from_index: int | None, to_index: 
             (q.last_index for q in ins if q.last_index is not None), default=-1)
         for o in spec.outputs:
             outs.append((o, open_queue(os.path.join(into, o.name), source_id=o.source_id)))
-        writers = {o.name: q.appender().method_writer(resolve(o.interface))
-                   for o, q in outs}
-        factory = resolve(spec.handler)
-        assert callable(factory)
-        handler = factory(**writers)
-        # the handler's state at --from is rebuilt by handling every input
-        # before it (their outputs are written to the scratch queues, and
-        # left out of the comparison as the recorded ones are)
-        readers: list[tuple[Tailer, MethodReader, int]] = []
-        for i, q in zip(spec.inputs, ins, strict=True):
-            t = q.tailer()
-            ifaces = [resolve(x) for x in i.interfaces]
-            end = q.last_index
-            if end is not None:
-                readers.append((t, t.method_reader(handler, interfaces=ifaces, batch=False),
-                                min(hi, end)))
-        while readers:
-            # the input with the lowest next index first
-            k = min(range(len(readers)), key=lambda k: readers[k][0].index)
-            t, reader, end = readers[k]
-            at = t.index
-            if at > end or reader.read_available(limit=1) == 0:
-                del readers[k]
-                continue
-            if at >= lo:
-                result.inputs += 1
+        for _, q in outs:
+            q.close()
+        # the service itself, as it runs in production, on the pipeline's
+        # loop, from the first input (the inputs before --from rebuild its
+        # state; their outputs are left out of the comparison, as the
+        # recorded ones are) to --to, writing to the scratch queues
+        svc = Service(
+            name=spec.name, handler=resolve(spec.handler),
+            inputs=[ServiceInput(path=i.path, source_id=i.source_id,
+                                 interfaces=tuple(resolve(x) for x in i.interfaces), end=hi)
+                    for i in spec.inputs],
+            outputs=[ServiceOutput(name=o.name, path=q.path, interface=resolve(o.interface),
+                                   source_id=o.source_id) for o, q in outs],
+            on_error=spec.on_error)
+        with asyncio.Runner(loop_factory=loop_factory(pipeline)) as runner:
+            runner.run(svc.run(until_end=True))
+        for q in ins:
+            first, last = q.first_index, q.last_index
+            if first is not None and last is not None and max(lo, first) <= min(hi, last):
+                result.inputs += q.count_excerpts(max(lo, first), min(hi, last) + 1)
         ids = {i.source_id for i in spec.inputs}
         for o, q in outs:
-            q.close()
             iface = resolve(o.interface)
             recorded = _recorded_calls(o.path, iface, ids, lo, hi)
             replayed = _recorded_calls(q.path, iface, ids, lo, hi)

@@ -27,7 +27,7 @@ from ._queue import Queue, open_queue
 from ._runner import RESTARTED_ENV, STATUS_FD_ENV, set_parent_death_signal
 from ._service import Service, ServiceInput, ServiceOutput, SnapshotPolicy
 
-__all__ = ["build_service", "serve"]
+__all__ = ["build_service", "loop_factory", "serve"]
 
 STATUS_EVERY = 0.25
 """Seconds between two reports of the figures to the runner."""
@@ -157,6 +157,15 @@ async def _serve(svc: Service, spec: ServiceSpec, restarted: bool) -> None:
             reporter.close()
 
 
+def loop_factory(pipeline: PipelineSpec) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop factory of the pipeline's ``loop`` (None: asyncio's)."""
+    if pipeline.loop == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    return None
+
+
 def serve(pipeline: PipelineSpec, name: str, *, standby: bool = False) -> int:
     """Run service ``name`` of ``pipeline`` until SIGTERM or SIGINT; 0 when
     it stopped cleanly.  ``standby``: make the service ready (modules
@@ -169,11 +178,7 @@ def serve(pipeline: PipelineSpec, name: str, *, standby: bool = False) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     spec = pipeline.service(name)
     svc = build_service(spec)
-    factory = None
-    if pipeline.loop == "uvloop":
-        import uvloop
-
-        factory = uvloop.new_event_loop
+    factory = loop_factory(pipeline)
     if standby:
         fd = os.environ.get(STATUS_FD_ENV)
         if fd and fd.isdigit():
