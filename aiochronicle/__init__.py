@@ -31,6 +31,7 @@ from ._errors import NondeterministicHandlerError as NondeterministicHandlerErro
 from ._errors import NoSuchIndexError as NoSuchIndexError
 from ._errors import NoSuchQueueError as NoSuchQueueError
 from ._errors import NotAQueueError as NotAQueueError
+from ._errors import PipelineError as PipelineError
 from ._errors import QueueAccessError as QueueAccessError
 from ._errors import QueueBusyError as QueueBusyError
 from ._errors import QueueClosedError as QueueClosedError
@@ -130,6 +131,7 @@ __all__ = [
     "Pauser",
     "PauserMode",
     "PauserStatistics",
+    "PipelineError",
     "Pretoucher",
     "Queue",
     "QueueAccessError",

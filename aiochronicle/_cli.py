@@ -39,6 +39,7 @@ from ._repair import files_to_repair, repair_queue
 from ._replication import ReplicationSink, ReplicationSource
 from ._retention import Retention, human_size
 from ._rollcycles import RollCycles
+from ._services_cli import add_parsers as _add_service_parsers
 from ._stats import QueueStats, queue_stats
 from ._tailer import Tailer
 from ._version import __version__
@@ -1110,6 +1111,7 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--role", choices=["ping", "echo"], default="ping", help=argparse.SUPPRESS)
     _add_replicate_parser(sub)
     _add_monitor_parsers(sub, _seconds)
+    _add_service_parsers(sub, _index_arg)
     return p
 
 

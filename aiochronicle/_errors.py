@@ -20,6 +20,7 @@ __all__ = [
     "NoSuchQueueError",
     "NondeterministicHandlerError",
     "NotAQueueError",
+    "PipelineError",
     "QueueAccessError",
     "QueueBusyError",
     "QueueClosedError",
@@ -195,6 +196,18 @@ class NativeBuildError(ChronicleError, ImportError):
     API module ``aiochronicle._hot``) disagree on the layout of the structs
     they share by address: they come from different builds.  Raised when
     ``aiochronicle`` is imported; rebuild with ``pip install .``."""
+
+
+class PipelineError(ChronicleError, ValueError):
+    """A ``PIPELINE.toml`` that ``aiochronicle run`` or ``replay`` refuses
+    before anything starts (an unknown key, a missing module or class, two
+    services of one name, an input with no source id...).  ``file`` and
+    ``line`` say where (``line`` 0: the file itself)."""
+
+    def __init__(self, message: str, *, file: str = "", line: int = 0) -> None:
+        super().__init__(message)
+        self.file = file
+        self.line = line
 
 
 class ServiceError(ChronicleError):

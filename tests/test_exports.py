@@ -50,6 +50,7 @@ EXPECTED = [
     "Pauser",
     "PauserMode",
     "PauserStatistics",
+    "PipelineError",
     "Pretoucher",
     "Queue",
     "QueueAccessError",

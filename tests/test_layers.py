@@ -38,10 +38,10 @@ LAYERS: list[tuple[str, set[str]]] = [
                       "_queue"}),
     ("tools", {"_dump", "_salvage", "_rebuild", "_check", "_repair", "_stats", "_locks",
                "_listeners", "_retention", "_replication", "testing", "_monitor", "metrics",
-               "_monitor_cli", "spark._jar", "spark._columns",
+               "_monitor_cli", "_pipeline", "_runner", "spark._jar", "spark._columns",
                "spark._source", "spark._feeder", "spark._sink", "spark"}),
     # exactly-once services (issue 32): method readers and writers over queues
-    ("services", {"_service"}),
+    ("services", {"_service", "_serviceproc", "_replay", "_services_cli"}),
     ("entry points", {"_cli", "__init__", "__main__"}),
 ]
 
@@ -132,6 +132,7 @@ LAZY = {
     # prometheus-client is an optional dependency: aiochronicle.metrics needs
     # it, so the metrics command loads that module when it runs
     "_monitor_cli": "aiochronicle.metrics is imported only when `metrics` runs",
+    "_services_cli": "aiochronicle.metrics is imported only when `run` serves /metrics",
 }
 
 

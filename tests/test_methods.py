@@ -1118,6 +1118,8 @@ def test_pipeline_example(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "strategy: read 2,000 ticks" in out.stdout
-    routed = [ln for ln in out.stdout.splitlines() if ln.startswith("router:")]
-    assert routed and "sources per order [(1, 2)]" in routed[0]
+    # the runner's log stream: each line prefixed with the service's name
+    routed = [ln for ln in out.stdout.splitlines() if ln.startswith("router   | router:")]
+    # feed (10) -> gateway -> md (1) -> strategy -> orders (2) -> router
+    assert routed and "sources per order [(10, 1, 2)]" in routed[0]
     assert "end to end" in out.stdout

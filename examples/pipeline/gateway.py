@@ -1,36 +1,38 @@
-"""Market data gateway: publishes ticks on the ``md`` queue through a
-``MarketData`` method writer (no reader: the first service of the chain).
-
-Usage: python gateway.py MD_QUEUE TICKS RATE_PER_S
+"""Market data gateway: for each burst the feed asks for, publishes that many
+ticks on the ``md`` queue through a ``MarketData`` method writer (one input,
+several outputs).  Each symbol's mid walks up or down by a step drawn from the
+tick's sequence number, so the same bursts give the same ticks: the gateway is
+deterministic, as a service must be.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
-import sys
 
-from messages import SYMBOLS, MarketData, Tick, run_async, say
-
-import aiochronicle as ac
+from messages import SYMBOLS, MarketData, Tick, say
 
 
-async def main(md_path: str, ticks: int, rate: float) -> None:
-    with ac.open_queue(md_path) as md:
-        feed = md.appender().method_writer(MarketData)  # typed as MarketData
-        rnd = random.Random(7)
-        mids = dict.fromkeys(SYMBOLS, 1.0)
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        for seq in range(ticks):
+class Gateway:
+    """Handles ``Feed`` calls; its state is each symbol's mid."""
+
+    def __init__(self, md: MarketData) -> None:
+        self.md = md
+        self.mids = dict.fromkeys(SYMBOLS, 1.0)
+
+    def on_burst(self, first_seq: int, count: int) -> None:
+        for seq in range(first_seq, first_seq + count):
             sym = SYMBOLS[seq % len(SYMBOLS)]
-            mid = mids[sym] = round(mids[sym] + rnd.choice((-1, 1)) * 0.0001, 5)
-            feed.on_tick(Tick(sym, round(mid - 0.00005, 5), round(mid + 0.00005, 5), seq))
-            if seq % 20 == 19:  # pace the feed: 20 ticks, then wait for their slot
-                await asyncio.sleep(max(0.0, start + (seq + 1) / rate - loop.time()))
-        feed.end_of_day(ticks)
-        say(f"gateway:  published {ticks:,} ticks at ~{rate:,.0f}/s to {md_path}")
+            step = random.Random(seq).choice((-1, 1)) * 0.0001
+            mid = self.mids[sym] = round(self.mids[sym] + step, 5)
+            self.md.on_tick(Tick(sym, round(mid - 0.00005, 5), round(mid + 0.00005, 5), seq))
 
+    def end_of_day(self, ticks: int) -> None:
+        say(f"gateway:  published {ticks:,} ticks")
+        self.md.end_of_day(ticks)
 
-if __name__ == "__main__":
-    run_async(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
+    # the state a snapshot keeps, and takes back on restart
+    def snapshot(self) -> dict[str, float]:
+        return dict(self.mids)
+
+    def restore(self, state: dict[str, float]) -> None:
+        self.mids = dict(state)

@@ -1,8 +1,11 @@
 """The messages and interfaces the three pipeline services exchange.
 
-Market data flows gateway -> strategy over the ``md`` queue (``MarketData``
-calls); orders flow strategy -> router over the ``orders`` queue (``OrderFlow``
-calls).  Each call is one excerpt; the payloads are msgspec Structs.
+The feed asks the gateway for bursts of market data over the ``feed`` queue
+(``Feed`` calls); market data flows gateway -> strategy over the ``md`` queue
+(``MarketData`` calls); orders flow strategy -> router over the ``orders``
+queue (``OrderFlow`` calls); the router writes each order with its venue to
+the ``routed`` queue (``Routing`` calls).  Each call is one excerpt; the
+payloads are msgspec Structs.
 """
 
 from __future__ import annotations
@@ -13,9 +16,8 @@ from typing import Protocol
 
 import msgspec
 
-import aiochronicle as ac
-
 SYMBOLS = ("EURUSD", "GBPUSD", "USDJPY", "AUDUSD")
+VENUES = ("LMAX", "EBS", "HOTSPOT")
 
 
 class Tick(msgspec.Struct):
@@ -37,6 +39,21 @@ class Order(msgspec.Struct):
     tick_seq: int
 
 
+class Routed(msgspec.Struct):
+    """An order and the venue the router sent it to."""
+
+    venue: str
+    order: Order
+
+
+class Feed(Protocol):
+    """What drives the gateway: publish ``count`` ticks from ``first_seq`` on."""
+
+    def on_burst(self, first_seq: int, count: int) -> None: ...
+
+    def end_of_day(self, ticks: int) -> None: ...
+
+
 class MarketData(Protocol):
     """What the gateway publishes."""
 
@@ -53,39 +70,16 @@ class OrderFlow(Protocol):
     def end_of_day(self, orders: int) -> None: ...
 
 
-def run_async(main: object) -> None:
-    """Run a coroutine on uvloop when it is installed, else on asyncio."""
-    import asyncio
+class Routing(Protocol):
+    """What the router records: each order with its venue."""
 
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
-        factory = None
-    else:
-        factory = uvloop.new_event_loop
-    with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(main)  # type: ignore[arg-type]
+    def on_routed(self, routed: Routed) -> None: ...
 
-
-def pauser_from_env() -> ac.Pauser:
-    """The pauser the readers wait with: ``$PIPELINE_PAUSER`` (a ``Pauser``
-    factory name: notify, balanced, yielding, busy, ...), default ``notify``."""
-    name = os.environ.get("PIPELINE_PAUSER", "notify")
-    factory = getattr(ac.Pauser, name, None)
-    if factory is None:
-        raise SystemExit(f"no pauser {name!r}")
-    pauser: ac.Pauser = factory()
-    return pauser
+    def end_of_day(self, orders: int) -> None: ...
 
 
 def say(text: str) -> None:
-    """Print ``text`` in one ``write`` (the services share the launcher's
-    stdout; one write of less than PIPE_BUF bytes is never interleaved)."""
+    """Print ``text`` in one ``write`` (one write of less than PIPE_BUF bytes
+    is never interleaved with another process's)."""
     sys.stdout.flush()
     os.write(sys.stdout.fileno(), (text + "\n").encode())
-
-
-def mark_ready(directory: str, name: str) -> None:
-    """Tell the launcher this service is reading (a file ``<name>.ready``)."""
-    with open(os.path.join(directory, f"{name}.ready"), "w"):
-        pass

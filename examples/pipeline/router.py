@@ -1,16 +1,12 @@
-"""Order router: an async method reader on ``orders``.  Each order's message
-history holds the time the gateway wrote the tick, the strategy read it and
-wrote the order, and this router read it, so the router prints the latency of
-every hop of the chain.
-
-Usage: python router.py ORDERS_QUEUE READY_DIR
+"""Order router: handles ``OrderFlow`` calls, sends each order to a venue (the
+``routed`` queue) and keeps the per-hop latency each order's message history
+holds: the time the gateway wrote the tick, the strategy read it and wrote the
+order, and this router read it.  It prints them at the end of the day.
 """
 
 from __future__ import annotations
 
-import sys
-
-from messages import Order, mark_ready, pauser_from_env, run_async, say
+from messages import VENUES, Order, Routed, Routing, say
 
 import aiochronicle as ac
 
@@ -19,26 +15,34 @@ HOPS = ("gateway -> strategy (md queue)", "strategy handler", "strategy -> route
 
 
 class Router:
-    """Handles OrderFlow calls (structurally: ``on_order`` is async here)."""
+    """Routes orders round robin per symbol; its state is the next venue of
+    each symbol and the notional routed."""
 
-    def __init__(self) -> None:
+    def __init__(self, routed: Routing) -> None:
+        self.routed = routed
+        self.next_venue: dict[str, int] = {}
+        self.notional = 0.0
+        self.count = 0
+        # not state: what this process saw of the latency (printed, never written)
         self.hops: list[list[int]] = [[] for _ in HOPS]
         self.sources: set[tuple[int, ...]] = set()
-        self.reader: ac.MethodReader | None = None
-        self.notional = 0.0
 
-    async def on_order(self, order: Order) -> None:
+    def on_order(self, order: Order) -> None:
         history = ac.current_history()
-        assert history is not None
-        t = history.timings  # gateway write, strategy read, strategy write, router read
-        for i, ns in enumerate([*history.latencies_ns(), t[-1] - t[0]]):
-            self.hops[i].append(ns)
-        self.sources.add(tuple(s for s, _ in history.sources))
+        if history is not None:
+            self.sources.add(tuple(s for s, _ in history.sources))
+        if history is not None and len(history.timings) >= 4:
+            t = history.timings  # gateway write, strategy read, strategy write, router read
+            for i, ns in enumerate([*history.latencies_ns()[-3:], t[-1] - t[-4]]):
+                self.hops[i].append(ns)
+        k = self.next_venue.get(order.symbol, 0)
+        self.next_venue[order.symbol] = (k + 1) % len(VENUES)
         self.notional += order.qty * order.limit
+        self.count += 1
+        self.routed.on_routed(Routed(VENUES[k], order))
 
     def end_of_day(self, orders: int) -> None:
-        got = len(self.hops[0])
-        lines = [f"router:   routed {got:,} of {orders:,} orders, sources per order "
+        lines = [f"router:   routed {self.count:,} of {orders:,} orders, sources per order "
                  f"{sorted(self.sources)}, notional {self.notional:,.0f}",
                  f"{'per-hop latency from message history (µs)':<44}"
                  f"{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}"]
@@ -51,18 +55,12 @@ class Router:
             lines.append(f"  {name:<42}{pct(0.5):>10.1f}{pct(0.9):>10.1f}{pct(0.99):>10.1f}"
                          f"{v[-1] / 1000:>10.1f}")
         say("\n".join(lines))
-        assert self.reader is not None
-        self.reader.stop()
+        self.routed.end_of_day(self.count)
 
+    def snapshot(self) -> dict[str, object]:
+        return {"next_venue": self.next_venue, "notional": self.notional, "count": self.count}
 
-async def main(orders_path: str, ready_dir: str) -> None:
-    with ac.open_queue(orders_path) as orders:
-        router = Router()
-        reader = orders.tailer(pauser=pauser_from_env()).method_reader(router)
-        router.reader = reader
-        mark_ready(ready_dir, "router")
-        await reader.run()
-
-
-if __name__ == "__main__":
-    run_async(main(sys.argv[1], sys.argv[2]))
+    def restore(self, state: dict[str, object]) -> None:
+        nv, notional, count = state["next_venue"], state["notional"], state["count"]
+        assert isinstance(nv, dict) and isinstance(notional, float) and isinstance(count, int)
+        self.next_venue, self.notional, self.count = dict(nv), notional, count

@@ -1,17 +1,13 @@
-"""Strategy: an async method reader on ``md`` whose handler sends orders on the
-``orders`` queue through an ``OrderFlow`` method writer.  Writing from inside
-the handler carries each tick's message history forward to the router.
-
-Usage: python strategy.py MD_QUEUE ORDERS_QUEUE READY_DIR
+"""Strategy: handles the gateway's ``MarketData`` calls and sends orders to
+the router through an ``OrderFlow`` method writer.  Writing from inside the
+handler carries each tick's message history forward to the router.  The
+momentum rule keeps state (the run of each symbol): snapshots keep it across
+restarts.
 """
 
 from __future__ import annotations
 
-import sys
-
-from messages import MarketData, Order, OrderFlow, Tick, mark_ready, pauser_from_env, run_async, say
-
-import aiochronicle as ac
+from messages import MarketData, Order, OrderFlow, Tick, say
 
 
 class MomentumRule:
@@ -43,7 +39,6 @@ class Momentum(MarketData):
         self.orders = orders
         self.rule = MomentumRule()
         self.sent = 0
-        self.reader: ac.MethodReader | None = None
 
     def on_tick(self, tick: Tick) -> None:
         side = self.rule.side(tick)
@@ -53,20 +48,13 @@ class Momentum(MarketData):
             self.sent += 1
 
     def end_of_day(self, ticks: int) -> None:
-        self.orders.end_of_day(self.sent)
         say(f"strategy: read {ticks:,} ticks, sent {self.sent:,} orders")
-        assert self.reader is not None
-        self.reader.stop()
+        self.orders.end_of_day(self.sent)
 
+    def snapshot(self) -> dict[str, object]:
+        return {"last": self.rule.last, "run": self.rule.run, "sent": self.sent}
 
-async def main(md_path: str, orders_path: str, ready_dir: str) -> None:
-    with ac.open_queue(md_path) as md, ac.open_queue(orders_path) as out:
-        strategy = Momentum(out.appender().method_writer(OrderFlow))
-        reader = md.tailer(pauser=pauser_from_env()).method_reader(strategy)
-        strategy.reader = reader
-        mark_ready(ready_dir, "strategy")
-        await reader.run()
-
-
-if __name__ == "__main__":
-    run_async(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+    def restore(self, state: dict[str, object]) -> None:
+        last, run, sent = state["last"], state["run"], state["sent"]
+        assert isinstance(last, dict) and isinstance(run, dict) and isinstance(sent, int)
+        self.rule.last, self.rule.run, self.sent = dict(last), dict(run), sent
