@@ -1,0 +1,192 @@
+"""Binary search: the first excerpt at or after a key, without a scan.
+
+The search reads O(log n) excerpts: first one excerpt per probed cycle (the
+first excerpt of each cycle, to pick the cycle), then one per probe inside the
+chosen cycle.  A probe positions the tailer with ``move_to_index``, which finds
+an excerpt through the cycle file's two-level index (``index2index``, then the
+index page's entry, then a walk over the headers of one index span of at most
+``indexSpacing`` excerpts), and reads that one excerpt.
+
+The key of an excerpt comes from a function of its payload: a field of a typed
+message (:func:`field_key`), the first timing of its message history
+(:func:`history_time`), or anything the caller writes.  Keys must not decrease
+along the queue (the queue must be sorted by the key), as for Java's
+``BinarySearch.search``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._codecs import Codecs, payload_decoder
+from ._errors import ChronicleError
+from ._methods import call_history
+
+if TYPE_CHECKING:
+    from ._codecs import Codec
+    from ._excerpt import Excerpt
+    from ._rollcycles import RollCycle
+
+__all__ = ["SearchStats", "binary_search", "field_key", "history_time"]
+
+KeyFn = Callable[[bytes], Any]
+"""A function from an excerpt's payload to its key; None means "no key here"
+(Java's ``NotComparableException``): the search looks at the next excerpt."""
+
+#: excerpts looked at past an excerpt without a key before giving up on a probe
+_SKIP_LIMIT = 1 << 16
+
+
+@dataclass
+class SearchStats:
+    """What one :func:`binary_search` did (pass one to count).
+
+    Attributes:
+        reads: excerpts read (each read once, its key taken once).
+        cycles: cycles probed by their first excerpt.
+    """
+
+    reads: int = 0
+    cycles: int = 0
+
+
+class _Queue(Protocol):
+    @property
+    def roll_cycle(self) -> RollCycle: ...
+    def cycles(self) -> list[int]: ...
+    def excerpts_in_cycle(self, cycle: int) -> int: ...
+
+
+class SearchTailer(Protocol):
+    """What a binary search needs of a tailer (:class:`Tailer` is one)."""
+
+    @property
+    def queue(self) -> Any: ...
+    def move_to_index(self, index: int) -> bool: ...
+    def read_nowait(self) -> Excerpt | None: ...
+    def to_end(self) -> Any: ...
+
+
+def binary_search(tailer: SearchTailer, key: Any, *, key_fn: KeyFn = bytes,
+                  stats: SearchStats | None = None) -> int | None:
+    """The index of the first excerpt whose key is at or after ``key``
+    (``key_fn(payload) >= key``), or None when every excerpt's key is
+    before it.  The tailer is left at that excerpt (its next read returns
+    it), or at the end of the queue when None is returned.
+
+    Excerpts whose ``key_fn`` returns None have no key: the probe moves on to
+    the next excerpt (at most 65,536 in a row).  Keys must not decrease along
+    the queue; the result is undefined where they do (as Java's).  Unlike
+    Java's ``BinarySearch.search``, which returns any excerpt equal to the key
+    or a negative approximation, this returns the first excerpt at or after
+    it, the place to start a replay.
+    """
+    st = stats if stats is not None else SearchStats()
+    q: _Queue = tailer.queue
+    rc = q.roll_cycle
+    cycles = [c for c in q.cycles() if q.excerpts_in_cycle(c) > 0]
+
+    def probe(cycle: int, seq: int, end: int) -> tuple[int, Any]:
+        """(sequence, key) of the first excerpt with a key at or after ``seq``
+        in ``cycle`` (before ``end``); (end, None) when there is none."""
+        for _ in range(_SKIP_LIMIT):
+            if seq >= end:
+                return end, None
+            if not tailer.move_to_index(rc.to_index(cycle, seq)):
+                return end, None
+            ex = tailer.read_nowait()
+            if ex is None:
+                return end, None
+            st.reads += 1
+            k = key_fn(ex.payload)
+            if k is not None:
+                return seq, k
+            seq += 1
+        raise ChronicleError(f"binary search: {_SKIP_LIMIT} excerpts in a row without a key "
+                             f"from {rc.to_index(cycle, seq):#x}")
+
+    def first_at_or_after(cycle: int) -> int | None:
+        """Lower bound inside one cycle: the first sequence with a key >= key."""
+        lo, hi = 0, q.excerpts_in_cycle(cycle)
+        best: int | None = None
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            s, k = probe(cycle, mid, hi)
+            if k is None:
+                hi = mid  # no key from mid up to hi: look below
+            elif k < key:
+                lo = s + 1
+            else:
+                best = s  # the lowest found so far; look below mid for a lower one
+                hi = mid
+        return best
+
+    # the cycle: the last whose first key is before ``key`` holds the answer,
+    # unless it is the first excerpt of the next one
+    lo, hi = 0, len(cycles)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        st.cycles += 1
+        n = q.excerpts_in_cycle(cycles[mid])
+        _, k = probe(cycles[mid], 0, n)
+        if k is not None and k < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    found: int | None = None
+    if lo > 0:
+        seq = first_at_or_after(cycles[lo - 1])
+        if seq is not None:
+            found = rc.to_index(cycles[lo - 1], seq)
+    if found is None:
+        for c in cycles[lo:]:
+            seq = first_at_or_after(c)
+            if seq is not None:
+                found = rc.to_index(c, seq)
+                break
+    if found is None:
+        tailer.to_end()
+    else:
+        tailer.move_to_index(found)
+    return found
+
+
+def history_time(payload: bytes) -> int | None:
+    """A key function: the first timing of the excerpt's message history
+    (nanoseconds, ``time.monotonic_ns()`` of the writer that started the
+    chain), or None when the excerpt carries no history.  Any codec."""
+    h = call_history(payload)
+    if h is None or not h.timings:
+        return None
+    return h.timings[0]
+
+
+def field_key(name: str, codec: Codec | str | None = None) -> KeyFn:
+    """A key function: the value of the field ``name`` in the excerpt, decoded
+    as ``codec`` (default: BinaryWire documents and method calls as Java
+    writes them; give the queue's codec, e.g. ``"msgpack"``, for method
+    calls of other codecs).  The field is looked for at any depth (the first
+    one found, depth first); None when the excerpt has no such field."""
+    decode = payload_decoder(None if codec is None else Codecs.get(codec))
+
+    def key(payload: bytes) -> Any:
+        return _find(decode(payload).value, name)
+
+    return key
+
+
+def _find(value: object, name: str) -> Any:
+    stack = [value]
+    for _ in range(1 << 16):
+        if not stack:
+            return None
+        v = stack.pop()
+        if isinstance(v, dict):
+            if name in v:
+                return v[name]
+            stack.extend(reversed(list(v.values())))
+        elif isinstance(v, list | tuple):
+            stack.extend(reversed(v))
+    return None
