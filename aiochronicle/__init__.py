@@ -21,6 +21,7 @@ from ._errors import AppendLockedError as AppendLockedError
 from ._errors import ChronicleError as ChronicleError
 from ._errors import CorruptQueueError as CorruptQueueError
 from ._errors import DiskFullError as DiskFullError
+from ._errors import DocumentClosedError as DocumentClosedError
 from ._errors import HeaderlessCycleError as HeaderlessCycleError
 from ._errors import IllegalIndexError as IllegalIndexError
 from ._errors import IndexFullError as IndexFullError
@@ -46,6 +47,7 @@ from ._errors import WriteLockTimeoutError as WriteLockTimeoutError
 from ._excerpt import Batch as Batch
 from ._excerpt import Excerpt as Excerpt
 from ._excerpt import TailerDirection as TailerDirection
+from ._excerpt import TailerState as TailerState
 from ._history import MessageHistory as MessageHistory
 from ._history import current_history as current_history
 from ._listeners import StoreFileListener as StoreFileListener
@@ -63,6 +65,7 @@ from ._pretoucher import Pretoucher as Pretoucher
 from ._queue import Queue as Queue
 from ._queue import open_queue as open_queue
 from ._queue import set_queue_codec as set_queue_codec
+from ._reading import ReadingDocument as ReadingDocument
 from ._repair import repair_queue as repair_queue
 from ._replication import DivergenceError as DivergenceError
 from ._replication import IncompatibleQueueError as IncompatibleQueueError
@@ -76,6 +79,10 @@ from ._retention import Retention as Retention
 from ._retention import RetentionDecision as RetentionDecision
 from ._rollcycles import RollCycle as RollCycle
 from ._rollcycles import RollCycles as RollCycles
+from ._search import SearchStats as SearchStats
+from ._search import binary_search as binary_search
+from ._search import field_key as field_key
+from ._search import history_time as history_time
 from ._settings import QueueOptions as QueueOptions
 from ._settings import SyncMode as SyncMode
 from ._settings import UnlockMode as UnlockMode
@@ -101,6 +108,7 @@ __all__ = [
     "CycleStats",
     "DiskFullError",
     "DivergenceError",
+    "DocumentClosedError",
     "DocumentContext",
     "Excerpt",
     "HeaderlessCycleError",
@@ -130,6 +138,7 @@ __all__ = [
     "QueueOptions",
     "QueueStats",
     "ReadOnlyQueueError",
+    "ReadingDocument",
     "ReplicationAuthError",
     "ReplicationError",
     "ReplicationGapError",
@@ -142,6 +151,7 @@ __all__ = [
     "RollCycle",
     "RollCycleMismatchWarning",
     "RollCycles",
+    "SearchStats",
     "SetTimeProvider",
     "SinkInfo",
     "StoreFileListener",
@@ -149,6 +159,7 @@ __all__ = [
     "SystemTimeProvider",
     "Tailer",
     "TailerDirection",
+    "TailerState",
     "TailerStats",
     "TimeProvider",
     "UnalignedCycleError",
@@ -159,8 +170,11 @@ __all__ = [
     "WriteLockTimeoutError",
     "__version__",
     "add_store_file_listener",
+    "binary_search",
     "check_queue",
     "current_history",
+    "field_key",
+    "history_time",
     "lock_states",
     "method_id",
     "open_queue",

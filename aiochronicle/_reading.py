@@ -5,14 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import TracebackType
 
-from ._errors import ChronicleError
+from ._errors import DocumentClosedError
 
-__all__ = ["DocumentClosedError", "ReadingDocument"]
-
-
-class DocumentClosedError(ChronicleError, ValueError):
-    """A :class:`ReadingDocument` was used after its ``with`` block ended (its
-    view into the mapped file is released then)."""
+__all__ = ["ReadingDocument"]
 
 
 class ReadingDocument:

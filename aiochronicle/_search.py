@@ -126,11 +126,12 @@ def binary_search(tailer: SearchTailer, key: Any, *, key_fn: KeyFn = bytes,
     # the cycle: the last whose first key is before ``key`` holds the answer,
     # unless it is the first excerpt of the next one
     lo, hi = 0, len(cycles)
+    firsts: dict[int, tuple[int, Any]] = {}
     while lo < hi:
         mid = (lo + hi) >> 1
         st.cycles += 1
-        n = q.excerpts_in_cycle(cycles[mid])
-        _, k = probe(cycles[mid], 0, n)
+        firsts[mid] = probe(cycles[mid], 0, q.excerpts_in_cycle(cycles[mid]))
+        k = firsts[mid][1]
         if k is not None and k < key:
             lo = mid + 1
         else:
@@ -140,12 +141,12 @@ def binary_search(tailer: SearchTailer, key: Any, *, key_fn: KeyFn = bytes,
         seq = first_at_or_after(cycles[lo - 1])
         if seq is not None:
             found = rc.to_index(cycles[lo - 1], seq)
-    if found is None:
-        for c in cycles[lo:]:
-            seq = first_at_or_after(c)
-            if seq is not None:
-                found = rc.to_index(c, seq)
-                break
+    for j in range(lo, len(cycles)) if found is None else ():
+        # the first key of cycle j is at or after ``key`` (or it has none)
+        s, k = firsts[j] if j in firsts else probe(cycles[j], 0, q.excerpts_in_cycle(cycles[j]))
+        if k is not None:
+            found = rc.to_index(cycles[j], s)
+            break
     if found is None:
         tailer.to_end()
     else:

@@ -1,0 +1,174 @@
+"""Reading in place (Java's ``readingDocument()`` and ``rollbackOnClose()``),
+the tailer's state (``TailerState``) and its last read index."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+import aiochronicle as ac
+
+T0 = 1_637_251_500_000
+DAY = 86_400_000
+
+
+def test_view_in_place_then_moves_on(tmp_path):
+    with ac.open_queue(tmp_path / "q") as q:
+        a = q.appender()
+        big = os.urandom(1 << 20)
+        i0 = a.append(b"first")
+        i1 = a.append(big)
+        t = q.tailer()
+        with t.reading_document() as doc:
+            assert doc.present and doc.index == i0
+            assert bytes(doc.payload) == b"first"
+        with t.reading_document() as doc:
+            view = doc.payload
+            assert doc.index == i1 and len(doc) == len(big)
+            assert view.readonly and view == big
+            # a view of the mapping, not a copy in a bytes object
+            assert not isinstance(view.obj, bytes | bytearray)
+            with pytest.raises(TypeError):
+                view[0] = 1
+        assert t.last_read_index == i1
+        assert t.read_nowait() is None
+        with t.reading_document() as doc:
+            assert not doc.present and not doc and doc.index == i1 + 1
+            with pytest.raises(ac.DocumentClosedError):
+                doc.payload  # noqa: B018
+
+
+def test_use_after_the_block_is_a_named_error(tmp_path):
+    with ac.open_queue(tmp_path / "q") as q:
+        q.appender().append(b"abc")
+        t = q.tailer()
+        with t.reading_document() as doc:
+            view = doc.payload
+        with pytest.raises(ValueError, match="released"):
+            bytes(view)
+        with pytest.raises(ac.DocumentClosedError):
+            doc.payload  # noqa: B018
+        with pytest.raises(ac.DocumentClosedError):
+            doc.rollback_on_close()
+
+
+def test_rollback_on_close_and_an_exception_unread(tmp_path):
+    with ac.open_queue(tmp_path / "q") as q:
+        a = q.appender()
+        i0 = a.append(b"one")
+        a.append(b"two")
+        t = q.tailer()
+        with t.reading_document() as doc:
+            doc.rollback_on_close()
+        assert t.index == i0
+        with pytest.raises(RuntimeError), t.reading_document() as doc:
+            raise RuntimeError("parse failed")
+        ex = t.read_nowait()
+        assert ex is not None and ex.payload == b"one"
+        with t.reading_document() as doc:
+            assert bytes(doc.payload) == b"two"
+
+
+def test_across_a_roll_backward_and_named(tmp_path):
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(tmp_path / "q", time_provider=clock) as q:
+        a = q.appender()
+        i0 = a.append(b"day1")
+        clock.advance_millis(DAY)
+        i1 = a.append(b"day2")
+        t = q.tailer("reader")
+        seen = []
+        for _ in range(2):
+            with t.reading_document() as doc:
+                seen.append((doc.index, bytes(doc.payload)))
+        assert seen == [(i0, b"day1"), (i1, b"day2")]
+        t.close()
+        assert q.tailer("reader").index == i1 + 1  # the named position was saved
+        b = q.tailer(direction=ac.TailerDirection.BACKWARD)
+        got = []
+        for _ in range(3):
+            with b.reading_document() as doc:
+                if doc.present:
+                    got.append(bytes(doc.payload))
+        assert got == [b"day2", b"day1"]
+        assert b.state is ac.TailerState.BEYOND_START_OF_CYCLE
+
+
+@pytest.mark.parametrize("what", ["tailer", "queue"])
+def test_close_from_another_thread_waits_for_the_block(tmp_path, what):
+    """The file stays mapped while a block is open: another thread's close
+    returns at once, and the view stays readable until the block ends."""
+    q = ac.open_queue(tmp_path / "q")
+    payload = os.urandom(200_000)
+    q.appender().append(payload)
+    t = q.tailer()
+    closed = threading.Event()
+    with t.reading_document() as doc:
+        view = doc.payload
+        th = threading.Thread(target=lambda: ((t if what == "tailer" else q).close(),
+                                              closed.set()))
+        th.start()
+        assert closed.wait(30)
+        assert view == payload  # still mapped
+    th.join()
+    with pytest.raises(ac.QueueClosedError):
+        t.read_nowait()
+    q.close()
+
+
+def test_state(tmp_path):
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(tmp_path / "q", time_provider=clock) as q:
+        t = q.tailer()
+        assert t.state is ac.TailerState.UNINITIALISED
+        assert t.last_read_index == -1
+        a = q.appender()
+        i0 = a.append(b"x")
+        assert t.read_nowait() is not None
+        assert t.state is ac.TailerState.FOUND_IN_CYCLE  # at the end of the open cycle
+        assert t.last_read_index == i0
+        clock.advance_millis(DAY)
+        i1 = a.append(b"y")  # the roll writes the EOF of the first cycle
+        assert t.state is ac.TailerState.END_OF_CYCLE
+        assert t.read_nowait().index == i1
+        assert t.state is ac.TailerState.FOUND_IN_CYCLE
+        assert t.move_to_index(i0) and t.state is ac.TailerState.FOUND_IN_CYCLE
+        assert t.last_read_index == i1  # moving is no read
+
+
+def test_cycle_not_found(tmp_path):
+    """A named tailer whose cycle file was deleted stands at a cycle without a file."""
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(tmp_path / "q", time_provider=clock) as q:
+        a = q.appender()
+        a.append(b"x")
+        a.append(b"y")
+        first = q.cycles()[0]
+        t = q.tailer("n")
+        t.read_nowait()
+        t.read_nowait()
+        t.close()
+        clock.advance_millis(DAY)
+        a.append(b"z")
+    os.unlink(os.path.join(tmp_path / "q", os.path.basename(q.cycle_path(first))))
+    with ac.open_queue(tmp_path / "q", time_provider=clock) as q:
+        t = q.tailer("n")
+        assert t.state is ac.TailerState.CYCLE_NOT_FOUND
+        assert t.read_nowait().payload == b"z"
+
+
+def test_last_read_index_of_a_batch_that_stops_at_a_large_excerpt(tmp_path):
+    """read_many stops before an excerpt too large for what is left of its
+    buffer: the last read index is the last one taken, not that one."""
+    with ac.open_queue(tmp_path / "q") as q:
+        a = q.appender()
+        i0 = a.append(b"small")
+        a.append(b"L" * 5000)
+        t = q.tailer()
+        b = t.read_many(max_count=10, max_bytes=1000)
+        assert list(b.indices) == [i0]
+        assert t.last_read_index == i0
+        b = t.read_many(max_count=10, max_bytes=1000)  # too large: comes alone
+        assert t.last_read_index == i0 + 1 == b.indices[0]
