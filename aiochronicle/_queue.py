@@ -8,7 +8,13 @@ import warnings
 import weakref
 from typing import Any
 
-from ._appender import Appender, _ClockedAppender, _SyncedAppender
+from ._appender import (
+    Appender,
+    AppenderListener,
+    _ClockedAppender,
+    _ListenedAppender,
+    _SyncedAppender,
+)
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
 from ._codecs import Codec, Codecs, record_codec, recorded_codec
 from ._cycles import Cycles
@@ -410,11 +416,25 @@ class Queue(_Resource):
         return self._cycles
 
     # -- user objects ----------------------------------------------------
-    def appender(self) -> Appender:
-        """A new appender (one per thread that writes)."""
+    def appender(self, *, listener: AppenderListener | None = None) -> Appender:
+        """A new appender (one per thread that writes).
+
+        ``listener(index, payload)`` (and the queue's ``appender_listener``) is
+        called after each excerpt this appender commits, in the appending
+        thread, after the write lock is let go (Java's ``appenderListener``):
+        for audit trails, secondary indexes or fan-out within the process.  An
+        exception in one is logged on the ``aiochronicle`` logger; the excerpt
+        stays written.  Appenders made without listeners pay nothing for them.
+        """
         self._check_open()
         if self.read_only or self._cycles.meta is None:
             raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
+        listeners = tuple(fn for fn in (self.options.appender_listener, listener)
+                          if fn is not None)
+        if listeners:
+            la = _ListenedAppender(self._cycles, self, True, listeners)
+            self._children.add(la)
+            return la
         kind: type[Appender] = Appender
         if self.sync_mode is not SyncMode.NONE:
             kind = _SyncedAppender
@@ -594,7 +614,8 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
                unlock_mode: UnlockMode = UnlockMode.LOCKING_PROCESS_DEAD,
                sync: SyncMode = SyncMode.NONE, sync_every: int = 1,
                sync_interval: float | None = None,
-               sync_interval_ms: float | None = None) -> Queue:
+               sync_interval_ms: float | None = None,
+               appender_listener: AppenderListener | None = None) -> Queue:
     """Open (creating if needed) the Chronicle Queue directory at ``path``.
 
     Args:
@@ -618,6 +639,9 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
         sync_every: with a sync mode, msync every this many excerpts ...
         sync_interval: ... or when this many seconds have passed.
         sync_interval_ms: ``sync_interval`` in milliseconds (deprecated).
+        appender_listener: ``listener(index, payload)`` called after each
+            commit of every appender of this queue object (see
+            :meth:`Queue.appender`).
 
     Durations are seconds; ``epoch`` and the clock are milliseconds, as in
     Chronicle (and so are the Chronicle-named ``Pauser`` factories such as
@@ -636,7 +660,8 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
         roll_cycle=roll_cycle, epoch=epoch, time_provider=time_provider, read_only=read_only,
         block_size=block_size, index_count=index_count, index_spacing=index_spacing,
         timeout=timeout, week_rule=week_rule, source_id=source_id, lock_timeout=lock_timeout,
-        unlock_mode=unlock_mode, sync=sync, sync_every=sync_every, sync_interval=sync_interval)
+        unlock_mode=unlock_mode, sync=sync, sync_every=sync_every, sync_interval=sync_interval,
+        appender_listener=appender_listener)
     if sync_interval_ms is not None:
         settings["sync_interval_ms"] = sync_interval_ms
     return Queue(path, options_from(settings))

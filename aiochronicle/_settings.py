@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +71,11 @@ class QueueOptions:
     sync: SyncMode = SyncMode.NONE
     sync_every: int = 1
     sync_interval: float | None = None
+    appender_listener: Callable[[int, bytes], None] | None = None
 
     def __post_init__(self) -> None:
+        if self.appender_listener is not None and not callable(self.appender_listener):
+            raise TypeError("appender_listener must be callable as listener(index, payload)")
         rc = self.roll_cycle
         if isinstance(rc, str):
             object.__setattr__(self, "roll_cycle", RollCycles.by_name(rc.upper()))
