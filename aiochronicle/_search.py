@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ._excerpt import Excerpt
     from ._rollcycles import RollCycle
 
-__all__ = ["SearchStats", "binary_search", "field_key", "history_time"]
+__all__ = ["SearchStats", "binary_search", "field_key", "find_field", "history_time"]
 
 KeyFn = Callable[[bytes], Any]
 """A function from an excerpt's payload to its key; None means "no key here"
@@ -173,12 +173,14 @@ def field_key(name: str, codec: Codec | str | None = None) -> KeyFn:
     decode = payload_decoder(None if codec is None else Codecs.get(codec))
 
     def key(payload: bytes) -> Any:
-        return _find(decode(payload).value, name)
+        return find_field(decode(payload).value, name)
 
     return key
 
 
-def _find(value: object, name: str) -> Any:
+def find_field(value: object, name: str) -> Any:
+    """The value of the first field ``name`` in decoded plain data (dicts and
+    lists, depth first), or None."""
     stack = [value]
     for _ in range(1 << 16):
         if not stack:
