@@ -16,6 +16,7 @@ from ._codecs import Codec as Codec
 from ._codecs import CodecError as CodecError
 from ._codecs import CodecMismatchError as CodecMismatchError
 from ._codecs import Codecs as Codecs
+from ._diskspace import DiskSpace as DiskSpace
 from ._document import DocumentContext as DocumentContext
 from ._errors import AppendLockedError as AppendLockedError
 from ._errors import ChronicleError as ChronicleError
@@ -107,6 +108,7 @@ __all__ = [
     "CorruptQueueError",
     "CycleStats",
     "DiskFullError",
+    "DiskSpace",
     "DivergenceError",
     "DocumentClosedError",
     "DocumentContext",

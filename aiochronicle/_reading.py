@@ -18,8 +18,9 @@ class ReadingDocument:
     ``present`` says whether there was an excerpt; ``payload`` is a read-only
     ``memoryview`` of its bytes in the mapping (no copy), released when the
     block ends: using it afterwards raises ``ValueError`` (``operation
-    forbidden on released memoryview object``), and the document's own
-    members raise :class:`DocumentClosedError`.  Slices of ``payload`` are
+    forbidden on released memoryview object``), and ``payload`` and
+    ``rollback_on_close()`` raise :class:`DocumentClosedError` (``index`` and
+    ``present`` stay readable).  Slices of ``payload`` are
     views into the same mapping: keep them no longer than the block, copy
     (``bytes(view)``) what must outlive it.  While the block is open the
     tailer counts a call in flight, so closing the tailer or its queue (from
@@ -30,11 +31,12 @@ class ReadingDocument:
     tailer at it, so the next read returns it again.
     """
 
-    __slots__ = ("_done", "_finish", "_index", "_rollback", "_view")
+    __slots__ = ("_done", "_finish", "_index", "_present", "_rollback", "_view")
 
     def __init__(self, index: int, view: memoryview | None,
                  finish: Callable[[bool], None]) -> None:
         self._index = index
+        self._present = view is not None
         self._view = view.toreadonly() if view is not None else None
         if view is not None:
             view.release()
@@ -48,17 +50,16 @@ class ReadingDocument:
 
     @property
     def present(self) -> bool:
-        """True when an excerpt was there to read."""
-        self._open()
-        return self._view is not None
+        """True when an excerpt was there to read (also after the block)."""
+        return self._present
 
     def __bool__(self) -> bool:
         return self.present
 
     @property
     def index(self) -> int:
-        """The excerpt's index (when not present: the index a read would return next)."""
-        self._open()
+        """The excerpt's index (when not present: the index a read would return
+        next); also after the block."""
         return self._index
 
     @property
