@@ -289,6 +289,9 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         except BaseException:
             self._leave()
             raise
+        if found is not None and self._ack_cell is not None and self.index > int(self._ack_cell[0]):
+            found[3].release()  # not acknowledged by a replica yet: not there yet
+            found = None
         if found is None:
             return ReadingDocument(self.index, None, self._doc_finish_none)
         seq, pos, n, view = found

@@ -172,3 +172,19 @@ def test_last_read_index_of_a_batch_that_stops_at_a_large_excerpt(tmp_path):
         assert t.last_read_index == i0
         b = t.read_many(max_count=10, max_bytes=1000)  # too large: comes alone
         assert t.last_read_index == i0 + 1 == b.indices[0]
+
+
+def test_an_acknowledged_tailer_reads_only_what_a_replica_acknowledged(tmp_path):
+    with ac.open_queue(tmp_path / "q") as q:
+        a = q.appender()
+        i0 = a.append(b"acked")
+        a.append(b"not yet")
+        q.table_store_put("chronicle.lastAcknowledgedIndexReplicated", i0)
+        t = q.tailer(read_after_replica_acknowledged=True)
+        with t.reading_document() as doc:
+            assert doc.present and bytes(doc.payload) == b"acked"
+        with t.reading_document() as doc:
+            assert not doc.present
+        q.table_store_put("chronicle.lastAcknowledgedIndexReplicated", i0 + 1)
+        with t.reading_document() as doc:
+            assert bytes(doc.payload) == b"not yet"
