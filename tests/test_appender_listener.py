@@ -91,3 +91,19 @@ def test_appenders_without_listeners_keep_the_native_append(tmp_path):
     with ac.open_queue(tmp_path / "q") as q:
         assert type(q.appender()).append is ac.Appender.append
         assert type(q.appender(listener=print)).append is not ac.Appender.append
+
+
+def test_positioned_writes_are_told(tmp_path):
+    """A replication sink's positioned batch (``write_packed_at``) tells the
+    listeners too, each excerpt at its index; a replayed write does not."""
+    with ac.open_queue(tmp_path / "src") as q:
+        a = q.appender()
+        first = a.append(b"a")
+    seen: list[tuple[int, bytes]] = []
+    with ac.open_queue(tmp_path / "dst") as q:
+        a = q.appender(listener=lambda i, p: seen.append((i, p)))
+        data = bytearray(b"abbccc")
+        assert a.write_packed_at(first, data, [0, 1, 3, 6]) == 3
+        assert a.write_at(first, b"a") is False  # already there
+        assert seen == [(first, b"a"), (first + 1, b"bb"), (first + 2, b"ccc")]
+        assert [(ex.index, ex.payload) for ex in q.tailer()] == seen
