@@ -294,6 +294,12 @@ class Cycles:
             st.refs += 1
             return st
 
+    def hold(self, st: CycleStore) -> None:
+        """One more holder of ``st``, which the caller holds already (a
+        reading document pins its file so: :meth:`release` it)."""
+        with self.lock:
+            st.refs += 1
+
     def release(self, st: CycleStore | None) -> None:
         """One holder fewer of ``st`` (None: nothing); the last one closes it."""
         if st is None:

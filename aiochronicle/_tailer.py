@@ -296,7 +296,12 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
             return ReadingDocument(self.index, None, self._doc_finish_none)
         seq, pos, n, view = found
         idx = self.index
-        return ReadingDocument(idx, view, lambda consumed: self._doc_finish(consumed, seq, pos, n))
+        # the file stays mapped while the view lives, even if the tailer moves
+        # to another cycle inside the block (that would let go of this one)
+        st = self._held()
+        self._cycles.hold(st)
+        return ReadingDocument(idx, view,
+                               lambda consumed: self._doc_finish(consumed, st, seq, pos, n))
 
     def _doc_locate(self) -> tuple[int, int, int, memoryview] | None:
         """(sequence, header position, length, view) of the excerpt at the
@@ -328,11 +333,11 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
     def _doc_finish_none(self, consumed: bool) -> None:
         self._leave()
 
-    def _doc_finish(self, consumed: bool, seq: int, pos: int, n: int) -> None:
-        """A reading document ended: move past its excerpt if ``consumed``."""
+    def _doc_finish(self, consumed: bool, st: CycleStore, seq: int, pos: int, n: int) -> None:
+        """A reading document ended: move past its excerpt if ``consumed``
+        (unless the tailer was moved inside the block: that move stands)."""
         try:
-            st = self._store
-            if consumed and not self._closed and st is not None:
+            if consumed and not self._closed and self._store is st:
                 c = self._c
                 c.index = self._cycles.roll_cycle.to_index(st.cycle, seq)
                 way = self._direction
@@ -344,6 +349,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                 elif way == TailerDirection.BACKWARD:
                     self._step_back(seq)
         finally:
+            self._cycles.release(st)
             self._leave()
 
     def _use_store(self, st: CycleStore | None, cycle: int | None) -> None:

@@ -188,3 +188,25 @@ def test_an_acknowledged_tailer_reads_only_what_a_replica_acknowledged(tmp_path)
         q.table_store_put("chronicle.lastAcknowledgedIndexReplicated", i0 + 1)
         with t.reading_document() as doc:
             assert bytes(doc.payload) == b"not yet"
+
+
+def test_the_file_stays_mapped_when_the_tailer_moves_inside_the_block(tmp_path):
+    """Moving the tailer to another cycle inside the block lets go of the
+    document's cycle file as far as the tailer goes; the document keeps it
+    mapped until the block ends (else reading the view would fault)."""
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(tmp_path / "q", time_provider=clock) as q:
+        a = q.appender()
+        big = os.urandom(300_000)
+        i0 = a.append(big)
+        clock.advance_millis(DAY)
+        i1 = a.append(b"next day")
+        t = q.tailer()
+        with t.reading_document() as doc:
+            view = doc.payload
+            assert t.move_to_index(i1)  # the first cycle's file: only the document holds it
+            assert view == big
+        assert t.index == i1  # the move inside the block stands
+        assert t.read_nowait().payload == b"next day"
+        assert t.last_read_index == i1
+        assert i0 != i1
