@@ -210,3 +210,14 @@ def test_the_file_stays_mapped_when_the_tailer_moves_inside_the_block(tmp_path):
         assert t.read_nowait().payload == b"next day"
         assert t.last_read_index == i1
         assert i0 != i1
+
+
+def test_not_reached_in_cycle(tmp_path):
+    """A named tailer whose saved index lies past what its cycle holds (a
+    queue restored from an older copy, say) waits there for it."""
+    with ac.open_queue(tmp_path / "q") as q:
+        i0 = q.appender().append(b"x")
+        q.table_store_put("index.ahead", i0 + 5)
+        t = q.tailer("ahead")
+        assert t.state is ac.TailerState.NOT_REACHED_IN_CYCLE
+        assert t.index == i0 + 5
