@@ -84,6 +84,7 @@ from ._search import SearchStats as SearchStats
 from ._search import binary_search as binary_search
 from ._search import field_key as field_key
 from ._search import history_time as history_time
+from ._search import method_key as method_key
 from ._settings import QueueOptions as QueueOptions
 from ._settings import SyncMode as SyncMode
 from ._settings import UnlockMode as UnlockMode
@@ -179,6 +180,7 @@ __all__ = [
     "history_time",
     "lock_states",
     "method_id",
+    "method_key",
     "open_queue",
     "queue_stats",
     "repair_queue",

@@ -16,20 +16,23 @@ along the queue (the queue must be sorted by the key), as for Java's
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._codecs import Codecs, payload_decoder
 from ._errors import ChronicleError
+from ._excerpt import Batch, Excerpt, TailerDirection, batch_of
+from ._methodreader import MethodReader
 from ._methods import call_history
 
 if TYPE_CHECKING:
     from ._codecs import Codec
-    from ._excerpt import Excerpt
     from ._rollcycles import RollCycle
 
-__all__ = ["SearchStats", "binary_search", "field_key", "find_field", "history_time"]
+__all__ = ["SearchStats", "binary_search", "field_key", "find_field", "history_time",
+           "method_key"]
 
 KeyFn = Callable[[bytes], Any]
 """A function from an excerpt's payload to its key; None means "no key here"
@@ -176,6 +179,69 @@ def field_key(name: str, codec: Codec | str | None = None) -> KeyFn:
         return find_field(decode(payload).value, name)
 
     return key
+
+
+def method_key(iface: type, method: str, key: Callable[..., Any]) -> KeyFn:
+    """A key function over a typed method call: for an excerpt holding a call
+    of ``iface.method`` (written by a method writer of ``iface``, any codec),
+    ``key(*args)`` of its decoded, typed arguments; None for other excerpts.
+
+    ``ac.method_key(Ticks, "on_tick", lambda tick: tick.ts)``.
+
+    Raises:
+        TypeError: ``iface`` has no method ``method``.
+    """
+    proto = getattr(iface, method, None)
+    if not callable(proto):
+        raise TypeError(f"{getattr(iface, '__name__', iface)!r} has no method {method!r}")
+    box: list[Any] = []
+
+    def call(self: object, *args: Any) -> None:
+        box.append(key(*args))
+
+    # the interface's signature, so that the reader decodes the arguments as it does
+    call.__signature__ = inspect.signature(proto)  # type: ignore[attr-defined]
+    call.__annotations__ = dict(getattr(proto, "__annotations__", {}))
+    call.__name__ = method
+    handler = type("_KeyOf" + method, (), {method: call})()
+    reader = MethodReader(_NoSource(), handler, interfaces=(iface,), batch=False,
+                          history=False, on_error=_ignore)
+
+    def key_of(payload: bytes) -> Any:
+        box.clear()
+        reader.process(payload, 0)
+        return box[0] if box else None
+
+    return key_of
+
+
+def _ignore(exc: Exception, ex: object) -> None:
+    """A payload that is no call of the method has no key."""
+
+
+class _NoSource:
+    """The source of a method reader that only decodes payloads given to
+    ``process`` (:func:`method_key`): it reads nothing itself."""
+
+    tailer = None
+    name = None
+    direction = TailerDirection.FORWARD
+    source_id = 0
+    checkpoint_every = 64
+    pauser: Any = None
+    closed = False
+
+    def read_nowait(self) -> Excerpt | None:
+        return None
+
+    def read_many(self, max_count: int, max_bytes: int, /) -> Batch:
+        return batch_of([])
+
+    def save(self) -> None:
+        pass
+
+    def wait(self, until: Any, loop: Any, handle: Any, /) -> Awaitable[Excerpt | None]:
+        raise ChronicleError("a key reader does not wait")
 
 
 def find_field(value: object, name: str) -> Any:

@@ -130,6 +130,34 @@ def test_field_of_a_typed_call(tmp_path, codec):
         assert m.handlers[0].seen == [560]
 
 
+@pytest.mark.parametrize("codec", ["msgpack", "json", "binary_wire"])
+def test_key_of_a_typed_call(tmp_path, codec):
+    """method_key: the typed arguments of one method's calls; other calls
+    (and anything else) have no key and are passed over."""
+    with ac.open_queue(tmp_path / "q") as q:
+        a = q.appender()
+        w = a.method_writer(Ticks2, codec=codec)
+        for ts in range(0, 1000, 10):
+            w.on_tick(Tick("EURUSD", ts))
+            w.on_heartbeat(ts)
+        a.append(b"not a call")
+        key = ac.method_key(Ticks2, "on_tick", lambda tick: tick.ts)
+        t = q.tailer()
+        got = t.binary_search(555, key_fn=key)
+        assert got is not None
+        ex = t.read_nowait()
+        assert ex is not None and ex.index == got and key(ex.payload) == 560
+        assert key(b"not a call") is None
+    with pytest.raises(TypeError):
+        ac.method_key(Ticks2, "on_nothing", lambda x: x)
+
+
+class Ticks2:
+    def on_tick(self, tick: Tick) -> None: ...
+
+    def on_heartbeat(self, n: int) -> None: ...
+
+
 class _Keep:
     def __init__(self) -> None:
         self.seen: list[int] = []

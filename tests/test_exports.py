@@ -99,6 +99,7 @@ EXPECTED = [
     "history_time",
     "lock_states",
     "method_id",
+    "method_key",
     "open_queue",
     "queue_stats",
     "repair_queue",
