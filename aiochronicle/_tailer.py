@@ -906,9 +906,11 @@ class _AckedTailer(Tailer):
         ack = self._acked_limit()
         if ack is None:
             return None
+        before = self._c.index
         ex = super().read_nowait()
         if ex is not None and ex.index > ack:
             self.move_to_index(ex.index)  # not acknowledged yet: read it again later
+            self._c.index = before  # nor read (last_read_index)
             return None
         return ex
 
@@ -922,11 +924,13 @@ class _AckedTailer(Tailer):
         rc = self._cycles.roll_cycle
         if self._direction == TailerDirection.FORWARD and self.cycle == rc.to_cycle(ack):
             max_count = max(1, min(max_count, ack - self.index + 1))
+        before = self._c.index
         b = super().read_many(max_count, max_bytes)
         idx = b.indices
         if len(idx) and idx[-1] > ack:
             k = next(i for i, x in enumerate(idx) if x > ack)
             self.move_to_index(idx[k])
+            self._c.index = idx[k - 1] if k else before
             o = b.offsets
             return Batch(b.data[:o[k]], o[:k + 1], idx[:k])
         return b

@@ -221,3 +221,21 @@ def test_not_reached_in_cycle(tmp_path):
         t = q.tailer("ahead")
         assert t.state is ac.TailerState.NOT_REACHED_IN_CYCLE
         assert t.index == i0 + 5
+
+
+def test_last_read_index_of_an_acknowledged_tailer(tmp_path):
+    """An excerpt a replica has not acknowledged is not read: the last read
+    index stays at the one before."""
+    with ac.open_queue(tmp_path / "q") as q:
+        a = q.appender()
+        i0 = a.append(b"acked")
+        a.append(b"not yet")
+        a.append(b"nor this")
+        q.table_store_put("chronicle.lastAcknowledgedIndexReplicated", i0)
+        t = q.tailer(read_after_replica_acknowledged=True)
+        assert t.read_nowait().index == i0
+        assert t.read_nowait() is None
+        assert t.last_read_index == i0
+        t.move_to_index(i0)
+        b = t.read_many(10)
+        assert list(b.indices) == [i0] and t.last_read_index == i0
