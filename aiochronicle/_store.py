@@ -464,14 +464,15 @@ def _take_precreated(path: str, tmp: str) -> bool:
 
 
 def _build_aside(path: str, cycle: int, index_count: int, index_spacing: int, chunk: int,
-                 overlap: int) -> tuple[str, MappedFile, StoreLayout]:
+                 overlap: int) -> tuple[str, MappedFile, StoreLayout, bool]:
     """Write a complete new cycle file under a temporary name beside ``path``
     (ignored by every listing: it does not end in ``.cq4``).
 
     A pre-created file (``<name>.precreated``, made ahead by a tool such as
     Chronicle's pre-creator) is taken instead of a new one when there is one,
     as Java takes it: its blocks are already allocated.  Its header is
-    written unless it has one already."""
+    written unless it has one already.  Returns (temporary name, file,
+    layout, whether it was a pre-created file)."""
     tmp = os.path.join(os.path.dirname(path),
                        f".{os.path.basename(path)}.{os.getpid()}.creating")
     taken = _take_precreated(path, tmp)
@@ -487,7 +488,7 @@ def _build_aside(path: str, cycle: int, index_count: int, index_spacing: int, ch
             except BaseException:
                 os.close(fd)
                 raise
-            return tmp, f, store_image(index_count, index_spacing)[1]
+            return tmp, f, store_image(index_count, index_spacing)[1], True
     image, layout = store_image(index_count, index_spacing)
     try:
         f = MappedFile(path, fd, True, chunk, overlap, min_size=len(image) + 64)
@@ -507,7 +508,7 @@ def _build_aside(path: str, cycle: int, index_count: int, index_spacing: int, ch
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return tmp, f, layout
+    return tmp, f, layout, taken
 
 
 def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spacing: int,
@@ -530,7 +531,7 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
         if os.path.exists(path):
             _discard(path)
             continue
-        tmp, f, _ = _build_aside(path, cycle, index_count, index_spacing, chunk, overlap)
+        tmp, f, _, taken = _build_aside(path, cycle, index_count, index_spacing, chunk, overlap)
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -538,6 +539,11 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
         except OSError as exc:
             if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
                 raise
+            if taken:
+                # give the pre-created file back, header word cleared, for the
+                # creation in place to rename into place as Java does
+                f.write(0, bytes(4))
+                os.rename(tmp, precreated_path(path))
             # no hard links here: create in place, as Java does
             return _create_in_place(path, cycle, index_count, index_spacing, chunk,
                                     overlap, timeout)

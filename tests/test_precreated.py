@@ -48,3 +48,26 @@ def test_precreated_files_of_other_cycles_are_left_alone(tmp_path):
         a.append(b"x")
         assert os.path.exists(pre)
         assert q.cycles() == [q.current_cycle()]
+
+
+def test_taken_where_files_have_no_hard_links(tmp_path, monkeypatch):
+    """Where ``link`` is refused (vfat, some network file systems) cycle files
+    are created in place, as Java creates them: the pre-created file is renamed
+    into place first, then its header written."""
+    import errno
+
+    def no_links(src: str, dst: str) -> None:
+        raise OSError(errno.EPERM, "no hard links here")
+
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(tmp_path / "q", time_provider=clock) as q:
+        a = q.appender()
+        a.append(b"day one")
+        nxt = q.current_cycle() + 1
+        pre, inode = _precreate(q, nxt)
+        monkeypatch.setattr(os, "link", no_links)
+        clock.advance_millis(DAY)
+        a.append(b"day two")
+        assert not os.path.exists(pre)
+        assert os.stat(q.cycle_path(nxt)).st_ino == inode
+        assert [ex.payload for ex in q.tailer()] == [b"day one", b"day two"]
