@@ -89,7 +89,13 @@ def binary_search(tailer: SearchTailer, key: Any, *, key_fn: KeyFn = bytes,
     st = stats if stats is not None else SearchStats()
     q: _Queue = tailer.queue
     rc = q.roll_cycle
-    cycles = [c for c in q.cycles() if q.excerpts_in_cycle(c) > 0]
+    cycles = q.cycles()
+    counts: dict[int, int] = {}
+
+    def count(cycle: int) -> int:
+        if cycle not in counts:
+            counts[cycle] = q.excerpts_in_cycle(cycle)
+        return counts[cycle]
 
     def probe(cycle: int, seq: int, end: int) -> tuple[int, Any]:
         """(sequence, key) of the first excerpt with a key at or after ``seq``
@@ -112,7 +118,7 @@ def binary_search(tailer: SearchTailer, key: Any, *, key_fn: KeyFn = bytes,
 
     def first_at_or_after(cycle: int) -> int | None:
         """Lower bound inside one cycle: the first sequence with a key >= key."""
-        lo, hi = 0, q.excerpts_in_cycle(cycle)
+        lo, hi = 0, count(cycle)
         best: int | None = None
         while lo < hi:
             mid = (lo + hi) >> 1
@@ -127,16 +133,24 @@ def binary_search(tailer: SearchTailer, key: Any, *, key_fn: KeyFn = bytes,
         return best
 
     # the cycle: the last whose first key is before ``key`` holds the answer,
-    # unless it is the first excerpt of the next one
+    # unless it is the first excerpt of the next one.  Cycles are probed by
+    # their first excerpt (an empty one by the next that is not), so only
+    # about log2(cycles) files are opened
     lo, hi = 0, len(cycles)
     firsts: dict[int, tuple[int, Any]] = {}
     while lo < hi:
         mid = (lo + hi) >> 1
+        j = mid
+        while j < hi and count(cycles[j]) == 0:
+            j += 1
+        if j == hi:
+            hi = mid  # nothing from mid on: the answer lies below
+            continue
         st.cycles += 1
-        firsts[mid] = probe(cycles[mid], 0, q.excerpts_in_cycle(cycles[mid]))
-        k = firsts[mid][1]
+        firsts[j] = probe(cycles[j], 0, count(cycles[j]))
+        k = firsts[j][1]
         if k is not None and k < key:
-            lo = mid + 1
+            lo = j + 1
         else:
             hi = mid
     found: int | None = None
@@ -146,7 +160,7 @@ def binary_search(tailer: SearchTailer, key: Any, *, key_fn: KeyFn = bytes,
             found = rc.to_index(cycles[lo - 1], seq)
     for j in range(lo, len(cycles)) if found is None else ():
         # the first key of cycle j is at or after ``key`` (or it has none)
-        s, k = firsts[j] if j in firsts else probe(cycles[j], 0, q.excerpts_in_cycle(cycles[j]))
+        s, k = firsts[j] if j in firsts else probe(cycles[j], 0, count(cycles[j]))
         if k is not None:
             found = rc.to_index(cycles[j], s)
             break

@@ -463,19 +463,21 @@ def _take_precreated(path: str, tmp: str) -> bool:
     return True
 
 
+def _aside_name(path: str) -> str:
+    """The temporary name a new cycle file is built under (``.NAME.PID.creating``)."""
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.creating")
+
+
 def _build_aside(path: str, cycle: int, index_count: int, index_spacing: int, chunk: int,
-                 overlap: int) -> tuple[str, MappedFile, StoreLayout, bool]:
+                 overlap: int, taken: bool = False) -> tuple[str, MappedFile, StoreLayout]:
     """Write a complete new cycle file under a temporary name beside ``path``
     (ignored by every listing: it does not end in ``.cq4``).
 
-    A pre-created file (``<name>.precreated``, made ahead by a tool such as
-    Chronicle's pre-creator) is taken instead of a new one when there is one,
-    as Java takes it: its blocks are already allocated.  Its header is
-    written unless it has one already.  Returns (temporary name, file,
-    layout, whether it was a pre-created file)."""
-    tmp = os.path.join(os.path.dirname(path),
-                       f".{os.path.basename(path)}.{os.getpid()}.creating")
-    taken = _take_precreated(path, tmp)
+    ``taken``: a pre-created file (``<name>.precreated``, made ahead by a
+    tool) was renamed to the temporary name (:func:`_take_precreated`), and
+    is used instead of a new one, as Java takes it: its blocks are already
+    allocated.  Its header is written unless it has one already."""
+    tmp = _aside_name(path)
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | (0 if taken else os.O_TRUNC)
     fd = os.open(tmp, flags, 0o644)
     if taken:
@@ -488,7 +490,7 @@ def _build_aside(path: str, cycle: int, index_count: int, index_spacing: int, ch
             except BaseException:
                 os.close(fd)
                 raise
-            return tmp, f, store_image(index_count, index_spacing)[1], True
+            return tmp, f, store_image(index_count, index_spacing)[1]
     image, layout = store_image(index_count, index_spacing)
     try:
         f = MappedFile(path, fd, True, chunk, overlap, min_size=len(image) + 64)
@@ -508,7 +510,7 @@ def _build_aside(path: str, cycle: int, index_count: int, index_spacing: int, ch
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return tmp, f, layout, taken
+    return tmp, f, layout
 
 
 def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spacing: int,
@@ -531,7 +533,8 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
         if os.path.exists(path):
             _discard(path)
             continue
-        tmp, f, _, taken = _build_aside(path, cycle, index_count, index_spacing, chunk, overlap)
+        taken = _take_precreated(path, _aside_name(path))
+        tmp, f, _ = _build_aside(path, cycle, index_count, index_spacing, chunk, overlap, taken)
         try:
             os.link(tmp, path)
         except FileExistsError:

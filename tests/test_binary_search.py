@@ -45,7 +45,8 @@ def _first_at_or_after(keys: list[int], key: int) -> int | None:
 
 def test_lower_bound_matches_a_scan_with_duplicates_and_gaps(tmp_path):
     """Against a scan: duplicates (the first of equal keys is found), keys
-    between, before and after all, across four cycles with a missing day."""
+    between, before and after all, across four cycles with a missing day and
+    a cycle file without excerpts."""
     rng = random.Random(7)
     clock = ac.SetTimeProvider(T0)
     keys = sorted(rng.randrange(0, 400) for _ in range(600))
@@ -56,10 +57,14 @@ def test_lower_bound_matches_a_scan_with_duplicates_and_gaps(tmp_path):
         for n, part in enumerate(split):
             if n == 2:
                 clock.advance_millis(DAY)  # a day without a file
+            if n == 3:
+                a.append_metadata(b"only metadata")  # a cycle file without excerpts
+                clock.advance_millis(DAY)
             for k in part:
                 indices.append(a.append(k.to_bytes(8, "big")))
             clock.advance_millis(DAY)
-        assert len(q.cycles()) == 4
+        assert len(q.cycles()) == 5
+        assert [q.excerpts_in_cycle(c) for c in q.cycles()].count(0) == 1
         t = q.tailer()
         for key in [-1, 0, 1, 199, 200, 201, 399, 400, 1000, *rng.sample(range(400), 40)]:
             want = _first_at_or_after(keys, key)
