@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from types import TracebackType
 
@@ -20,11 +21,13 @@ class ReadingDocument:
     block ends: using it afterwards raises ``ValueError`` (``operation
     forbidden on released memoryview object``), and ``payload`` and
     ``rollback_on_close()`` raise :class:`DocumentClosedError` (``index`` and
-    ``present`` stay readable).  Slices of ``payload`` are
-    views into the same mapping: keep them no longer than the block, copy
-    (``bytes(view)``) what must outlive it.  While the block is open the
-    tailer counts a call in flight, so closing the tailer or its queue (from
-    any thread) leaves the file mapped until the block ends.
+    ``present`` stay readable).  Slices taken from ``payload`` (and buffers
+    exported from it) are views of the same mapping; they stay valid past the
+    block, keeping the cycle file mapped until the last of them is gone, even
+    if the tailer moves on or the queue closes (copy with ``bytes(view)`` what
+    you keep long: a kept view keeps a whole cycle file mapped).  While the
+    block is open the tailer counts a call in flight, so closing the tailer
+    or its queue from another thread waits for nothing and unmaps nothing.
 
     On a clean exit the tailer moves past the excerpt, as a read does;
     :meth:`rollback_on_close` (or an exception out of the block) leaves the
@@ -102,13 +105,9 @@ class ReadingDocument:
         self._done = True
         view, self._view = self._view, None
         present = view is not None
-        exported = False
         if view is not None:
-            try:
+            # a buffer exported from it (numpy's, say) keeps it, and the
+            # file, until that buffer is gone
+            with contextlib.suppress(BufferError):
                 view.release()
-            except BufferError:  # a buffer taken from it (e.g. numpy's) is still alive
-                exported = True
         self._finish(present and not (rollback or self._rollback))
-        if exported:
-            raise DocumentClosedError("a buffer exported from the payload outlives the "
-                                      "reading document: copy what must be kept")

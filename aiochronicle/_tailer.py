@@ -286,26 +286,33 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         self._enter()  # in flight until the block ends: the file stays mapped
         try:
             found = self._doc_locate()
+            if (found is not None and self._ack_cell is not None
+                    and self.index > int(self._ack_cell[0])):
+                found = None  # not acknowledged by a replica yet: not there yet
+            if found is None:
+                return ReadingDocument(self.index, None, self._doc_finish_none)
+            seq, pos, n = found
+            idx = self.index
+            st = self._held()
+            # the file stays mapped while the view or any view taken from it
+            # lives, even past the block, or if the tailer moves to another
+            # cycle meanwhile: pinned until the last of them is gone
+            self._cycles.hold(st)
+            cycles = self._cycles
+            try:
+                view = st.file.pinned_view(pos + 4, n, lambda: cycles.release_later(st))
+            except BaseException:
+                cycles.release(st)
+                raise
         except BaseException:
             self._leave()
             raise
-        if found is not None and self._ack_cell is not None and self.index > int(self._ack_cell[0]):
-            found[3].release()  # not acknowledged by a replica yet: not there yet
-            found = None
-        if found is None:
-            return ReadingDocument(self.index, None, self._doc_finish_none)
-        seq, pos, n, view = found
-        idx = self.index
-        # the file stays mapped while the view lives, even if the tailer moves
-        # to another cycle inside the block (that would let go of this one)
-        st = self._held()
-        self._cycles.hold(st)
         return ReadingDocument(idx, view,
                                lambda consumed: self._doc_finish(consumed, st, seq, pos, n))
 
-    def _doc_locate(self) -> tuple[int, int, int, memoryview] | None:
-        """(sequence, header position, length, view) of the excerpt at the
-        position, moving to the next cycle past an EOF; None if none yet."""
+    def _doc_locate(self) -> tuple[int, int, int] | None:
+        """(sequence, header position, length) of the excerpt at the position
+        (mapped), moving to the next cycle past an EOF; None if none yet."""
         self._check()
         for _ in range(1000):
             st = self._store
@@ -323,7 +330,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                 if not f.ensure(pos + 4 + n, grow=False):
                     raise error(CORRUPT, path=st.path, pos=pos,
                                 detail="an excerpt runs past the end of the file")
-                return seq, pos, n, f.view(pos + 4, n)
+                return seq, pos, n
             if (code == NOT_FOUND and self._direction == TailerDirection.FORWARD
                     and st.end()[2] and self._next_cycle()):
                 continue
@@ -349,7 +356,6 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                 elif way == TailerDirection.BACKWARD:
                     self._step_back(seq)
         finally:
-            self._cycles.release(st)
             self._leave()
 
     def _use_store(self, st: CycleStore | None, cycle: int | None) -> None:

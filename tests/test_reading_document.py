@@ -3,6 +3,7 @@ the tailer's state (``TailerState``) and its last read index."""
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 
@@ -239,3 +240,57 @@ def test_last_read_index_of_an_acknowledged_tailer(tmp_path):
         t.move_to_index(i0)
         b = t.read_many(10)
         assert list(b.indices) == [i0] and t.last_read_index == i0
+
+
+def _mapped(path: str) -> bool:
+    with open("/proc/self/maps") as f:
+        return path in f.read()
+
+
+def test_a_slice_keeps_the_file_mapped_past_the_block(tmp_path):
+    """A slice of the payload taken inside the block and kept past it pins the
+    file: the tailer moving to another cycle (which lets go of the first
+    file) cannot unmap it; once the slice is gone the file is let go."""
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(tmp_path / "q", time_provider=clock) as q:
+        a = q.appender()
+        big = os.urandom(300_000)
+        a.append(big)
+        first = q.current_cycle()
+        clock.advance_millis(DAY)
+        i1 = a.append(b"next day")
+        path0 = q.cycle_path(first)
+        t = q.tailer()
+        with t.reading_document() as doc:
+            part = doc.payload[1000:2000]
+            assert part.readonly and not isinstance(part.obj, bytes)  # a view
+        assert t.move_to_index(i1)  # the tailer lets go of the first file
+        assert part == big[1000:2000]  # still mapped
+        assert _mapped(path0)
+        del part
+        gc.collect()
+        assert t.move_to_index(i1)  # the next call on the files lets it go
+        assert not _mapped(path0)
+        with t.reading_document() as doc:
+            assert bytes(doc.payload) == b"next day"
+
+
+def test_a_buffer_exported_from_the_payload_outlives_the_block(tmp_path):
+    """A buffer taken from the payload (numpy's frombuffer, PickleBuffer...)
+    holds an export of the view: the block still ends cleanly, and the
+    buffer stays readable, the file pinned, until it is gone."""
+    import pickle
+
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(tmp_path / "q", time_provider=clock) as q:
+        a = q.appender()
+        i0 = a.append(b"abc" * 1000)
+        clock.advance_millis(DAY)
+        i1 = a.append(b"next")
+        t = q.tailer()
+        with t.reading_document() as doc:
+            kept = pickle.PickleBuffer(doc.payload)
+        assert t.index == i0 + 1  # ended cleanly: moved on
+        assert t.move_to_index(i1)
+        assert bytes(kept.raw()[:6]) == b"abcabc"
+        kept.release()
