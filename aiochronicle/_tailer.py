@@ -344,8 +344,8 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         """A reading document ended: move past its excerpt if ``consumed``
         (unless the tailer was moved inside the block: that move stands)."""
         try:
-            if consumed and not self._closed and self._store is st:
-                c = self._c
+            c = self._c
+            if consumed and not self._closed and self._store is st and int(c.seq) == seq:
                 c.index = self._cycles.roll_cycle.to_index(st.cycle, seq)
                 way = self._direction
                 if way == TailerDirection.FORWARD:
