@@ -16,11 +16,13 @@ from ._codecs import Codec as Codec
 from ._codecs import CodecError as CodecError
 from ._codecs import CodecMismatchError as CodecMismatchError
 from ._codecs import Codecs as Codecs
+from ._diskspace import DiskSpace as DiskSpace
 from ._document import DocumentContext as DocumentContext
 from ._errors import AppendLockedError as AppendLockedError
 from ._errors import ChronicleError as ChronicleError
 from ._errors import CorruptQueueError as CorruptQueueError
 from ._errors import DiskFullError as DiskFullError
+from ._errors import DocumentClosedError as DocumentClosedError
 from ._errors import HeaderlessCycleError as HeaderlessCycleError
 from ._errors import IllegalIndexError as IllegalIndexError
 from ._errors import IndexFullError as IndexFullError
@@ -50,6 +52,7 @@ from ._errors import WriteLockTimeoutError as WriteLockTimeoutError
 from ._excerpt import Batch as Batch
 from ._excerpt import Excerpt as Excerpt
 from ._excerpt import TailerDirection as TailerDirection
+from ._excerpt import TailerState as TailerState
 from ._history import MessageHistory as MessageHistory
 from ._history import current_history as current_history
 from ._listeners import StoreFileListener as StoreFileListener
@@ -67,6 +70,7 @@ from ._pretoucher import Pretoucher as Pretoucher
 from ._queue import Queue as Queue
 from ._queue import open_queue as open_queue
 from ._queue import set_queue_codec as set_queue_codec
+from ._reading import ReadingDocument as ReadingDocument
 from ._repair import repair_queue as repair_queue
 from ._replication import DivergenceError as DivergenceError
 from ._replication import IncompatibleQueueError as IncompatibleQueueError
@@ -80,6 +84,11 @@ from ._retention import Retention as Retention
 from ._retention import RetentionDecision as RetentionDecision
 from ._rollcycles import RollCycle as RollCycle
 from ._rollcycles import RollCycles as RollCycles
+from ._search import SearchStats as SearchStats
+from ._search import binary_search as binary_search
+from ._search import field_key as field_key
+from ._search import history_time as history_time
+from ._search import method_key as method_key
 from ._service import Service as Service
 from ._service import ServiceInput as ServiceInput
 from ._service import ServiceOutput as ServiceOutput
@@ -109,7 +118,9 @@ __all__ = [
     "CorruptQueueError",
     "CycleStats",
     "DiskFullError",
+    "DiskSpace",
     "DivergenceError",
+    "DocumentClosedError",
     "DocumentContext",
     "Excerpt",
     "HeaderlessCycleError",
@@ -141,6 +152,7 @@ __all__ = [
     "QueueOptions",
     "QueueStats",
     "ReadOnlyQueueError",
+    "ReadingDocument",
     "ReplicationAuthError",
     "ReplicationError",
     "ReplicationGapError",
@@ -153,6 +165,7 @@ __all__ = [
     "RollCycle",
     "RollCycleMismatchWarning",
     "RollCycles",
+    "SearchStats",
     "Service",
     "ServiceError",
     "ServiceHandlerError",
@@ -167,6 +180,7 @@ __all__ = [
     "SystemTimeProvider",
     "Tailer",
     "TailerDirection",
+    "TailerState",
     "TailerStats",
     "TimeProvider",
     "UnalignedCycleError",
@@ -177,10 +191,14 @@ __all__ = [
     "WriteLockTimeoutError",
     "__version__",
     "add_store_file_listener",
+    "binary_search",
     "check_queue",
     "current_history",
+    "field_key",
+    "history_time",
     "lock_states",
     "method_id",
+    "method_key",
     "open_queue",
     "queue_stats",
     "repair_queue",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from array import array
@@ -55,6 +56,7 @@ from ._native import (
     new_int64,
     new_uint64,
     release_buffer,
+    unpack,
 )
 from ._notify import notify_watch
 from ._resource import _CycleFileUser, in_flight
@@ -66,7 +68,13 @@ if TYPE_CHECKING:
     from ._queueview import QueueView
     from ._store import CycleStore
 
-__all__ = ["Appender"]
+__all__ = ["Appender", "AppenderListener"]
+
+AppenderListener = Callable[[int, bytes], None]
+"""``listener(index, payload)``: called after each excerpt an appender commits
+(see :meth:`Queue.appender`)."""
+
+_log = logging.getLogger("aiochronicle")
 
 _T = TypeVar("_T")
 _cq_append = append
@@ -220,6 +228,30 @@ class Appender(HotAppender, _CycleFileUser):
         """How many excerpts this appender has written (a counter the native
         core keeps as it commits: reading it costs nothing on the write path)."""
         return int(self._c.appended)
+
+    #: the listeners of an appender made with some (``_ListenedAppender``)
+    _listeners: tuple[AppenderListener, ...] = ()
+
+    def _tell_run(self, buf: Any, offsets: array[int], start: int, n: int) -> None:
+        """Tell the listeners about excerpts ``start..start+n-1`` of a packed
+        run, just committed in one native batch (one cycle, one lock hold:
+        their indices are consecutive up to the last one appended)."""
+        first = int(self._c.last_index) - n + 1
+        for j in range(n):
+            o0, o1 = offsets[start + j], offsets[start + j + 1]
+            payload = buf[o0:o1] if type(buf) is bytes else unpack(buf + o0, o1 - o0)
+            self._tell(first + j, payload)
+
+    def _tell(self, index: int, payload: bytes) -> None:
+        """Call every listener with ``(index, payload)``; one that raises is
+        logged on the ``aiochronicle`` logger and the others still run (the
+        excerpt is committed already)."""
+        for fn in self._listeners:
+            try:
+                fn(index, payload)
+            except Exception:
+                _log.exception("appender listener %r failed on %#x (the excerpt is written)",
+                               fn, index)
 
     # -- appending -------------------------------------------------------
     if TYPE_CHECKING:
@@ -550,6 +582,8 @@ class Appender(HotAppender, _CycleFileUser):
             if at is None and self._py_clock is not None:
                 c.clock_cell[0] = self._py_clock.current_time_millis()
             rc = append_batch(c, buf, offs + start, min(4096, n - start), done)
+            if self._listeners and done[0]:
+                self._tell_run(buf, offsets, start, int(done[0]))
             start += int(done[0])
             if rc == 0:
                 continue
@@ -728,6 +762,53 @@ class _SyncedAppender(Appender):
         if self._py_clock is not None:
             self._c.clock_cell[0] = self._py_clock.current_time_millis()
         return self._count_synced(Appender.append(self, data))
+
+
+class _ListenedAppender(Appender):
+    """An appender made with listeners (``open_queue(appender_listener=...)``
+    or ``Queue.appender(listener=...)``): each is called after every commit
+    with the excerpt's index and payload, in this thread, outside the write
+    lock.  Appenders without listeners keep the native ``append`` (this
+    variant is chosen when the appender is made: they pay nothing)."""
+
+    def __init__(self, cycles: Cycles, queue: QueueView, notify: bool,
+                 listeners: tuple[AppenderListener, ...]) -> None:
+        """An appender calling ``listeners`` after each commit."""
+        super().__init__(cycles, queue, notify)
+        self._listeners = listeners
+        self._synced = queue.sync_mode is not SyncMode.NONE
+
+    def append(self, data: bytes | bytearray | memoryview | str) -> int:
+        """Append one excerpt, then call the listeners; returns its index."""
+        if self._py_clock is not None:
+            self._c.clock_cell[0] = self._py_clock.current_time_millis()
+        index = Appender.append(self, data)
+        if self._synced:
+            self._count_synced(index)
+        self._tell(index, data if type(data) is bytes
+                   else data.encode() if isinstance(data, str) else bytes(data))
+        return index
+
+    def append_packed(self, data: bytes | bytearray | memoryview,
+                      offsets: Sequence[int] | array[int]) -> int:
+        """:meth:`Appender.append_packed`, then the listeners, excerpt by excerpt."""
+        return super().append_packed(data if type(data) is bytes else bytes(data), offsets)
+
+    def write_at(self, index: int, data: bytes | bytearray | memoryview) -> bool:
+        """:meth:`Appender.write_at`, then the listeners when written."""
+        raw = data if type(data) is bytes else bytes(data)
+        done = super().write_at(index, raw)
+        if done:
+            self._tell(index, raw)
+        return done
+
+    def _doc_commit(self, length: int, metadata: bool) -> int | None:
+        c = self._c
+        raw = None if metadata else self._held().file.read(int(c.doc_pos) + 4, length)
+        index = super()._doc_commit(length, metadata)
+        if index is not None and raw is not None:
+            self._tell(index, raw)
+        return index
 
 
 def _replication_timeout(path: str, target: int, value: int,

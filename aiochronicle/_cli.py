@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import importlib
 import json
 import os
@@ -39,6 +40,7 @@ from ._repair import files_to_repair, repair_queue
 from ._replication import ReplicationSink, ReplicationSource
 from ._retention import Retention, human_size
 from ._rollcycles import RollCycles
+from ._search import find_field, history_time
 from ._services_cli import add_parsers as _add_service_parsers
 from ._stats import QueueStats, queue_stats
 from ._tailer import Tailer
@@ -265,6 +267,73 @@ def start_of_last(q: Queue, n: int) -> int | None:
     return start
 
 
+def _search_start(t: Tailer, args: argparse.Namespace,
+                  decoder: Callable[[bytes], DecodedPayload]) -> None:
+    """``-b KEY`` / ``--from-time TIME``: a binary search for the first excerpt."""
+    if args.binary_search is not None:
+        text: str = args.binary_search
+        num = _number(text)
+        field = args.key_field
+
+        def key(payload: bytes) -> Any:
+            dec = decoder(payload)
+            v = find_field(dec.value, field) if field else (
+                dec.value if isinstance(dec.value, int | float | str) else dec.line)
+            if v is None or isinstance(v, bool):
+                return None
+            if num is not None:
+                return v if isinstance(v, int | float) else _number(str(v))
+            return str(v)
+
+        t.binary_search(num if num is not None else text, key_fn=key)
+        return
+    ns = _time_arg(args.from_time)
+    field = args.time_field
+    if field:
+        def key(payload: bytes) -> Any:
+            v = find_field(decoder(payload).value, field)
+            return _as_ns(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+        t.binary_search(ns, key_fn=key)
+    else:
+        # message histories hold time.monotonic_ns() of the writing host: the
+        # wall clock is mapped onto it by this host's offset (this boot's)
+        offset = time.time_ns() - time.monotonic_ns()
+        t.binary_search(ns - offset, key_fn=history_time)
+
+
+def _number(text: str) -> int | float | None:
+    try:
+        return int(text, 0)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _as_ns(v: float) -> int:
+    """A time field in epoch seconds, ms, µs or ns (told apart by size) as ns."""
+    a = abs(v)
+    scale = 1 if a >= 1e17 else 1_000 if a >= 1e14 else 1_000_000 if a >= 1e11 else 10**9
+    return int(v * scale)
+
+
+def _time_arg(text: str) -> int:
+    """``--from-time``: ISO 8601 (local time when it names no zone) or a number
+    of epoch seconds/ms/µs/ns, as nanoseconds since the epoch."""
+    num = _number(text)
+    if num is not None:
+        return _as_ns(num)
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--from-time: {text!r} is neither ISO 8601 "
+                         "(2026-11-28T09:30:00) nor a number of epoch ms") from None
+    return int(when.timestamp() * 1_000_000) * 1000
+
+
 def _position_tailer(q: Queue, t: Tailer, args: argparse.Namespace) -> None:
     backward = t.direction == TailerDirection.BACKWARD
     if args.start is not None:
@@ -331,6 +400,11 @@ def _wait_for_queue(path: str) -> None:
 def cmd_tail(args: argparse.Namespace) -> int:
     if args.backward and args.follow:
         raise UsageError("--follow and --backward cannot be combined")
+    searched = [o for o, v in (("-b", args.binary_search), ("--from-time", args.from_time),
+                               ("-n", args.start), ("-m", args.last), ("-k", args.backward))
+                if v is not None and v is not False]
+    if len(searched) > 1 and searched[0] in ("-b", "--from-time"):
+        raise UsageError(f"{searched[0]} cannot be combined with {searched[1]}")
     decoder = get_decoder(args.decode)
     methods = _interface_methods(args.interface) if args.interface else None
     path = args.path
@@ -347,7 +421,10 @@ def cmd_tail(args: argparse.Namespace) -> int:
     try:
         direction = TailerDirection.BACKWARD if args.backward else TailerDirection.FORWARD
         t = q.tailer(args.named, direction=direction)
-        _position_tailer(q, t, args)
+        if args.binary_search is not None or args.from_time is not None:
+            _search_start(t, args, decoder)
+        else:
+            _position_tailer(q, t, args)
         shift = q.roll_cycle.cycle_shift
         shown = 0
         limit = args.max_results
@@ -1001,6 +1078,20 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("-r", "--interface", metavar="MODULE:CLASS",
                    help="show only method calls of this interface ('any': every method call)")
     t.add_argument("-k", "--backward", action="store_true", help="read from the end backwards")
+    t.add_argument("-b", "--binary-search", metavar="KEY",
+                   help="start at the first excerpt whose key is at or after KEY, found by "
+                   "binary search (the queue must be sorted by the key): the value of "
+                   "--key-field, or the payload itself; numbers compare as numbers")
+    t.add_argument("--key-field", metavar="NAME",
+                   help="with -b: the key is this field of the decoded payload (any depth)")
+    t.add_argument("--from-time", metavar="TIME",
+                   help="start at the first excerpt written at or after TIME (ISO 8601, "
+                   "local unless it names a zone, or epoch s/ms/us/ns), found by binary "
+                   "search: by --time-field, else by the first timing of the message "
+                   "history (histories written on this host since it booted)")
+    t.add_argument("--time-field", metavar="NAME",
+                   help="with --from-time: the field holding each excerpt's time in epoch "
+                   "s/ms/us/ns")
     t.add_argument("--named", metavar="NAME",
                    help="read as named tailer NAME: resume where it stopped and save progress")
     t.add_argument("--decode", choices=decoders, default="auto",

@@ -17,6 +17,7 @@ creates the target.
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import os
 import threading
@@ -111,6 +112,9 @@ class Cycles:
         self._parsed_names: dict[str, int | None] = {}  # file name -> cycle (None: not one)
         self._dead_files: dict[str, tuple[int, int]] = {}
         self._unclosable: set[int] = set()  # damaged older cycles already warned about
+        # stores let go of by release_later, released by the next call that
+        # takes the lock (a deque's appends need no lock)
+        self._later: collections.deque[CycleStore] = collections.deque()
 
     # -- open / closed -----------------------------------------------------
     @property
@@ -136,6 +140,8 @@ class Cycles:
         thread is inside a ``with`` of the write lock, else when it is garbage."""
         with self.lock:
             self.shut()
+            if self._later:
+                self._release_pending()
             for store in self._stores.values():
                 store.close(now=store.refs <= 0)
                 self._event("on_released", store)
@@ -260,6 +266,8 @@ class Cycles:
         """
         with self.lock:
             self.check_open()
+            if self._later:
+                self._release_pending()
             st = self._stores.get(cycle)
             if st is None:
                 path = self.path_of(cycle)
@@ -294,10 +302,35 @@ class Cycles:
             st.refs += 1
             return st
 
+    def hold(self, st: CycleStore) -> None:
+        """One more holder of ``st``, which the caller holds already (a
+        reading document's views pin its file so: :meth:`release_later`)."""
+        with self.lock:
+            st.refs += 1
+
+    def release_later(self, st: CycleStore) -> None:
+        """:meth:`release` ``st`` at the next :meth:`acquire`, :meth:`release`
+        or :meth:`close`: for a garbage collector's finalizer, which may run
+        in the middle of any code of this thread (even one holding
+        :attr:`lock`), so it takes no lock and changes no table itself."""
+        self._later.append(st)
+
+    def _release_pending(self) -> None:
+        """Under :attr:`lock`: the releases :meth:`release_later` put off."""
+        later = self._later
+        while later:
+            self._release_now(later.popleft())
+
     def release(self, st: CycleStore | None) -> None:
         """One holder fewer of ``st`` (None: nothing); the last one closes it."""
-        if st is None:
-            return
+        with self.lock:
+            if self._later:
+                self._release_pending()
+            if st is not None:
+                self._release_now(st)
+
+    def _release_now(self, st: CycleStore) -> None:
+        """:meth:`release`, under :attr:`lock`."""
         with self.lock:
             st.refs -= 1
             if st.refs > 0:

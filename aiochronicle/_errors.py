@@ -191,6 +191,11 @@ class UnalignedCycleError(ChronicleError):
     the aligned layout."""
 
 
+class DocumentClosedError(ChronicleError, ValueError):
+    """A reading document (``Tailer.reading_document()``) was used after its
+    ``with`` block ended: its view into the mapped file is released then."""
+
+
 class NativeBuildError(ChronicleError, ImportError):
     """The two compiled modules (the cffi core ``aiochronicle._cq`` and the C
     API module ``aiochronicle._hot``) disagree on the layout of the structs

@@ -11,8 +11,8 @@ from typing import NamedTuple
 from ._native import set_excerpt_type
 from ._wire import WireWriter, payload_text
 
-__all__ = ["SCRATCH", "Batch", "Excerpt", "MetadataExcerpt", "TailerDirection", "batch_of",
-           "text_bytes"]
+__all__ = ["SCRATCH", "Batch", "Excerpt", "MetadataExcerpt", "TailerDirection", "TailerState",
+           "batch_of", "text_bytes"]
 
 #: bytes of the buffer a tailer copies a small payload into
 SCRATCH = 4096
@@ -24,6 +24,24 @@ class TailerDirection(enum.IntEnum):
     BACKWARD = -1
     NONE = 0
     FORWARD = 1
+
+
+class TailerState(enum.Enum):
+    """Where a tailer stands (:attr:`Tailer.state`), by Java's ``TailerState``."""
+
+    UNINITIALISED = "UNINITIALISED"
+    """The queue had no cycle file when the tailer was last positioned."""
+    FOUND_IN_CYCLE = "FOUND_IN_CYCLE"
+    """At an excerpt of a cycle file, or at its end waiting for the next one."""
+    END_OF_CYCLE = "END_OF_CYCLE"
+    """Past the last excerpt of a cycle that is closed (EOF written): the next
+    read moves on to the next cycle."""
+    CYCLE_NOT_FOUND = "CYCLE_NOT_FOUND"
+    """At a cycle that has no file."""
+    BEYOND_START_OF_CYCLE = "BEYOND_START_OF_CYCLE"
+    """Reading backward, moved before the first excerpt of the queue."""
+    NOT_REACHED_IN_CYCLE = "NOT_REACHED_IN_CYCLE"
+    """At an index past the next one to be written in its cycle."""
 
 
 class Excerpt(NamedTuple):

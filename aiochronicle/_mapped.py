@@ -15,12 +15,15 @@ grows.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
 import stat
 import threading
 import warnings
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from ._errors import (
@@ -276,6 +279,19 @@ class MappedFile:
         if offset < 0 or offset + length > self.c.map_len:
             raise ValueError(f"range {offset}+{length} outside mapping of {self.c.map_len}")
         return memoryview(ffi.buffer(self.c.base + offset, length))
+
+    def pinned_view(self, offset: int, length: int, on_gone: Callable[[], None]) -> memoryview:
+        """A read-only view of mapped bytes that calls ``on_gone`` once it and
+        every view taken from it (slices, casts, exports) are gone: the caller
+        keeps the mapping until then (a ``ctypes`` array is the exporter, so
+        its finalizer runs only when the last view lets go of its buffer)."""
+        if offset < 0 or offset + length > self.c.map_len:
+            raise ValueError(f"range {offset}+{length} outside mapping of {self.c.map_len}")
+        addr = int(ffi.cast("uintptr_t", self.c.base + offset))
+        arr = (ctypes.c_char * length).from_address(addr)
+        weakref.finalize(arr, on_gone)
+        with memoryview(arr) as raw, raw.cast("B") as flat:
+            return flat.toreadonly()
 
     def read(self, offset: int, length: int) -> bytes:
         """Copy mapped bytes; a read-only file's with ``pread`` (:meth:`pread`:

@@ -8,10 +8,19 @@ import warnings
 import weakref
 from typing import Any
 
-from ._appender import Appender, _ClockedAppender, _SyncedAppender
+from ._appender import (
+    Appender,
+    AppenderListener,
+    _ClockedAppender,
+    _ListenedAppender,
+    _SyncedAppender,
+)
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
 from ._codecs import Codec, Codecs, record_codec, recorded_codec
 from ._cycles import Cycles
+from ._diskspace import DiskSpace
+from ._diskspace import unwatch as unwatch_disk
+from ._diskspace import watch as watch_disk
 from ._errors import (
     CorruptQueueError,
     NoSuchQueueError,
@@ -184,6 +193,9 @@ class Queue(_Resource):
             read_only=read_only, block_size=o.block_size, timeout=timeout,
             lock_timeout=timeout * 1.5 if o.lock_timeout is None else o.lock_timeout,
             unlock_mode=o.unlock_mode)
+        self._disk: DiskSpace | None = (
+            None if o.disk_space_warning is None or read_only
+            else watch_disk(self._path, o.disk_space_warning, o.disk_check_interval))
         _OPEN_QUEUES[self] = self._children
 
 
@@ -366,6 +378,13 @@ class Queue(_Resource):
         """True once :meth:`close` has run."""
         return self._cycles.closed
 
+    @property
+    def disk_space(self) -> DiskSpace | None:
+        """What the disk-space monitor last saw of this queue's file system
+        (free bytes, whether under the threshold), or None when the queue was
+        opened without ``disk_space_warning``."""
+        return self._disk
+
     def close(self) -> None:
         """Close every appender and tailer of this queue, then the files.
 
@@ -376,6 +395,8 @@ class Queue(_Resource):
 
     def _close(self, clean: bool) -> None:
         cycles = self._cycles
+        if self._disk is not None:
+            unwatch_disk(self._disk)
         with cycles.lock:
             if cycles.closed:
                 return
@@ -410,11 +431,25 @@ class Queue(_Resource):
         return self._cycles
 
     # -- user objects ----------------------------------------------------
-    def appender(self) -> Appender:
-        """A new appender (one per thread that writes)."""
+    def appender(self, *, listener: AppenderListener | None = None) -> Appender:
+        """A new appender (one per thread that writes).
+
+        ``listener(index, payload)`` (and the queue's ``appender_listener``) is
+        called after each excerpt this appender commits, in the appending
+        thread, after the write lock is let go (Java's ``appenderListener``):
+        for audit trails, secondary indexes or fan-out within the process.  An
+        exception in one is logged on the ``aiochronicle`` logger; the excerpt
+        stays written.  Appenders made without listeners pay nothing for them.
+        """
         self._check_open()
         if self.read_only or self._cycles.meta is None:
             raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
+        listeners = tuple(fn for fn in (self.options.appender_listener, listener)
+                          if fn is not None)
+        if listeners:
+            la = _ListenedAppender(self._cycles, self, True, listeners)
+            self._children.add(la)
+            return la
         kind: type[Appender] = Appender
         if self.sync_mode is not SyncMode.NONE:
             kind = _SyncedAppender
@@ -594,7 +629,10 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
                unlock_mode: UnlockMode = UnlockMode.LOCKING_PROCESS_DEAD,
                sync: SyncMode = SyncMode.NONE, sync_every: int = 1,
                sync_interval: float | None = None,
-               sync_interval_ms: float | None = None) -> Queue:
+               sync_interval_ms: float | None = None,
+               appender_listener: AppenderListener | None = None,
+               disk_space_warning: float | None = None,
+               disk_check_interval: float = 1.0) -> Queue:
     """Open (creating if needed) the Chronicle Queue directory at ``path``.
 
     Args:
@@ -618,6 +656,16 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
         sync_every: with a sync mode, msync every this many excerpts ...
         sync_interval: ... or when this many seconds have passed.
         sync_interval_ms: ``sync_interval`` in milliseconds (deprecated).
+        appender_listener: ``listener(index, payload)`` called after each
+            commit of every appender of this queue object (see
+            :meth:`Queue.appender`).
+        disk_space_warning: warn (a warning on the ``aiochronicle`` logger,
+            :attr:`Queue.disk_space`, a metric) when the free space of the
+            queue's file system falls under this many bytes, or under this
+            fraction of its size when below 1 (Java's ``DiskSpaceMonitor``);
+            None (the default): not watched.
+        disk_check_interval: seconds between two looks at the free space (one
+            thread per process looks; nothing is added to appends).
 
     Durations are seconds; ``epoch`` and the clock are milliseconds, as in
     Chronicle (and so are the Chronicle-named ``Pauser`` factories such as
@@ -636,7 +684,9 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
         roll_cycle=roll_cycle, epoch=epoch, time_provider=time_provider, read_only=read_only,
         block_size=block_size, index_count=index_count, index_spacing=index_spacing,
         timeout=timeout, week_rule=week_rule, source_id=source_id, lock_timeout=lock_timeout,
-        unlock_mode=unlock_mode, sync=sync, sync_every=sync_every, sync_interval=sync_interval)
+        unlock_mode=unlock_mode, sync=sync, sync_every=sync_every, sync_interval=sync_interval,
+        appender_listener=appender_listener, disk_space_warning=disk_space_warning,
+        disk_check_interval=disk_check_interval)
     if sync_interval_ms is not None:
         settings["sync_interval_ms"] = sync_interval_ms
     return Queue(path, options_from(settings))

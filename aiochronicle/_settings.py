@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +71,13 @@ class QueueOptions:
     sync: SyncMode = SyncMode.NONE
     sync_every: int = 1
     sync_interval: float | None = None
+    appender_listener: Callable[[int, bytes], None] | None = None
+    disk_space_warning: float | None = None
+    disk_check_interval: float = 1.0
 
     def __post_init__(self) -> None:
+        if self.appender_listener is not None and not callable(self.appender_listener):
+            raise TypeError("appender_listener must be callable as listener(index, payload)")
         rc = self.roll_cycle
         if isinstance(rc, str):
             object.__setattr__(self, "roll_cycle", RollCycles.by_name(rc.upper()))
@@ -93,6 +99,12 @@ class QueueOptions:
         if not 0 <= self.source_id < 1 << 31:
             raise ValueError(f"source_id must be in 0..2**31-1 (a Java int), "
                              f"got {self.source_id}")
+        dsw = self.disk_space_warning
+        if dsw is not None and not dsw > 0:
+            raise ValueError(f"disk_space_warning must be more than 0, got {dsw}")
+        if not self.disk_check_interval > 0:
+            raise ValueError(f"disk_check_interval must be more than 0 seconds, "
+                             f"got {self.disk_check_interval}")
         for name in ("timeout", "lock_timeout", "sync_interval"):
             limit = getattr(self, name)
             if limit is not None and not limit >= 0:  # NaN fails too

@@ -33,11 +33,13 @@ from ._rollcycles import cycle_shift_for
 from ._wire import Document, WireError, WireWriter, parse_document
 
 __all__ = ["CycleStore", "StoreLayout", "create_or_open_store", "creator_gone", "first_word",
-           "open_store", "store_image", "unwritten_age"]
+           "open_store", "precreated_path", "store_image", "unwritten_age"]
 
 MAX_HEADER = 1 << 20
 #: in a file without an index, a seek walks at most this many excerpts
 MARK_EVERY = 256
+#: what a pre-created cycle file's name ends with instead of ``.cq4`` (Java's ``PrecreatedFiles``)
+PRECREATED_SUFFIX = ".precreated"
 
 
 def _align4(n: int) -> int:
@@ -445,13 +447,50 @@ def open_store(path: str, cycle: int, *, writable: bool, chunk: int, overlap: in
         raise
 
 
+def precreated_path(path: str) -> str:
+    """Where a pre-created file for the cycle file ``path`` would be: its name
+    without ``.cq4`` plus ``.precreated`` (Java's ``PrecreatedFiles``)."""
+    return path[:-4] + PRECREATED_SUFFIX if path.endswith(".cq4") else path + PRECREATED_SUFFIX
+
+
+def _take_precreated(path: str, tmp: str) -> bool:
+    """Claim the pre-created file of ``path`` by renaming it to ``tmp`` (one
+    creator wins the rename); True if there was one."""
+    try:
+        os.rename(precreated_path(path), tmp)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _aside_name(path: str) -> str:
+    """The temporary name a new cycle file is built under (``.NAME.PID.creating``)."""
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.creating")
+
+
 def _build_aside(path: str, cycle: int, index_count: int, index_spacing: int, chunk: int,
-                 overlap: int) -> tuple[str, MappedFile, StoreLayout]:
+                 overlap: int, taken: bool = False) -> tuple[str, MappedFile, StoreLayout]:
     """Write a complete new cycle file under a temporary name beside ``path``
-    (ignored by every listing: it does not end in ``.cq4``)."""
-    tmp = os.path.join(os.path.dirname(path),
-                       f".{os.path.basename(path)}.{os.getpid()}.creating")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    (ignored by every listing: it does not end in ``.cq4``).
+
+    ``taken``: a pre-created file (``<name>.precreated``, made ahead by a
+    tool) was renamed to the temporary name (:func:`_take_precreated`), and
+    is used instead of a new one, as Java takes it: its blocks are already
+    allocated.  Its header is written unless it has one already."""
+    tmp = _aside_name(path)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | (0 if taken else os.O_TRUNC)
+    fd = os.open(tmp, flags, 0o644)
+    if taken:
+        head = os.pread(fd, 4, 0)
+        if int.from_bytes(head.ljust(4, b"\0"), "little") != 0:
+            # a header is there already: linked into place as it is, and read
+            # by its own fields when opened
+            try:
+                f = MappedFile(path, fd, True, chunk, overlap)
+            except BaseException:
+                os.close(fd)
+                raise
+            return tmp, f, store_image(index_count, index_spacing)[1]
     image, layout = store_image(index_count, index_spacing)
     try:
         f = MappedFile(path, fd, True, chunk, overlap, min_size=len(image) + 64)
@@ -494,7 +533,8 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
         if os.path.exists(path):
             _discard(path)
             continue
-        tmp, f, _ = _build_aside(path, cycle, index_count, index_spacing, chunk, overlap)
+        taken = _take_precreated(path, _aside_name(path))
+        tmp, f, _ = _build_aside(path, cycle, index_count, index_spacing, chunk, overlap, taken)
         try:
             os.link(tmp, path)
         except FileExistsError:
@@ -502,6 +542,11 @@ def create_or_open_store(path: str, cycle: int, *, index_count: int, index_spaci
         except OSError as exc:
             if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
                 raise
+            if taken:
+                # give the pre-created file back, header word cleared, for the
+                # creation in place to rename into place as Java does
+                f.write(0, bytes(4))
+                os.rename(tmp, precreated_path(path))
             # no hard links here: create in place, as Java does
             return _create_in_place(path, cycle, index_count, index_spacing, chunk,
                                     overlap, timeout)
@@ -546,6 +591,10 @@ def _create_in_place(path: str, cycle: int, index_count: int, index_spacing: int
     ``timeout`` and created again.
     """
     for _ in range(8):
+        if not os.path.exists(path):
+            # as Java: a pre-created file is renamed into place, then its header CASed
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(precreated_path(path), path)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
         except IsADirectoryError:

@@ -14,14 +14,24 @@ from typing import TYPE_CHECKING, Any
 
 from ._aio import AsyncTailerMixin
 from ._errors import QueueClosedError, ReadOnlyQueueError
-from ._excerpt import SCRATCH, Batch, Excerpt, MetadataExcerpt, TailerDirection, batch_of
+from ._excerpt import (
+    SCRATCH,
+    Batch,
+    Excerpt,
+    MetadataExcerpt,
+    TailerDirection,
+    TailerState,
+    batch_of,
+)
 from ._methodreader import MethodReader
 from ._native import (
     BAD_STATE,
     CORRUPT,
     EOF_,
+    HDR_LENGTH_MASK,
     NEED_MAP,
     NONE,
+    NOT_FOUND,
     NOT_REACHED,
     NULL,
     OK,
@@ -41,7 +51,9 @@ from ._native import (
     struct_words,
     unpack,
 )
+from ._reading import ReadingDocument
 from ._resource import _CycleFileUser, in_flight
+from ._search import KeyFn, SearchStats, binary_search
 from ._settings import ACK_KEY
 
 if TYPE_CHECKING:
@@ -92,6 +104,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         self._out = struct_words(c)
         c.queue_shift = cycles.roll_cycle.cycle_shift
         c.include_meta = 1 if include_metadata else 0
+        c.index = -1  # last_read_index: nothing read yet
         self._direction = TailerDirection(direction)
         self._bind()
         self._cycle: int | None = None  # cycle of the position when no store is held
@@ -219,6 +232,131 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         if cyc is None:
             return 0
         return self._cycles.roll_cycle.to_index(cyc, int(self._c.seq))
+
+    @property
+    def last_read_index(self) -> int:
+        """The index of the last excerpt read (Java's ``lastReadIndex()``), -1
+        before the first read.  A metadata excerpt read with
+        ``include_metadata=True`` counts with the index of the next data excerpt."""
+        return int(self._c.index)
+
+    @property
+    def state(self) -> TailerState:
+        """Where the tailer stands (Java's ``TailerState``), worked out when
+        asked from the position (it costs the read path nothing): at an
+        excerpt or the end of the open cycle (FOUND_IN_CYCLE), past the end of
+        a closed cycle (END_OF_CYCLE), at a cycle without a file
+        (CYCLE_NOT_FOUND), before the first excerpt when reading backward
+        (BEYOND_START_OF_CYCLE), past the next index to be written
+        (NOT_REACHED_IN_CYCLE), or on a queue that had no cycle file
+        (UNINITIALISED)."""
+        self._check()
+        st = self._store
+        if st is None:
+            return TailerState.UNINITIALISED if self._cycle is None else TailerState.CYCLE_NOT_FOUND
+        if self._before_start:
+            return TailerState.BEYOND_START_OF_CYCLE
+        seq = int(self._c.seq)
+        _, count, eof = st.end()
+        if seq < count:
+            return TailerState.FOUND_IN_CYCLE
+        if eof:
+            return TailerState.END_OF_CYCLE
+        return TailerState.FOUND_IN_CYCLE if seq == count else TailerState.NOT_REACHED_IN_CYCLE
+
+    def binary_search(self, key: Any, *, key_fn: KeyFn = bytes,
+                      stats: SearchStats | None = None) -> int | None:
+        """The index of the first excerpt whose key (``key_fn(payload)``) is at
+        or after ``key``, found by binary search over the queue's index, O(log
+        n) excerpts read; the tailer is left there (or at the end when None).
+        See :func:`aiochronicle.binary_search`."""
+        return binary_search(self, key, key_fn=key_fn, stats=stats)
+
+    def reading_document(self) -> ReadingDocument:
+        """The next excerpt in place: ``with tailer.reading_document() as doc:``
+        gives a read-only view of its bytes in the mapped file (no copy), valid
+        inside the block (see :class:`ReadingDocument`); ``doc.present`` is
+        False when there is nothing to read yet.  The tailer moves past it
+        when the block ends, unless ``doc.rollback_on_close()`` was called or
+        the block raised.  Never waits.
+
+        Raises:
+            QueueClosedError: the tailer or its queue is closed.
+        """
+        self._enter()  # in flight until the block ends: the file stays mapped
+        try:
+            found = self._doc_locate()
+            if (found is not None and self._ack_cell is not None
+                    and self.index > int(self._ack_cell[0])):
+                found = None  # not acknowledged by a replica yet: not there yet
+            if found is None:
+                return ReadingDocument(self.index, None, self._doc_finish_none)
+            seq, pos, n = found
+            idx = self.index
+            st = self._held()
+            # the file stays mapped while the view or any view taken from it
+            # lives, even past the block, or if the tailer moves to another
+            # cycle meanwhile: pinned until the last of them is gone
+            self._cycles.hold(st)
+            cycles = self._cycles
+            try:
+                view = st.file.pinned_view(pos + 4, n, lambda: cycles.release_later(st))
+            except BaseException:
+                cycles.release(st)
+                raise
+        except BaseException:
+            self._leave()
+            raise
+        return ReadingDocument(idx, view,
+                               lambda consumed: self._doc_finish(consumed, st, seq, pos, n))
+
+    def _doc_locate(self) -> tuple[int, int, int] | None:
+        """(sequence, header position, length) of the excerpt at the position
+        (mapped), moving to the next cycle past an EOF; None if none yet."""
+        self._check()
+        for _ in range(1000):
+            st = self._store
+            if st is None:
+                if not self._find_first_store():
+                    return None
+                continue
+            if self._before_start:
+                return None
+            seq = int(self._c.seq)
+            code, pos = st.seek(seq)
+            if code == OK:
+                f = st.file
+                n = f.load32(pos) & HDR_LENGTH_MASK
+                if not f.ensure(pos + 4 + n, grow=False):
+                    raise error(CORRUPT, path=st.path, pos=pos,
+                                detail="an excerpt runs past the end of the file")
+                return seq, pos, n
+            if (code == NOT_FOUND and self._direction == TailerDirection.FORWARD
+                    and st.end()[2] and self._next_cycle()):
+                continue
+            return None
+        return None
+
+    def _doc_finish_none(self, consumed: bool) -> None:
+        self._leave()
+
+    def _doc_finish(self, consumed: bool, st: CycleStore, seq: int, pos: int, n: int) -> None:
+        """A reading document ended: move past its excerpt if ``consumed``
+        (unless the tailer was moved inside the block: that move stands)."""
+        try:
+            c = self._c
+            if consumed and not self._closed and self._store is st and int(c.seq) == seq:
+                c.index = self._cycles.roll_cycle.to_index(st.cycle, seq)
+                way = self._direction
+                if way == TailerDirection.FORWARD:
+                    end = pos + 4 + n
+                    c.pos = (end + 3) & ~3 if st.layout.align == 4 else end
+                    c.seq = seq + 1
+                    self._save()
+                elif way == TailerDirection.BACKWARD:
+                    self._step_back(seq)
+        finally:
+            self._leave()
 
     def _use_store(self, st: CycleStore | None, cycle: int | None) -> None:
         if self._closed:  # closed during this call: hold nothing new
@@ -774,9 +912,11 @@ class _AckedTailer(Tailer):
         ack = self._acked_limit()
         if ack is None:
             return None
+        before = self._c.index
         ex = super().read_nowait()
         if ex is not None and ex.index > ack:
             self.move_to_index(ex.index)  # not acknowledged yet: read it again later
+            self._c.index = before  # nor read (last_read_index)
             return None
         return ex
 
@@ -790,11 +930,13 @@ class _AckedTailer(Tailer):
         rc = self._cycles.roll_cycle
         if self._direction == TailerDirection.FORWARD and self.cycle == rc.to_cycle(ack):
             max_count = max(1, min(max_count, ack - self.index + 1))
+        before = self._c.index
         b = super().read_many(max_count, max_bytes)
         idx = b.indices
         if len(idx) and idx[-1] > ack:
             k = next(i for i, x in enumerate(idx) if x > ack)
             self.move_to_index(idx[k])
+            self._c.index = idx[k - 1] if k else before
             o = b.offsets
             return Batch(b.data[:o[k]], o[:k + 1], idx[:k])
         return b

@@ -48,6 +48,7 @@ from ._history import MessageHistory
 from ._methodreader import MethodReader
 from ._monitor import QueueFigures, QueueWatch, hop_names
 from ._pauser import Pauser
+from ._queue import Queue
 from ._runner import ServiceFigures
 from ._tailer import Tailer
 
@@ -190,6 +191,11 @@ class ServiceMetrics(Collector):
         ``ignored``, ``errors`` (:meth:`MethodReader.statistics`).
     ``aiochronicle_pauser_pauses_total{pauser}``, ``..._paused_seconds_total``
         a pauser's statistics.
+    ``aiochronicle_disk_free_bytes{queue}``, ``aiochronicle_disk_space_low{queue}``
+        the free space of a queue's file system and whether it is under the
+        queue's ``disk_space_warning`` (1) or not (0), as the disk-space
+        monitor last saw them (:attr:`Queue.disk_space`; queues opened
+        without ``disk_space_warning`` are left out).
     ``aiochronicle_hop_latency_seconds{hop}``
         a histogram of each hop of the message histories given to
         :meth:`observe_history` (hops named as ``aiochronicle latency`` names them).
@@ -202,6 +208,7 @@ class ServiceMetrics(Collector):
         self._tailers: dict[str, tuple[weakref.ref[Tailer], int]] = {}
         self._readers: dict[str, weakref.ref[MethodReader]] = {}
         self._pausers: dict[str, weakref.ref[Pauser]] = {}
+        self._queues: dict[str, weakref.ref[Queue]] = {}
         self._lock = threading.Lock()
         self._hops = Histogram("aiochronicle_hop_latency_seconds",
                                "per-hop latency from message histories", ["hop"],
@@ -231,10 +238,16 @@ class ServiceMetrics(Collector):
         with self._lock:
             self._pausers[name] = weakref.ref(pauser)
 
+    def add_queue(self, name: str, queue: Queue) -> None:
+        """Report ``queue``'s disk space (its disk-space monitor's) under ``name``."""
+        with self._lock:
+            self._queues[name] = weakref.ref(queue)
+
     def remove(self, name: str) -> None:
         """Stop reporting whatever was added under ``name``."""
         with self._lock:
-            for d in (self._appenders, self._tailers, self._readers, self._pausers):
+            for d in (self._appenders, self._tailers, self._readers, self._pausers,
+                      self._queues):
                 d.pop(name, None)
 
     def observe_history(self, history: MessageHistory) -> None:
@@ -265,6 +278,7 @@ class ServiceMetrics(Collector):
             tailers = list(self._tailers.items())
             readers = list(self._readers.items())
             pausers = list(self._pausers.items())
+            queues = list(self._queues.items())
         a_count = CounterMetricFamily("aiochronicle_appender_excerpts",
                                       "excerpts an appender wrote", labels=["appender"])
         a_last = GaugeMetricFamily("aiochronicle_appender_last_index",
@@ -323,7 +337,21 @@ class ServiceMetrics(Collector):
             ps = p.statistics()
             p_count.add_metric([name], ps.count_paused)
             p_time.add_metric([name], ps.time_paused_ns / 1e9)
-        yield from (a_count, a_last, t_count, t_index, t_lag, *r_fams.values(), p_count, p_time)
+        d_free = GaugeMetricFamily("aiochronicle_disk_free_bytes",
+                                   "free bytes of a queue's file system (last look)",
+                                   labels=["queue"])
+        d_low = GaugeMetricFamily("aiochronicle_disk_space_low",
+                                  "1 when a queue's free disk space is under its threshold",
+                                  labels=["queue"])
+        for name, qref in queues:
+            qu = qref()
+            ds = qu.disk_space if qu is not None else None
+            if ds is None:
+                continue
+            d_free.add_metric([name], ds.free_bytes)
+            d_low.add_metric([name], 1 if ds.low else 0)
+        yield from (a_count, a_last, t_count, t_index, t_lag, *r_fams.values(), p_count, p_time,
+                    d_free, d_low)
 
 
 class PipelineCollector(Collector):

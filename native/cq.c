@@ -1261,11 +1261,13 @@ int cq_read_batch(cq_tailer *t, uint8_t *out, uint64_t out_cap, int64_t *offsets
     offsets[0] = 0;
     while (n < max_n) {
         uint64_t pos0 = t->pos, seq0 = t->seq;
+        int64_t index0 = t->index;
         int64_t r = cq_read(t);
         if (r < 0) { rc = (int)r; break; }
         if ((uint64_t)r > out_cap - used) {
             t->pos = pos0;
             t->seq = seq0;
+            t->index = index0; /* not taken: the last read index stays */
             if (n == 0) { t->need = (uint64_t)r; rc = CQ_TOO_LARGE; }
             break;
         }
