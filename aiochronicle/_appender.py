@@ -428,6 +428,12 @@ class Appender(HotAppender, _CycleFileUser):
         c.populated = 0
         c.dropped = 0
         c.allocated = 0
+        if self._cycles.zoned is not None:
+            # the native roll check divides by one length: give it this day's
+            # (23, 24 or 25 hours) and the epoch that puts this cycle's start right
+            start, end = self._cycles.span_ms(st.cycle)
+            c.length_ms = end - start
+            c.epoch = start - st.cycle * (end - start)
         self._refresh_append_lock()
         if old is not None:
             self._cycles.release(old)
