@@ -121,3 +121,55 @@ def test_utc_roll_time_names_and_cycles_as_java(java: None, version: str,
     refused = cycles_java(version, "rolltime", str(tmp_path / "zoned"), "FAST_DAILY",
                           "00:00", "Europe/London", str(T0))
     assert refused[0].startswith("REFUSED ")
+
+
+#: (zone, roll time, dates around its daylight-saving changes in 2024)
+ZONE_DAYS = [
+    ("Europe/London", "00:00", ["2024-03-30", "2024-03-31", "2024-04-01", "2024-10-26",
+                                "2024-10-27", "2024-10-28"]),
+    # the roll time inside the skipped hour and inside the repeated one
+    ("Europe/London", "01:30", ["2024-03-30", "2024-03-31", "2024-04-01", "2024-10-26",
+                                "2024-10-27", "2024-10-28"]),
+    # clocks change at midnight there: the roll time itself is skipped
+    ("America/Santiago", "00:00", ["2024-04-06", "2024-04-07", "2024-09-07", "2024-09-08",
+                                   "2024-09-09"]),
+    ("America/New_York", "17:00", ["2024-03-09", "2024-03-10", "2024-11-02", "2024-11-03"]),
+]
+
+
+@pytest.mark.parametrize(("zone", "at", "days"), ZONE_DAYS,
+                         ids=[f"{z}-{a}" for z, a, _ in ZONE_DAYS])
+def test_zone_days_start_where_java_time_puts_them(java: None, zone: str, at: str,
+                                                   days: list[str], tmp_path: Path) -> None:
+    """The open-source Java builder refuses a zone (Enterprise only): each cycle's
+    start is checked against java.time, and a Python appender at every start (and
+    just before it) writes into the cycle and file of that local date."""
+    out = cycles_java(jvm.NEWEST, "zonedays", at, zone, *days)
+    starts = [(p[1], int(p[2]), int(p[3])) for p in (line.split() for line in out)
+              if p[0] == "Z"]
+    assert [d for d, _, _ in starts] == days
+    hh, mm = map(int, at.split(":"))
+    clock = ac.SetTimeProvider(starts[0][2] - 1)
+    with ac.open_queue(tmp_path, roll_time=time(hh, mm), roll_time_zone=zone,
+                       time_provider=clock) as q, q.appender() as app:
+        assert q.epoch == (hh * 60 + mm) * 60_000
+        seen = []
+        for day, cycle, start in starts:
+            assert q.cycle_files.span_ms(cycle)[0] == start
+            if seen and seen[-1][0] == cycle - 1:  # consecutive days: 23, 24 or 25 hours
+                assert q.cycle_files.span_ms(cycle - 1)[1] == start
+            for t, want in ((start - 1, cycle - 1), (start, cycle)):
+                clock.set_millis(max(t, clock.current_time_millis()))
+                if clock.current_time_millis() != t:
+                    continue
+                index = app.append(b"%d" % t)
+                assert q.roll_cycle.to_cycle(index) == want, (day, t)
+                seen.append((want, t))
+        names = {p.name for p in tmp_path.iterdir() if p.suffix == ".cq4"}
+        assert {d.replace("-", "") + "F.cq4" for d in days} <= names
+    with ac.open_queue(tmp_path, read_only=True) as q:
+        assert (q.roll_time, str(q.roll_time_zone)) == (time(hh, mm), zone)
+        tailer = q.tailer()
+        got = [(q.roll_cycle.to_cycle(e.index), int(bytes(e.payload)))
+               for e in iter(tailer.read_nowait, None)]
+        assert got == seen

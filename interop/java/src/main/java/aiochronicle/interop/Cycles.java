@@ -3,7 +3,9 @@ package aiochronicle.interop;
 import java.io.File;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.time.LocalDate;
 import java.time.LocalTime;
+import java.time.ZonedDateTime;
 import java.time.ZoneId;
 import java.util.Arrays;
 import java.util.TreeSet;
@@ -177,6 +179,19 @@ public final class Cycles {
                     OUT.println("F " + f);
                 }
                 OUT.println("END " + (args.length - 5));
+                break;
+            }
+            case "zonedays": {
+                // zonedays HH:MM ZONE DATE...: when each date's roll time falls, as
+                // java.time resolves it (a gap skipped forward, an overlap's earlier)
+                LocalTime at = LocalTime.parse(args[1]);
+                ZoneId zone = ZoneId.of(args[2]);
+                for (int i = 3; i < args.length; i++) {
+                    LocalDate day = LocalDate.parse(args[i]);
+                    OUT.println("Z " + day + " " + day.toEpochDay() + " "
+                            + ZonedDateTime.of(day, at, zone).toInstant().toEpochMilli());
+                }
+                OUT.println("END " + (args.length - 3));
                 break;
             }
             default:
