@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -59,6 +58,7 @@ from ._native import (
 from ._notify import notify_watch
 from ._resource import _CycleFileUser, in_flight
 from ._settings import ACK_KEY, MAX_PAYLOAD, SyncMode
+from ._writelock import lock_value
 
 if TYPE_CHECKING:
     from ._codecs import Codec
@@ -110,7 +110,7 @@ class Appender(HotAppender, _CycleFileUser):
         self._keep: list[Any] = []
         c.write_lock = self._write_lock.ptr()
         self._refresh_append_lock()
-        c.pid = os.getpid()
+        c.pid = lock_value()  # the PID, with its namespace tag (_writelock)
         tp = cycles.time_provider
         self._py_clock: TimeProvider | None = None
         if isinstance(tp, SetTimeProvider):
@@ -163,7 +163,7 @@ class Appender(HotAppender, _CycleFileUser):
     def after_fork(self) -> None:
         """For the queue's use, in a forked child: take the write lock with
         this process's PID (not the parent's)."""
-        self._c.pid = os.getpid()
+        self._c.pid = lock_value()
 
     def _detach(self) -> None:
         # May run on another thread than one appending right now (Queue.close),
