@@ -248,7 +248,8 @@ class Appender(HotAppender, _CycleFileUser):
 
     def method_writer(self, iface: type[_T] | Callable[..., _T], *,
                       codec: Codec | str | None = None,
-                      record_history: bool | None = None) -> _T:
+                      record_history: bool | None = None,
+                      generic_event: str | None = None, metadata: bool = False) -> _T:
         """A proxy of the interface ``iface`` whose every method call appends one
         excerpt holding the method and its encoded arguments (see ``_methodwriter``).
 
@@ -258,15 +259,22 @@ class Appender(HotAppender, _CycleFileUser):
         methods, which exist in BinaryWire alone).
         ``record_history`` (default: when the queue's ``source_id`` is not 0,
         as Java) writes the message history first in each excerpt.
+        ``generic_event`` names a method of ``iface`` whose first argument is
+        the event to write (Java's ``genericEvent``): ``w.send("onPrice", p)``
+        writes what ``onPrice(p)`` would.  ``metadata=True`` writes the calls as
+        metadata excerpts (for a reader's ``metadata_handlers``).
 
         Raises:
             CodecMismatchError: the queue records another codec.
             ValueError: ``record_history=True`` on a queue whose source_id is 0.
-            TypeError: ``iface`` is not a usable interface.
+            TypeError: ``iface`` is not a usable interface, or has no method
+                ``generic_event``.
         """
         q = self.queue
         return make_method_writer(self, iface, self._meta, q.path, q.source_id, codec=codec,
-                                  record_history=record_history)
+                                  record_history=record_history,
+                                  generic_event=generic_event, metadata=metadata,
+                                  append_metadata=self.append_metadata)
 
     @in_flight
     def append_metadata(self, data: bytes | bytearray | memoryview | str) -> None:
