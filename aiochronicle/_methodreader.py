@@ -989,7 +989,9 @@ class MethodReader(HotReader):
                 entry = (reader._by_id.get(key) if type(key) is int
                          else reader._by_name.get(key))  # type: ignore[arg-type]
                 if entry is None:
-                    value, pos = r.value(pos, end)  # skip it (or give it to the default)
+                    value: Any = None  # an event without a value (Java's generic events)
+                    if r.skip_padding(pos, end) < end:
+                        value, pos = r.value(pos, end)  # skip it (or give it to the default)
                     reader = self
                     out = self._unknown_method(key, idx, lambda v=value: v)
                     if out is not None:
@@ -1039,7 +1041,8 @@ class MethodReader(HotReader):
                    entry: _Entry) -> tuple[tuple[Any, ...], int, _Live | None]:
         n = entry.n
         if n == 0:
-            _, pos = r.value(pos, end)
+            if r.skip_padding(pos, end) < end:  # (Java's generic events write none)
+                _, pos = r.value(pos, end)
             return (), pos, entry.targets
         readers = entry.wire_readers
         if n == 1:

@@ -229,8 +229,12 @@ def _generic_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], Any],
             if e is None:
                 if len(encoders) > 4096:
                     encoders.clear()
-                e = encoders[event] = _wire_encoder(MethodSpec(
-                    event, None, spec.params[1:], types))
+                one = MethodSpec(event, None, spec.params[1:], types)
+                if n == 0:  # Java's generic event writes the name alone
+                    key = _wire_key(one)
+                    e = encoders[event] = lambda a, h=b"": h + key
+                else:
+                    e = encoders[event] = _wire_encoder(one)
             append(e(args, outgoing_wire_bytes()) if history else e(args))
     else:
         raise ValueError(f"the {codec.name} codec cannot carry method calls")
