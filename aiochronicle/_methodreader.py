@@ -823,7 +823,7 @@ class MethodReader(HotReader):
         self._errors += 1
         self.on_error(exc, _excerpt(idx, bytes(p)))
 
-    def _unknown_method(self, key: object, idx: int,
+    def _unknown_method(self, key: str | int, idx: int,
                         args: Callable[[], Any]) -> Awaitable[None] | None:
         """An event no handler has: to the default handler (``args()`` decodes
         its arguments untyped), else skipped; counted either way."""
@@ -993,7 +993,7 @@ class MethodReader(HotReader):
                     if r.skip_padding(pos, end) < end:
                         value, pos = r.value(pos, end)  # skip it (or give it to the default)
                     reader = self
-                    out = self._unknown_method(key, idx, lambda v=value: v)
+                    out = self._unknown_method(key, idx, _const(value))
                     if out is not None:
                         yield out
                     continue
@@ -1146,6 +1146,10 @@ def _log_error(exc: Exception, ex: Excerpt) -> None:
 _MP_RAWS = msgspec.msgpack.Decoder(list[msgspec.Raw])
 _MP_KEY_LEN: Final = {0xD9: 2, 0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9,
                       0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}
+
+
+def _const(value: Any) -> Callable[[], Any]:
+    return lambda: value
 
 
 class _MetadataRouted:

@@ -223,18 +223,23 @@ def _generic_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], Any],
     elif codec is Codecs.BINARY_WIRE:
         encoders: dict[str, Callable[..., bytes]] = {}
 
+        def name_alone(key: bytes) -> Callable[..., bytes]:
+            def encode(args: tuple[Any, ...], history: bytes = b"") -> bytes:
+                return history + key
+            return encode
+
         def call(self: object, event: str, *args: Any) -> None:
             check(event, args)
-            e = encoders.get(event)
+            e: Callable[..., bytes] | None = encoders.get(event)
             if e is None:
                 if len(encoders) > 4096:
                     encoders.clear()
                 one = MethodSpec(event, None, spec.params[1:], types)
                 if n == 0:  # Java's generic event writes the name alone
-                    key = _wire_key(one)
-                    e = encoders[event] = lambda a, h=b"": h + key
+                    e = encoders[event] = name_alone(_wire_key(one))
                 else:
-                    e = encoders[event] = _wire_encoder(one)
+                    # (it takes the history bytes too)
+                    e = encoders[event] = typing.cast(Callable[..., bytes], _wire_encoder(one))
             append(e(args, outgoing_wire_bytes()) if history else e(args))
     else:
         raise ValueError(f"the {codec.name} codec cannot carry method calls")

@@ -40,8 +40,8 @@ INNER = textwrap.dedent(
     app.append(b"inner-hello")
     print("PID", os.getpid(), flush=True)
     assert sys.stdin.readline() == "go\\n"
-    for i in range(%d):
-        app.append(b"inner-%%d" %% i)
+    for i in range(@N@):
+        app.append(b"inner-%d" % i)
     print("WROTE", flush=True)
     assert sys.stdin.readline() == "hold\\n"
     with app.writing_document() as doc:       # holds the write lock until the block ends
@@ -50,7 +50,7 @@ INNER = textwrap.dedent(
         assert sys.stdin.readline() == "release\\n"
     print("RELEASED", flush=True)
     q.close()
-    """ % K)
+    """).replace("@N@", str(K))
 
 
 def _free_pid() -> int:

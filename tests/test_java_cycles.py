@@ -39,7 +39,7 @@ def cycles_java(version: str, *args: str) -> list[str]:
     proc = subprocess.run(jvm.command(version, *args, main="aiochronicle.interop.Cycles"),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    allowed = JAVA_OWN_WARNINGS + ("Enterprise", "Non-UTC roll time zone")
+    allowed = (*JAVA_OWN_WARNINGS, "Enterprise", "Non-UTC roll time zone")
     assert _warnings(proc.stderr, allowed) == [], proc.stderr
     return proc.stdout.splitlines()
 

@@ -24,9 +24,9 @@ class Price(msgspec.Struct):
 
 
 class Prices(Protocol):
-    def onPrice(self, price: Price) -> None: ...  # noqa: N802 (Java's names)
+    def onPrice(self, price: Price) -> None: ...  # (Java's names)
 
-    def onClose(self, symbol: str, last: bool) -> None: ...  # noqa: N802
+    def onClose(self, symbol: str, last: bool) -> None: ...
 
     def heartbeat(self) -> None: ...
 
@@ -45,10 +45,10 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
 
-    def onPrice(self, price: Price) -> None:  # noqa: N802
+    def onPrice(self, price: Price) -> None:
         self.calls.append(("onPrice", (price,)))
 
-    def onClose(self, symbol: str, last: bool) -> None:  # noqa: N802
+    def onClose(self, symbol: str, last: bool) -> None:
         self.calls.append(("onClose", (symbol, last)))
 
     def heartbeat(self) -> None:
@@ -106,9 +106,9 @@ def test_generic_binary_wire_bytes() -> None:
 
 
 def test_a_generic_event_needs_a_method_of_the_interface(tmp_path: Path) -> None:
-    with ac.open_queue(tmp_path) as q, q.appender() as app:
-        with pytest.raises(TypeError, match="no method 'nope'"):
-            app.method_writer(Gateway, generic_event="nope")
+    with ac.open_queue(tmp_path) as q, q.appender() as app, \
+            pytest.raises(TypeError, match="no method 'nope'"):
+        app.method_writer(Gateway, generic_event="nope")
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -121,7 +121,7 @@ def test_the_default_handler_gets_unknown_events(tmp_path: Path, codec: str) -> 
         known: list[Price] = []
 
         class OnlyPrices:
-            def onPrice(self, price: Price) -> None:  # noqa: N802
+            def onPrice(self, price: Price) -> None:
                 known.append(price)
 
         unknown: list[tuple[Any, Any]] = []
