@@ -33,6 +33,7 @@ from ._rollcycles import (
     RollCycle,
     RollCycles,
     candidate_roll_cycles,
+    make_roll_cycle,
     misnamed_cycle_files,
 )
 from ._rolltime import (
@@ -324,6 +325,12 @@ class Queue(_Resource):
                 stored = requested  # the cycle it was created with (a custom one keeps its name)
             else:
                 stored = RollCycles.for_settings(fmt, length, rc.index_count, rc.index_spacing)
+                if stored.name.startswith("custom:"):
+                    # a cycle this process has not defined: its numbering comes
+                    # from the index layout its cycle files were made with
+                    lay = self._files_index_layout(rc)
+                    if lay is not None:
+                        stored = make_roll_cycle(stored.name, fmt, length, *lay)
             if index_count is not None or index_spacing is not None:
                 stored = stored.with_index(index_count, index_spacing)
         except ValueError as exc:
@@ -337,6 +344,25 @@ class Queue(_Resource):
                 f"({stored.format!r}); using it instead of {requested.name}",
                 RollCycleMismatchWarning, stacklevel=4)
         return stored, stored_epoch
+
+    def _files_index_layout(self, rc: RollCycle) -> tuple[int, int] | None:
+        """(index count, spacing) in the header of the first cycle file, if any."""
+        names = sorted(n for n in os.listdir(self.path) if n.endswith(SUFFIX))
+        if not names:
+            return None
+        try:
+            probe = open_store(os.path.join(self.path, names[0]), 0, writable=False,
+                               chunk=self.block_size, overlap=self.block_size // 4,
+                               timeout=self.options.timeout,
+                               roll_index=(rc.index_count, rc.index_spacing))
+        except (CorruptQueueError, OSError):
+            return None
+        if probe is None:
+            return None
+        try:
+            return probe.layout.index_count, probe.layout.index_spacing
+        finally:
+            probe.close()
 
     def _guess_from_files(self, rc: RollCycle, ep: int,
                           requested: RollCycle | None) -> tuple[RollCycle, int]:

@@ -199,8 +199,10 @@ class RollCycle:
             raise ValueError(f"{name} is a built-in roll cycle")
         rc = make_roll_cycle(name, format, length_ms, index_count, index_spacing, default_epoch)
         known = _CUSTOM.get(name)
-        if known is not None and known != rc:
-            raise ValueError(f"roll cycle {name} is already defined as {known}")
+        if known is not None:
+            if known != rc:
+                raise ValueError(f"roll cycle {name} is already defined as {known}")
+            return known
         _CUSTOM[name] = rc
         return rc
 
