@@ -82,12 +82,13 @@ def test_python_writes_java_reads_the_same_indices(java: None, version: str, spe
         for i in range(N):
             written.append(app.append(b"x%d" % i))
     assert written[0] == rc.to_index(rc.current_cycle(T0), 0)
-    out = cycles_java(version, "tail", str(tmp_path), spec, str(count), str(spacing))
-    assert java_excerpts(out) == [(w, b"x%d" % i) for i, w in enumerate(written)]
-    # Java's moveToIndex reads Python's index arrays
     out = cycles_java(version, "tail", str(tmp_path), spec, str(count), str(spacing),
                       f"{written[257]:x}")
-    assert java_excerpts(out)[0] == (written[257], b"x257")
+    seek = out.index("SEEK")
+    want = [(w, b"x%d" % i) for i, w in enumerate(written)]
+    assert java_excerpts(out[:seek]) == want
+    # Java's moveToIndex goes through Python's index arrays, then reads on
+    assert java_excerpts(out[seek:]) == want[257:]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -118,9 +119,10 @@ def test_utc_roll_time_names_and_cycles_as_java(java: None, version: str,
                                                                    76_500_000)
     out = cycles_java(version, "tail", str(pdir), "FAST_DAILY", "0", "0")
     assert [i for i, _ in java_excerpts(out)] == [c[2] for c in java_cycles]
-    refused = cycles_java(version, "rolltime", str(tmp_path / "zoned"), "FAST_DAILY",
-                          "00:00", "Europe/London", str(T0))
-    assert refused[0].startswith("REFUSED ")
+    if version == jvm.NEWEST:  # (5.21 refuses it the same way)
+        refused = cycles_java(version, "rolltime", str(tmp_path / "zoned"), "FAST_DAILY",
+                              "00:00", "Europe/London", str(T0))
+        assert refused[0].startswith("REFUSED ")
 
 
 #: (zone, roll time, dates around its daylight-saving changes in 2024)

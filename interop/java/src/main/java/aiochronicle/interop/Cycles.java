@@ -100,6 +100,21 @@ public final class Cycles {
         return b;
     }
 
+    static long readAll(ExcerptTailer t) {
+        long n = 0;
+        while (true) {
+            try (DocumentContext dc = t.readingDocument()) {
+                if (!dc.isPresent()) {
+                    return n;
+                }
+                Bytes<?> b = dc.wire().bytes();
+                OUT.println("E " + Long.toHexString(dc.index()) + " "
+                        + Interop.hex(b, b.readPosition(), b.readLimit()));
+                n++;
+            }
+        }
+    }
+
     /** A clock standing at {@code ms} (the constructor taking a long counts nanoseconds). */
     static SetTimeProvider at(long ms) {
         SetTimeProvider time = new SetTimeProvider();
@@ -126,24 +141,19 @@ public final class Cycles {
                 break;
             }
             case "tail": {
-                // tail DIR ROLL COUNT SPACING [INDEX]: every excerpt (from INDEX if given)
+                // tail DIR ROLL COUNT SPACING [INDEX]: every excerpt; then, given INDEX,
+                // "SEEK" and every excerpt from INDEX on (moveToIndex)
                 long n = 0;
                 try (ChronicleQueue q = builder(args[1], args[2], Integer.parseInt(args[3]),
                         Integer.parseInt(args[4]), null).build();
                      ExcerptTailer t = q.createTailer()) {
-                    if (args.length > 5 && !t.moveToIndex(Long.parseLong(args[5], 16))) {
-                        OUT.println("NOINDEX " + args[5]);
-                    }
-                    while (true) {
-                        try (DocumentContext dc = t.readingDocument()) {
-                            if (!dc.isPresent()) {
-                                break;
-                            }
-                            Bytes<?> b = dc.wire().bytes();
-                            OUT.println("E " + Long.toHexString(dc.index()) + " "
-                                    + Interop.hex(b, b.readPosition(), b.readLimit()));
-                            n++;
+                    n += readAll(t);
+                    if (args.length > 5) {
+                        OUT.println("SEEK");
+                        if (!t.moveToIndex(Long.parseLong(args[5], 16))) {
+                            OUT.println("NOINDEX " + args[5]);
                         }
+                        n += readAll(t);
                     }
                 }
                 OUT.println("END " + n);
