@@ -17,7 +17,16 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["ZonedDays", "epoch_of", "java_local_time", "parse_local_time", "zone_of"]
+__all__ = [
+    "ZonedDays",
+    "day_length_ok",
+    "epoch_of",
+    "is_utc",
+    "java_local_time",
+    "parse_local_time",
+    "zone_name",
+    "zone_of",
+]
 
 _DAY_MS: Final = 86_400_000
 _EPOCH_DAY: Final = date(1970, 1, 1)
