@@ -194,3 +194,40 @@ def test_metadata_handlers_get_the_calls_of_metadata_excerpts(tmp_path: Path,
         # the queue's own metadata (the codec record...) is no call of theirs
         assert ("onClose", ("EURUSD", False)) in mrec.calls and ("heartbeat", ()) in mrec.calls
         assert r.metadata_reader is not None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_metadata_handlers_while_run_waits(tmp_path: Path, kind: str) -> None:
+    """Metadata calls that arrive while ``run()`` waits reach their handlers
+    (the wait path of the reader, as well as its read path)."""
+    async def main() -> tuple[Recorder, Recorder]:
+        with ac.open_queue(tmp_path) as q, q.appender() as app:
+            data = app.method_writer(Prices, codec="msgpack")
+            meta = app.method_writer(Prices, codec="msgpack", metadata=True)
+            mrec = Recorder()
+
+            class Stopper(Recorder):
+                def onClose(self, symbol: str, last: bool) -> None:
+                    super().onClose(symbol, last)
+                    if last:
+                        reader.stop()
+
+            rec = Stopper()
+            reader = q.tailer(include_metadata=True).method_reader(
+                rec, metadata_handlers=[mrec])
+            meta.onClose("before", False)
+            task = asyncio.ensure_future(reader.run())
+            await asyncio.sleep(0)  # (a turn: run() reads what is there, then waits)
+            meta.onClose("while", False)
+            data.onPrice(P)
+            data.onClose("EURUSD", True)
+            await task
+            return rec, mrec
+
+    loop = loop_factory(kind)()
+    try:
+        rec, mrec = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert rec.calls == [("onPrice", (P,)), ("onClose", ("EURUSD", True))]
+    assert mrec.calls == [("onClose", ("before", False)), ("onClose", ("while", False))]
