@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -61,6 +60,7 @@ from ._native import (
 from ._notify import notify_watch
 from ._resource import _CycleFileUser, in_flight
 from ._settings import ACK_KEY, MAX_PAYLOAD, SyncMode
+from ._writelock import lock_value
 
 if TYPE_CHECKING:
     from ._codecs import Codec
@@ -118,7 +118,7 @@ class Appender(HotAppender, _CycleFileUser):
         self._keep: list[Any] = []
         c.write_lock = self._write_lock.ptr()
         self._refresh_append_lock()
-        c.pid = os.getpid()
+        c.pid = lock_value()  # the PID, with its namespace tag (_writelock)
         tp = cycles.time_provider
         self._py_clock: TimeProvider | None = None
         if isinstance(tp, SetTimeProvider):
@@ -171,7 +171,7 @@ class Appender(HotAppender, _CycleFileUser):
     def after_fork(self) -> None:
         """For the queue's use, in a forked child: take the write lock with
         this process's PID (not the parent's)."""
-        self._c.pid = os.getpid()
+        self._c.pid = lock_value()
 
     def _detach(self) -> None:
         # May run on another thread than one appending right now (Queue.close),
@@ -280,7 +280,8 @@ class Appender(HotAppender, _CycleFileUser):
 
     def method_writer(self, iface: type[_T] | Callable[..., _T], *,
                       codec: Codec | str | None = None,
-                      record_history: bool | None = None) -> _T:
+                      record_history: bool | None = None,
+                      generic_event: str | None = None, metadata: bool = False) -> _T:
         """A proxy of the interface ``iface`` whose every method call appends one
         excerpt holding the method and its encoded arguments (see ``_methodwriter``).
 
@@ -290,15 +291,22 @@ class Appender(HotAppender, _CycleFileUser):
         methods, which exist in BinaryWire alone).
         ``record_history`` (default: when the queue's ``source_id`` is not 0,
         as Java) writes the message history first in each excerpt.
+        ``generic_event`` names a method of ``iface`` whose first argument is
+        the event to write (Java's ``genericEvent``): ``w.send("onPrice", p)``
+        writes what ``onPrice(p)`` would.  ``metadata=True`` writes the calls as
+        metadata excerpts (for a reader's ``metadata_handlers``).
 
         Raises:
             CodecMismatchError: the queue records another codec.
             ValueError: ``record_history=True`` on a queue whose source_id is 0.
-            TypeError: ``iface`` is not a usable interface.
+            TypeError: ``iface`` is not a usable interface, or has no method
+                ``generic_event``.
         """
         q = self.queue
         return make_method_writer(self, iface, self._meta, q.path, q.source_id, codec=codec,
-                                  record_history=record_history)
+                                  record_history=record_history,
+                                  generic_event=generic_event, metadata=metadata,
+                                  append_metadata=self.append_metadata)
 
     @in_flight
     def append_metadata(self, data: bytes | bytearray | memoryview | str) -> None:
@@ -460,6 +468,12 @@ class Appender(HotAppender, _CycleFileUser):
         c.populated = 0
         c.dropped = 0
         c.allocated = 0
+        if self._cycles.zoned is not None:
+            # the native roll check divides by one length: give it this day's
+            # (23, 24 or 25 hours) and the epoch that puts this cycle's start right
+            start, end = self._cycles.span_ms(st.cycle)
+            c.length_ms = end - start
+            c.epoch = start - st.cycle * (end - start)
         self._refresh_append_lock()
         if old is not None:
             self._cycles.release(old)

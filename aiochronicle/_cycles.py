@@ -29,6 +29,7 @@ from ._clock import TimeProvider
 from ._errors import CorruptQueueError, QueueClosedError, UnalignedCycleError
 from ._native import HDR_NOT_COMPLETE
 from ._rollcycles import CycleNamer, RollCycle
+from ._rolltime import ZonedDays
 from ._settings import SUFFIX, UnlockMode
 from ._store import (
     CycleStore,
@@ -72,7 +73,7 @@ class Cycles:
     def __init__(self, path: str, meta: TableStore | None, roll_cycle: RollCycle, epoch: int,
                  namer: CycleNamer, *, time_provider: TimeProvider, read_only: bool,
                  block_size: int, timeout: float, lock_timeout: float,
-                 unlock_mode: UnlockMode) -> None:
+                 unlock_mode: UnlockMode, zoned: ZonedDays | None = None) -> None:
         """Own the files of the queue directory ``path`` named by ``namer``;
         ``meta`` (None: a read-only queue without usable metadata) is closed
         by :meth:`close`."""
@@ -87,6 +88,10 @@ class Cycles:
         """Milliseconds added to the Unix epoch before cycles are counted."""
         self.namer = namer
         """Names cycle files and parses names back to cycles."""
+        self.zoned = zoned
+        """Daily cycles rolling at a local time in a zone (``roll_time`` with a
+        ``roll_time_zone`` other than UTC): 23, 24 or 25 hours long; None: every
+        cycle is ``roll_cycle.length_ms`` from ``epoch``."""
         self.time_provider = time_provider
         """The clock that chooses the cycle of each append."""
         self.read_only = read_only
@@ -163,8 +168,18 @@ class Cycles:
 
     def current(self) -> int:
         """The cycle the clock is in now."""
+        if self.zoned is not None:
+            return self.zoned.cycle_at(self.time_provider.current_time_millis())
         return self.roll_cycle.current_cycle(self.time_provider.current_time_millis(),
                                              self.epoch)
+
+    def span_ms(self, cycle: int) -> tuple[int, int]:
+        """``(start, end)`` of ``cycle`` in ms since 1970 UTC (the end is the next
+        cycle's start)."""
+        if self.zoned is not None:
+            return self.zoned.span_ms(cycle)
+        start = self.epoch + cycle * self.roll_cycle.length_ms
+        return start, start + self.roll_cycle.length_ms
 
     @property
     def roll_index(self) -> tuple[int, int]:
@@ -371,7 +386,9 @@ class Cycles:
         self.check_open()
         with self.write_lock:
             clock = self.current()
-            target = clock if want is None else max(want, clock)
+            # a zone's days are not all one length: the native appender's guess
+            # of the cycle (from the current day's length) may overshoot
+            target = clock if want is None or self.zoned is not None else max(want, clock)
             # the listing is fresh by listing.modCount, which every creator of a
             # cycle file bumps (Java too): no directory scan per roll
             cycles = self.listing()

@@ -255,16 +255,34 @@ class MethodReader(HotReader):
                  "_has_async", "_held", "_held_n", "_history", "_ignored", "_interfaces", "_last",
                  "_mp", "_named", "_names", "_read", "_reader_filter", "_recording", "_source",
                  "_source_id", "_stopping", "_track", "_unknown", "_wire_ids", "_wire_names",
-                 "handlers", "on_error", "tailer")
+                 "default_handler", "handlers", "metadata_reader", "on_error", "tailer")
 
     def __init__(self, source: MethodSource, *handlers: object,
                  on_error: Callable[[Exception, Excerpt], None] | None = None,
                  ignore_first_arg: Callable[[str, Any], bool] | None = None,
                  history: bool | None = None, interfaces: Iterable[type] = (),
-                 batch: bool | None = None) -> None:
+                 batch: bool | None = None,
+                 default_handler: Callable[[str | int, Any], Any] | None = None,
+                 metadata_handlers: Iterable[object] = ()) -> None:
         """See :meth:`Tailer.method_reader` (which hands over ``source``)."""
-        if not handlers:
+        if not handlers and default_handler is None:
             raise TypeError("method_reader needs at least one handler")
+        if default_handler is not None and not callable(default_handler):
+            raise TypeError(f"default_handler must be callable, not {default_handler!r}")
+        self.default_handler = default_handler
+        """Called with ``(event, args)`` for each event no handler has a method
+        for (Java's default parselet; None: such events are skipped)."""
+        self.metadata_reader: MethodReader | None = None
+        """The reader of the metadata excerpts' calls (``metadata_handlers``)."""
+        meta_handlers = tuple(metadata_handlers)
+        if meta_handlers:
+            if any(inspect.iscoroutinefunction(fn) for h in meta_handlers
+                   for fn in public_functions(type(h)).values()):
+                raise TypeError("metadata handlers must be plain (not async) methods")
+            self.metadata_reader = MethodReader(source, *meta_handlers, on_error=on_error,
+                                                interfaces=interfaces, batch=False)
+            source = _MetadataRouted(source, self.metadata_reader)
+            batch = False  # the kind of each excerpt is needed: read one at a time
         self._interfaces = tuple(interfaces)
         self._source = source
         self.tailer = source.tailer
@@ -284,13 +302,14 @@ class MethodReader(HotReader):
         self._chain_cache: dict[int, MethodReader] = {}
         for h in handlers:
             self._add_handler(h)
-        if not self._by_name:
+        if not self._by_name and default_handler is None:
             raise TypeError("the handlers have no public methods")
         if ignore_first_arg is not None:
             for e in self._by_name.values():
                 e.filtered = True
                 e.refresh()
-        self._has_async = any(e.has_async for e in self._by_name.values())
+        self._has_async = any(e.has_async for e in self._by_name.values()) or (
+            inspect.iscoroutinefunction(default_handler))
         # the common msgpack calls, dispatched in C: name -> (decode, handler)
         self._fast_mp = {k: (e.mp_dec.decode, e.fast) for k, e in self._names.items()
                          if e.fast is not None}
@@ -804,10 +823,18 @@ class MethodReader(HotReader):
         self._errors += 1
         self.on_error(exc, _excerpt(idx, bytes(p)))
 
-    def _unknown_method(self, key: object, idx: int) -> None:
+    def _unknown_method(self, key: str | int, idx: int,
+                        args: Callable[[], Any]) -> Awaitable[None] | None:
+        """An event no handler has: to the default handler (``args()`` decodes
+        its arguments untyped), else skipped; counted either way."""
         self._unknown += 1
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("unknown method %r at index %#x", key, idx)
+        default = self.default_handler
+        if default is None:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("unknown method %r at index %#x", key, idx)
+            return None
+        out = default(key, args())
+        return out if inspect.isawaitable(out) else None
 
     def _incoming(self, raw: object, idx: int) -> Incoming | None:
         if raw is not None:
@@ -849,8 +876,8 @@ class MethodReader(HotReader):
                 end = pos + _MP_KEY_LEN[k] + (p[pos + 1] if k == 0xD9 else 0)
             entry = self._mp.get(p[pos:end])
             if entry is None:
-                self._unknown_method(msgspec.msgpack.decode(p[pos:end]), idx)
-                return None
+                key = msgspec.msgpack.decode(p[pos:end])
+                return self._unknown_method(key, idx, lambda: msgspec.msgpack.decode(p[end:]))
             body = p[end:] if type(p) is memoryview else memoryview(p)[end:]
             n = entry.n
             if n == 1:
@@ -896,8 +923,8 @@ class MethodReader(HotReader):
             entry = (self._by_id.get(key) if type(key) is int
                      else self._by_name.get(key) if type(key) is str else None)
             if entry is None:
-                self._unknown_method(key, idx)
-                return None
+                body = parts[1]
+                return self._unknown_method(key, idx, lambda: msgspec.json.decode(body))
             n = entry.n
             if n == 0:
                 args: tuple[Any, ...] = ()
@@ -962,9 +989,13 @@ class MethodReader(HotReader):
                 entry = (reader._by_id.get(key) if type(key) is int
                          else reader._by_name.get(key))  # type: ignore[arg-type]
                 if entry is None:
-                    _, pos = r.value(pos, end)  # skip it
-                    self._unknown_method(key, idx)
+                    value: Any = None  # an event without a value (Java's generic events)
+                    if r.skip_padding(pos, end) < end:
+                        value, pos = r.value(pos, end)  # skip it (or give it to the default)
                     reader = self
+                    out = self._unknown_method(key, idx, _const(value))
+                    if out is not None:
+                        yield out
                     continue
                 args, pos, live = reader._wire_args(r, pos, end, entry)
             except _DECODE_ERRORS as exc:
@@ -1010,7 +1041,8 @@ class MethodReader(HotReader):
                    entry: _Entry) -> tuple[tuple[Any, ...], int, _Live | None]:
         n = entry.n
         if n == 0:
-            _, pos = r.value(pos, end)
+            if r.skip_padding(pos, end) < end:  # (Java's generic events write none)
+                _, pos = r.value(pos, end)
             return (), pos, entry.targets
         readers = entry.wire_readers
         if n == 1:
@@ -1114,3 +1146,58 @@ def _log_error(exc: Exception, ex: Excerpt) -> None:
 _MP_RAWS = msgspec.msgpack.Decoder(list[msgspec.Raw])
 _MP_KEY_LEN: Final = {0xD9: 2, 0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9,
                       0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}
+
+
+def _const(value: Any) -> Callable[[], Any]:
+    return lambda: value
+
+
+class _MetadataRouted:
+    """A :class:`MethodSource` whose metadata excerpts go to the calls of
+    ``meta`` (a reader of the metadata handlers) as they are read; the reader
+    over it sees the data excerpts only."""
+
+    __slots__ = ("_meta", "_src", "name", "read_many", "save", "source_id", "tailer")
+
+    def __init__(self, src: MethodSource, meta: MethodReader) -> None:
+        self._src, self._meta = src, meta
+        self.tailer, self.name, self.source_id = src.tailer, src.name, src.source_id
+        self.read_many, self.save = src.read_many, src.save
+
+    @property
+    def direction(self) -> TailerDirection:
+        return self._src.direction
+
+    @property
+    def checkpoint_every(self) -> int:
+        return self._src.checkpoint_every
+
+    @property
+    def pauser(self) -> Pauser:
+        return self._src.pauser
+
+    @property
+    def closed(self) -> bool:
+        return self._src.closed
+
+    def _routed(self, ex: Excerpt) -> bool:
+        """True (handled here) for a metadata excerpt."""
+        if not ex.metadata:
+            return False
+        self._meta.process(ex.payload, ex.index)
+        return True
+
+    def read_nowait(self) -> Excerpt | None:
+        while True:
+            ex = self._src.read_nowait()
+            if ex is None or not self._routed(ex):
+                return ex
+
+    async def wait(self, until: Callable[[], bool] | None,
+                   loop: asyncio.AbstractEventLoop | None,
+                   handle: Callable[[Excerpt], bool] | None, /) -> Excerpt | None:
+        h = None if handle is None else (lambda ex: self._routed(ex) or handle(ex))
+        while True:
+            ex = await self._src.wait(until, loop, h)
+            if ex is None or not self._routed(ex):
+                return ex

@@ -193,16 +193,75 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
     return m
 
 
+def _generic_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], Any],
+                 history: bool) -> Callable[..., None]:
+    """The generic-event method (Java's ``methodWriterBuilder().genericEvent(name)``):
+    its first argument is the name of the event to write, the others that
+    event's arguments, written as a method of that name would write them (in
+    BinaryWire byte for byte what Java's method writer writes for the event)."""
+    if spec.arity < 1 or spec.params[0].kind is spec.params[0].KEYWORD_ONLY:
+        raise TypeError(f"the generic event method {spec.name} takes the event name first")
+    types = spec.types[1:]
+    n = len(types)
+    name = spec.name
+
+    def check(event: object, args: tuple[Any, ...]) -> None:
+        if type(event) is not str or not event:
+            raise TypeError(f"{name}: the event name is a non-empty str, not {event!r}")
+        if len(args) != n:
+            raise TypeError(f"{name}({event!r}, ...) takes {n} event argument(s), "
+                            f"{len(args)} given")
+
+    if codec is Codecs.MSGPACK or codec is Codecs.JSON:
+        enc = (MP_ENC if codec is Codecs.MSGPACK else _JSON_ENC).encode
+        hist = _mp_history if codec is Codecs.MSGPACK else outgoing_plain
+
+        def call(self: object, event: str, *args: Any) -> None:
+            check(event, args)
+            a = None if n == 0 else args[0] if n == 1 else args
+            append(enc((hist(), event, a)) if history else enc((event, a)))
+    elif codec is Codecs.BINARY_WIRE:
+        encoders: dict[str, Callable[..., bytes]] = {}
+
+        def name_alone(key: bytes) -> Callable[..., bytes]:
+            def encode(args: tuple[Any, ...], history: bytes = b"") -> bytes:
+                return history + key
+            return encode
+
+        def call(self: object, event: str, *args: Any) -> None:
+            check(event, args)
+            e: Callable[..., bytes] | None = encoders.get(event)
+            if e is None:
+                if len(encoders) > 4096:
+                    encoders.clear()
+                one = MethodSpec(event, None, spec.params[1:], types)
+                if n == 0:  # Java's generic event writes the name alone
+                    e = encoders[event] = name_alone(_wire_key(one))
+                else:
+                    # (it takes the history bytes too)
+                    e = encoders[event] = typing.cast(Callable[..., bytes], _wire_encoder(one))
+            append(e(args, outgoing_wire_bytes()) if history else e(args))
+    else:
+        raise ValueError(f"the {codec.name} codec cannot carry method calls")
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 def make_method_writer(appender: MethodAppender, iface: type[T] | Callable[..., T],
                        meta: TableStore | None, where: str, source_id: int, *,
                        codec: Codec | str | None = None,
-                       record_history: bool | None = None) -> T:
+                       record_history: bool | None = None,
+                       generic_event: str | None = None, metadata: bool = False,
+                       append_metadata: Callable[[bytes], Any] | None = None) -> T:
     """See :meth:`Appender.method_writer`: a proxy of ``iface`` appending to
     ``appender``, of the queue at ``where`` whose metadata table store is
-    ``meta`` (the codec is recorded there) and whose source id is ``source_id``."""
+    ``meta`` (the codec is recorded there) and whose source id is ``source_id``.
+    ``metadata``: calls go out as metadata excerpts through ``append_metadata``."""
     if not isinstance(iface, type):
         raise TypeError(f"an interface is a class, not {iface!r}")
     specs = interface_methods(iface)
+    if generic_event is not None and generic_event not in specs:
+        raise TypeError(f"{iface.__name__} has no method {generic_event!r} for generic events")
     chained = _chained_interfaces(specs)
     if chained:
         # Java's chained calls exist in BinaryWire only: the default for such an
@@ -223,9 +282,16 @@ def make_method_writer(appender: MethodAppender, iface: type[T] | Callable[..., 
                          "(open_queue(..., source_id=N)), as Java's history does")
     else:
         history = bool(record_history)
-    append = appender.append
+    append: Callable[[bytes], Any] = appender.append
+    native_to: MethodAppender | None = appender
+    if metadata:
+        if append_metadata is None:
+            raise TypeError("metadata=True needs an appender that writes metadata")
+        append, native_to = append_metadata, None  # (no native path: no index)
     chain = _chain_maker(append)
-    ns: dict[str, Any] = {name: _method_for(spec, c, append, history, chain, appender)
+    ns: dict[str, Any] = {name: (_generic_for(spec, c, append, history)
+                                 if name == generic_event else
+                                 _method_for(spec, c, append, history, chain, native_to))
                           for name, spec in specs.items()}
     ns["__slots__"] = ()
     ns["__init__"] = _proxy_init

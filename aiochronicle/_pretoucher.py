@@ -63,8 +63,7 @@ class Pretoucher:
         finally:
             q.release(st)
         now = q.time_provider.current_time_millis()
-        rc = q.roll_cycle
-        next_start = (cycle + 1) * rc.length_ms + q.epoch
+        next_start = q.span_ms(cycle + 1)[0]
         if next_start - now <= self.preroll * 1000 and cycle + 1 not in q.listing():
             q.release(q.create(cycle + 1))
 

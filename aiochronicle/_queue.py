@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
+from datetime import time, tzinfo
 from typing import Any
 
 from ._appender import (
@@ -43,6 +44,15 @@ from ._rollcycles import (
     candidate_roll_cycles,
     make_roll_cycle,
     misnamed_cycle_files,
+)
+from ._rolltime import (
+    ZonedDays,
+    day_length_ok,
+    epoch_of,
+    is_utc,
+    parse_local_time,
+    zone_name,
+    zone_of,
 )
 from ._settings import (
     INITIAL_KEYS,
@@ -148,10 +158,14 @@ class Queue(_Resource):
         requested = roll_cycle
         rc = roll_cycle or RollCycles.DEFAULT
         ep = rc.resolve_epoch(epoch or 0) if epoch is not None else rc.default_epoch
+        self._roll_time, zone = o.roll_time, o.roll_time_zone
+        self._roll_time_zone = zone if isinstance(zone, tzinfo) else None
+        if self._roll_time is not None:
+            ep = epoch_of(self._roll_time)  # as Java's rollTime(time, zone) sets it
         if index_count is not None or index_spacing is not None:
-            rc = make_roll_cycle(rc.name, rc.format, rc.length_ms,
-                                 index_count or rc.index_count,
-                                 index_spacing or rc.index_spacing, rc.default_epoch)
+            # Java's builder.indexCount/indexSpacing: the files' index layout, not
+            # the numbering of indices (the roll cycle's own cycle shift)
+            rc = rc.with_index(index_count, index_spacing)
         meta: TableStore | None = None
         if not read_only or os.path.exists(meta_path):
             try:
@@ -164,7 +178,8 @@ class Queue(_Resource):
                     first = rc
 
                     def header() -> bytes:
-                        return metadata_header(first, ep, source_id)
+                        return metadata_header(first, ep, source_id, self._roll_time,
+                                               self._roll_time_zone)
 
                     meta = TableStore(meta_path, read_only=False, timeout=timeout,
                                       header=header, initial_keys=INITIAL_KEYS)
@@ -183,6 +198,13 @@ class Queue(_Resource):
             rc, ep = self._guess_from_files(rc, ep, requested)
         self._roll_cycle = rc
         self._epoch = ep
+        zoned = None
+        if self._roll_time is not None and not is_utc(self._roll_time_zone):
+            assert self._roll_time_zone is not None
+            if not day_length_ok(rc.length_ms):
+                raise ValueError(f"a roll time in {zone_name(self._roll_time_zone)} needs a "
+                                 f"daily roll cycle, not {rc.name}")
+            zoned = ZonedDays(self._roll_time, self._roll_time_zone)
         namer = CycleNamer(rc, ep, o.week_rule)
         self._check_names(meta, namer, meta_path,
                           [n[:-len(SUFFIX)] for n in names if n.endswith(SUFFIX)])
@@ -192,7 +214,7 @@ class Queue(_Resource):
             self._path, meta, rc, ep, namer, time_provider=self._time_provider,
             read_only=read_only, block_size=o.block_size, timeout=timeout,
             lock_timeout=timeout * 1.5 if o.lock_timeout is None else o.lock_timeout,
-            unlock_mode=o.unlock_mode)
+            unlock_mode=o.unlock_mode, zoned=zoned)
         self._disk: DiskSpace | None = (
             None if o.disk_space_warning is None or read_only
             else watch_disk(self._path, o.disk_space_warning, o.disk_check_interval))
@@ -274,6 +296,17 @@ class Queue(_Resource):
         """Milliseconds added to the Unix epoch before cycles are counted (stored one wins)."""
         return self._epoch
 
+    @property
+    def roll_time(self) -> time | None:
+        """The local time of day the queue rolls at (Java's ``rollTime``; stored one
+        wins), or None when it rolls at ``epoch`` alone."""
+        return self._roll_time
+
+    @property
+    def roll_time_zone(self) -> tzinfo | None:
+        """The zone of :attr:`roll_time` (``datetime.UTC`` or a ``ZoneInfo``)."""
+        return self._roll_time_zone if self._roll_time is not None else None
+
     # -- opening ---------------------------------------------------------
     def _adopt_stored(self, store: TableStore, rc: RollCycle, ep: int,
                       requested: RollCycle | None, index_count: int | None,
@@ -291,19 +324,27 @@ class Queue(_Resource):
             sv = meta.as_document().get("sourceId")
             if sv is not None and not self.source_id:
                 self._source_id = sv.as_int()
+            # the stored roll time wins, as in Java (none stored: none)
+            rt, rz = roll.get("rollTime"), roll.get("rollTimeZone")
+            self._roll_time = parse_local_time(rt.as_str()) if rt is not None else None
+            self._roll_time_zone = (zone_of(rz.as_str() if rz is not None else "UTC")
+                                    if rt is not None else None)
         except (KeyError, ValueError) as exc:
             raise CorruptQueueError(f"metadata roll settings are malformed: {exc}",
                                     store.path, 4) from None
-        stored = RollCycles.by_format(fmt)
         try:
-            if stored is None or stored.length_ms != length:
-                stored = make_roll_cycle("CUSTOM", fmt, length, index_count or rc.index_count,
-                                         index_spacing or rc.index_spacing)
-            elif index_count is not None or index_spacing is not None:
-                stored = make_roll_cycle(stored.name, stored.format, stored.length_ms,
-                                         index_count or stored.index_count,
-                                         index_spacing or stored.index_spacing,
-                                         stored.default_epoch)
+            if requested is not None and (requested.format, requested.length_ms) == (fmt, length):
+                stored = requested  # the cycle it was created with (a custom one keeps its name)
+            else:
+                stored = RollCycles.for_settings(fmt, length, rc.index_count, rc.index_spacing)
+                if stored.name.startswith("custom:"):
+                    # a cycle this process has not defined: its numbering comes
+                    # from the index layout its cycle files were made with
+                    lay = self._files_index_layout(rc)
+                    if lay is not None:
+                        stored = make_roll_cycle(stored.name, fmt, length, *lay)
+            if index_count is not None or index_spacing is not None:
+                stored = stored.with_index(index_count, index_spacing)
         except ValueError as exc:
             raise CorruptQueueError(f"metadata holds an unusable roll cycle "
                                     f"(format {fmt!r}, length {length}): {exc}",
@@ -315,6 +356,25 @@ class Queue(_Resource):
                 f"({stored.format!r}); using it instead of {requested.name}",
                 RollCycleMismatchWarning, stacklevel=4)
         return stored, stored_epoch
+
+    def _files_index_layout(self, rc: RollCycle) -> tuple[int, int] | None:
+        """(index count, spacing) in the header of the first cycle file, if any."""
+        names = sorted(n for n in os.listdir(self.path) if n.endswith(SUFFIX))
+        if not names:
+            return None
+        try:
+            probe = open_store(os.path.join(self.path, names[0]), 0, writable=False,
+                               chunk=self.block_size, overlap=self.block_size // 4,
+                               timeout=self.options.timeout,
+                               roll_index=(rc.index_count, rc.index_spacing))
+        except (CorruptQueueError, OSError):
+            return None
+        if probe is None:
+            return None
+        try:
+            return probe.layout.index_count, probe.layout.index_spacing
+        finally:
+            probe.close()
 
     def _guess_from_files(self, rc: RollCycle, ep: int,
                           requested: RollCycle | None) -> tuple[RollCycle, int]:
@@ -330,16 +390,13 @@ class Queue(_Resource):
             try:
                 lay = probe.layout
                 if lay.roll_format is not None and lay.roll_length is not None:
-                    found = RollCycles.by_format(lay.roll_format)
-                    if found is None or found.length_ms != lay.roll_length:
-                        try:
-                            found = make_roll_cycle("CUSTOM", lay.roll_format,
-                                                    lay.roll_length, lay.index_count,
-                                                    lay.index_spacing)
-                        except ValueError as exc:
-                            raise CorruptQueueError(
-                                f"cycle file header holds an unusable roll cycle: {exc}",
-                                probe.path, 4) from None
+                    try:
+                        found = RollCycles.for_settings(lay.roll_format, lay.roll_length,
+                                                        lay.index_count, lay.index_spacing)
+                    except ValueError as exc:
+                        raise CorruptQueueError(
+                            f"cycle file header holds an unusable roll cycle: {exc}",
+                            probe.path, 4) from None
                     return found, lay.roll_epoch or 0
             finally:
                 probe.close()
@@ -632,7 +689,9 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
                sync_interval_ms: float | None = None,
                appender_listener: AppenderListener | None = None,
                disk_space_warning: float | None = None,
-               disk_check_interval: float = 1.0) -> Queue:
+               disk_check_interval: float = 1.0,
+               roll_time: time | None = None,
+               roll_time_zone: tzinfo | str | None = None) -> Queue:
     """Open (creating if needed) the Chronicle Queue directory at ``path``.
 
     Args:
@@ -666,6 +725,11 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
             None (the default): not watched.
         disk_check_interval: seconds between two looks at the free space (one
             thread per process looks; nothing is added to appends).
+        roll_time: roll at this local time of day (Java's ``rollTime``): the
+            epoch becomes its milliseconds of the day.
+        roll_time_zone: the zone of ``roll_time`` (a ``zoneinfo.ZoneInfo`` or an
+            IANA name; default UTC). Outside UTC, cycles follow the zone's days,
+            23 or 25 hours long on daylight-saving days; daily roll cycles only.
 
     Durations are seconds; ``epoch`` and the clock are milliseconds, as in
     Chronicle (and so are the Chronicle-named ``Pauser`` factories such as
@@ -686,7 +750,8 @@ def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | No
         timeout=timeout, week_rule=week_rule, source_id=source_id, lock_timeout=lock_timeout,
         unlock_mode=unlock_mode, sync=sync, sync_every=sync_every, sync_interval=sync_interval,
         appender_listener=appender_listener, disk_space_warning=disk_space_warning,
-        disk_check_interval=disk_check_interval)
+        disk_check_interval=disk_check_interval,
+        roll_time=roll_time, roll_time_zone=roll_time_zone)
     if sync_interval_ms is not None:
         settings["sync_interval_ms"] = sync_interval_ms
     return Queue(path, options_from(settings))

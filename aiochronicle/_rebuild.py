@@ -18,7 +18,6 @@ from ._rollcycles import (
     RollCycle,
     RollCycles,
     candidate_roll_cycles,
-    make_roll_cycle,
     misnamed_cycle_files,
 )
 from ._settings import INITIAL_KEYS, METADATA_FILE, metadata_header
@@ -44,10 +43,8 @@ def _stored_roll(header: Document | None) -> tuple[RollCycle, int, int] | None:
         roll = meta["roll"].as_document()
         fmt, length = roll["format"].as_str(), roll["length"].as_int()
         ev, sv = roll.get("epoch"), meta.get("sourceId")
-        rc = RollCycles.by_format(fmt)
-        if rc is None or rc.length_ms != length:
-            d = RollCycles.DEFAULT
-            rc = make_roll_cycle("CUSTOM", fmt, length, d.index_count, d.index_spacing)
+        d = RollCycles.DEFAULT
+        rc = RollCycles.for_settings(fmt, length, d.index_count, d.index_spacing)
         CycleNamer(rc, ev.as_int() if ev is not None else 0)
         return (rc, ev.as_int() if ev is not None else 0, sv.as_int() if sv is not None else 0)
     except (KeyError, ValueError, AttributeError):

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -1258,9 +1259,19 @@ class ReplicationSink:
         try:
             desc: dict[str, Any] = json.loads(bytes(body[32:]))
             r = desc["roll_cycle"]
-            desc["want"] = make_roll_cycle(str(r["name"]), str(r["format"]),
-                                           int(r["length_ms"]), int(r["index_count"]),
-                                           int(r["index_spacing"]), int(r["default_epoch"]))
+            want = make_roll_cycle(str(r["name"]), str(r["format"]), int(r["length_ms"]),
+                                   int(r["index_count"]), int(r["index_spacing"]),
+                                   int(r["default_epoch"]))
+            shift = int(r.get("cycle_shift", want.cycle_shift))
+            if shift != want.cycle_shift:
+                # index_count/index_spacing overrides keep the cycle's own shift
+                if not 32 <= shift < 64:
+                    raise ValueError(f"cycle_shift {shift}")
+                mask = (1 << shift) - 1
+                want = dataclasses.replace(want, cycle_shift=shift, sequence_mask=mask,
+                                           max_messages_per_cycle=min(
+                                               mask, want.index_count ** 2 * want.index_spacing))
+            desc["want"] = want
             desc["epoch"] = int(desc["epoch"])
             last = desc.get("last_index")
             self.source_last_index = -1 if last is None else int(last)

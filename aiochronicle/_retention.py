@@ -146,7 +146,7 @@ class Retention:
         for n, (c, p, size) in enumerate(info):
             if progress is not None:
                 progress(n, len(info))
-            end_ms = files.epoch + (c + 1) * rc.length_ms
+            end_ms = files.span_ms(c)[1]  # (a zone's days: 23 to 25 hours)
             age_s = (now - end_ms) / 1000.0
             reasons = []
             if self.max_age is not None and age_s > self.max_age:

@@ -174,6 +174,59 @@ class RollCycle:
         """
         return self.default_epoch if epoch == 0 else epoch
 
+    @classmethod
+    def custom(cls, name: str, format: str, length_ms: int, index_count: int = 4096,
+               index_spacing: int = 256, default_epoch: int = 0) -> RollCycle:
+        """Define (and register under ``name``) a roll cycle of your own, as a Java
+        application implements ``RollCycle`` and passes it to ``builder.rollCycle(rc)``.
+
+        ``format`` is a ``java.time`` pattern for the file names (letters ``yMdHmsYw``
+        and quoted text), ``length_ms`` the cycle's length; ``index_count`` and
+        ``index_spacing`` are the cycle's ``defaultIndexCount``/``defaultIndexSpacing``
+        and fix its index arithmetic (``cycle_shift``) as Java's
+        ``RollCycleArithmetic`` does.  Once defined, ``open_queue(path,
+        roll_cycle=name)`` and :meth:`RollCycles.by_name` find it, and a queue
+        created with it is reopened with it (Java records only the format, length
+        and epoch in ``metadata.cq4t``: the cycle is matched on those).
+
+        Raises:
+            ValueError: a built-in's name, a name already defined with other
+                settings, or settings :func:`make_roll_cycle` refuses.
+        """
+        if not name or not isinstance(name, str):
+            raise ValueError("a custom roll cycle needs a name")
+        if name in _BY_NAME:
+            raise ValueError(f"{name} is a built-in roll cycle")
+        rc = make_roll_cycle(name, format, length_ms, index_count, index_spacing, default_epoch)
+        known = _CUSTOM.get(name)
+        if known is not None:
+            if known != rc:
+                raise ValueError(f"roll cycle {name} is already defined as {known}")
+            return known
+        _CUSTOM[name] = rc
+        return rc
+
+    def with_index(self, index_count: int | None = None,
+                   index_spacing: int | None = None) -> RollCycle:
+        """This cycle with another index layout in its cycle files, as Java's
+        ``builder.indexCount(n)``/``indexSpacing(n)`` give: the files' index arrays
+        change (rounded up to powers of two), the numbering of queue indices
+        (:attr:`cycle_shift`) stays this cycle's.
+
+        Raises:
+            ValueError: a count or spacing below 1.
+        """
+        for what, v in (("index_count", index_count), ("index_spacing", index_spacing)):
+            if v is not None and v < 1:
+                raise ValueError(f"{what} must be a positive integer, got {v}")
+        count = self.index_count if index_count is None else _next_power2(index_count, 8)
+        spacing = self.index_spacing if index_spacing is None else _next_power2(index_spacing, 1)
+        if (count, spacing) == (self.index_count, self.index_spacing):
+            return self
+        return RollCycle(self.name, self.format, self.length_ms, count, spacing,
+                         self.default_epoch, self.cycle_shift, self.sequence_mask,
+                         min(self.sequence_mask, count * count * spacing))
+
 
 def make_roll_cycle(
     name: str,
@@ -604,12 +657,13 @@ class RollCycles:
         Raises:
             UnknownRollCycleError: (a ``ValueError`` and ``KeyError``) for an unknown name.
         """
-        try:
-            return _BY_NAME[name]
-        except KeyError:
+        found = _BY_NAME.get(name) or _CUSTOM.get(name)
+        if found is None:
             raise UnknownRollCycleError(
                 f"unknown roll cycle {name!r}; expected one of: {', '.join(_BY_NAME)}"
-            ) from None
+                f"{''.join(', ' + n for n in _CUSTOM)} (or one of RollCycle.custom)"
+            )
+        return found
 
     @classmethod
     def by_format(cls, fmt: str) -> RollCycle | None:
@@ -619,6 +673,26 @@ class RollCycles:
                 return rc
         return None
 
+    @classmethod
+    def for_settings(cls, fmt: str, length_ms: int, index_count: int,
+                     index_spacing: int) -> RollCycle:
+        """The roll cycle a queue's stored ``format`` and ``length`` name: the
+        first built-in with them, else a cycle defined with
+        :meth:`RollCycle.custom`, else one named ``custom:<format>:<length>``
+        with the given index layout.
+
+        Raises:
+            ValueError: settings :func:`make_roll_cycle` refuses.
+        """
+        rc = cls.by_format(fmt)
+        if rc is not None and rc.length_ms == length_ms:
+            return rc
+        for c in _CUSTOM.values():
+            if c.format == fmt and c.length_ms == length_ms:
+                return c
+        return make_roll_cycle(f"custom:{fmt}:{length_ms}", fmt, length_ms, index_count,
+                               index_spacing)
+
 
 _ALL: Final[tuple[RollCycle, ...]] = tuple(
     value
@@ -626,6 +700,8 @@ _ALL: Final[tuple[RollCycle, ...]] = tuple(
     if isinstance(value, RollCycle) and key == value.name
 )
 _BY_NAME: Final[dict[str, RollCycle]] = {rc.name: rc for rc in _ALL}
+#: the cycles defined with RollCycle.custom, by name
+_CUSTOM: Final[dict[str, RollCycle]] = {}
 
 
 def candidate_roll_cycles(stem: str, week_rule: str | None = None) -> list[RollCycle]:

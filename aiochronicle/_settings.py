@@ -7,11 +7,13 @@ import enum
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import time, tzinfo
 from typing import Any
 
 from ._clock import TimeProvider
 from ._native import UNLOCKED
 from ._rollcycles import RollCycle, RollCycles
+from ._rolltime import day_length_ok, epoch_of, is_utc, java_local_time, zone_name, zone_of
 from ._wire import WireWriter
 
 __all__ = ["ACK_KEY", "INITIAL_KEYS", "METADATA_FILE", "SUFFIX", "QueueOptions", "SyncMode",
@@ -74,6 +76,8 @@ class QueueOptions:
     appender_listener: Callable[[int, bytes], None] | None = None
     disk_space_warning: float | None = None
     disk_check_interval: float = 1.0
+    roll_time: time | None = None
+    roll_time_zone: tzinfo | str | None = None
 
     def __post_init__(self) -> None:
         if self.appender_listener is not None and not callable(self.appender_listener):
@@ -114,6 +118,24 @@ class QueueOptions:
         if self.sync_every < 1:
             raise ValueError("sync_every must be at least 1")
         object.__setattr__(self, "unlock_mode", UnlockMode(self.unlock_mode))
+        self._check_roll_time()
+
+    def _check_roll_time(self) -> None:
+        rt = self.roll_time
+        if rt is None:
+            if self.roll_time_zone is not None:
+                raise ValueError("roll_time_zone needs a roll_time (the local time to roll at)")
+            return
+        if not isinstance(rt, time):
+            raise TypeError(f"roll_time must be a datetime.time, not {type(rt).__name__}")
+        if self.epoch not in (None, 0, epoch_of(rt)):
+            raise ValueError("give epoch or roll_time, not both (a roll time sets the epoch)")
+        zone = zone_of(self.roll_time_zone)
+        object.__setattr__(self, "roll_time_zone", zone)
+        rc = self.roll_cycle
+        if not is_utc(zone) and isinstance(rc, RollCycle) and not day_length_ok(rc.length_ms):
+            raise ValueError(f"a roll time in a zone other than UTC needs a daily roll "
+                             f"cycle, not {rc.name}")
         object.__setattr__(self, "sync", SyncMode(self.sync))
 
 
@@ -142,7 +164,8 @@ INITIAL_KEYS = (
 )
 
 
-def metadata_header(rc: RollCycle, epoch: int, source_id: int) -> bytes:
+def metadata_header(rc: RollCycle, epoch: int, source_id: int,
+                    roll_time: time | None = None, zone: tzinfo | None = None) -> bytes:
     w = WireWriter(4)
     w.event_name("header")
     w.type_prefix("STStore")
@@ -162,6 +185,11 @@ def metadata_header(rc: RollCycle, epoch: int, source_id: int) -> bytes:
     w.text(rc.format)
     w.field("epoch")
     w.int_compact(epoch)
+    if roll_time is not None:  # as Java's SCQRoll writes a rollTime(time, zone)
+        w.field("rollTime")
+        w.local_time(java_local_time(roll_time))
+        w.field("rollTimeZone")
+        w.text(zone_name(zone) if zone is not None else "UTC")
     w.end_length32(roll)
     w.field("deltaCheckpointInterval")
     w.int_compact(64)

@@ -796,7 +796,9 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                       ignore_first_arg: Callable[[str, Any], bool] | None = None,
                       history: bool | None = None,
                       interfaces: Iterable[type] = (),
-                      batch: bool | None = None) -> MethodReader:
+                      batch: bool | None = None,
+                      default_handler: Callable[[str | int, Any], Any] | None = None,
+                      metadata_handlers: Iterable[object] = ()) -> MethodReader:
         """A reader dispatching the method calls in this tailer's excerpts to the
         handlers' methods of the same names (see :class:`MethodReader`).
 
@@ -809,11 +811,26 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         that subclass their interface get them anyway).  ``batch`` (default:
         for an unnamed tailer) reads excerpts ahead in batches, so this tailer's
         position may run ahead of the calls handled so far.
+        ``default_handler(event, args)`` (Java's default parselet: routers,
+        gateways) gets every event no handler has a method for, with its
+        arguments decoded untyped (one as itself, none as None or ``""``,
+        several as a list); it may be ``async def``.  ``metadata_handlers``
+        get the calls in metadata excerpts (Java's ``metaDataHandler``); they
+        need a tailer made with ``include_metadata=True``.
+
+        Raises:
+            ValueError: ``metadata_handlers`` on a tailer that skips metadata.
+            TypeError: no handler (nor default handler), or unusable handlers.
         """
+        if metadata_handlers and not self._c.include_meta:
+            raise ValueError("metadata_handlers need a tailer that reads metadata: "
+                             "queue.tailer(include_metadata=True)")
         source = _ReaderSource(self, self._save, self._wait, self._gone)
         return MethodReader(source, *handlers, on_error=on_error,
                             ignore_first_arg=ignore_first_arg, history=history,
-                            interfaces=interfaces, batch=batch)
+                            interfaces=interfaces, batch=batch,
+                            default_handler=default_handler,
+                            metadata_handlers=metadata_handlers)
 
     def _table_store(self) -> TableStore | None:
         """The queue's metadata table store (the notify values live there)."""

@@ -1177,6 +1177,12 @@ class WireWriter:
             raise TypeError(f"cannot write a {t.__name__} as BinaryWire")
         return self
 
+    def local_time(self, text: str) -> WireWriter:
+        """``B2`` + stop-bit length + text: a ``LocalTime`` as Java writes one
+        (its ``toString()``, e.g. ``21:15``)."""
+        self._textual(TIME, text)
+        return self
+
     def _textual(self, code: int, text: str) -> None:
         data = java_utf8(text)
         self._code(code)

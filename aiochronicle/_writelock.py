@@ -4,7 +4,12 @@ appender of every process (Java's too) takes around each write, and
 writers out; their recovery from dead holders and ``UnlockMode``.
 
 A lock value holds its holder's PID in its low 32 bits (Java's layout);
-``UNLOCKED`` (``Long.MIN_VALUE``) is free.  Taking and releasing is one CAS
+``UNLOCKED`` (``Long.MIN_VALUE``) is free.  aiochronicle puts a tag of its PID
+namespace in bits 32-62 (Java reads only ``(int) value``, and never takes a lock
+that is not ``UNLOCKED``), so a process in another namespace (another container)
+is never taken for dead because its PID means nothing here: see
+:func:`holder_alive`.  Java's values (and older aiochronicle's) carry no tag and
+are read as PIDs of this namespace, as Java reads them.  Taking and releasing is one CAS
 in the native core (``cq_lock``/``cq_unlock``, which spin with the GIL
 released); waiting, forcing and recovery are here.
 
@@ -37,8 +42,10 @@ __all__ = [
     "WriteLock",
     "break_lock",
     "free_dead_lock",
+    "holder_alive",
     "lock_holder",
     "lock_states_in",
+    "lock_value",
     "pid_alive",
     "recover_dead_locks",
     "release_lock",
@@ -56,6 +63,101 @@ def lock_holder(value: int) -> int:
     """The PID in a lock value, as Java reads it: its low 32 bits, signed."""
     low = value & 0xFFFFFFFF
     return low - (1 << 32) if low >= 1 << 31 else low
+
+
+#: the inode of the initial PID namespace (``PROC_PID_INIT_INO``): a process in it
+#: sees every process of the host in /proc
+_INIT_PID_NS = 0xEFFFFFFC
+_TAG_MASK = 0x7FFFFFFF
+_tag_of_pid: tuple[int, int] = (0, 0)   # (pid, tag) of this process, by pid (forks)
+#: holder_alive's verdicts on holders of another namespace: value -> (verdict, when)
+_foreign_seen: dict[int, tuple[bool, float]] = {}
+
+
+def _ns_inode(pid: int | str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _tag_for(inode: int | None) -> int:
+    return 0 if inode is None else (inode & _TAG_MASK) or 1
+
+
+def namespace_tag() -> int:
+    """This process's PID-namespace tag (31 bits of its ``/proc/self/ns/pid``
+    inode; 0 where there is no such file)."""
+    global _tag_of_pid
+    pid = os.getpid()
+    if _tag_of_pid[0] != pid:
+        _tag_of_pid = (pid, _tag_for(_ns_inode("self")))
+    return _tag_of_pid[1]
+
+
+def lock_value() -> int:
+    """The value this process writes into a lock it takes: its PID, with its
+    namespace tag above (a Java process reads the PID back with ``(int)``)."""
+    return namespace_tag() << 32 | os.getpid()
+
+
+def lock_tag(value: int) -> int:
+    """The namespace tag of a lock value (0: none, as Java writes it)."""
+    return (value >> 32) & _TAG_MASK if value >= 0 else 0
+
+
+def is_mine(value: int) -> bool:
+    """Whether a lock value is this process's."""
+    return lock_holder(value) == os.getpid() and lock_tag(value) in (0, namespace_tag())
+
+
+def holder_alive(value: int) -> bool:
+    """Whether the holder of a lock value may be alive: never False for a
+    process that lives.
+
+    A value without a tag, or with this namespace's, is a PID here
+    (:func:`pid_alive`).  One of another PID namespace is looked for in /proc
+    (processes whose ``ns/pid`` has the tag, by their innermost ``NSpid``): it
+    is dead only when that search is conclusive (this process in the host's
+    initial namespace, which sees every process, or a live process of that
+    namespace visible without the holder among them).
+    """
+    pid, tag = lock_holder(value), lock_tag(value)
+    if tag in (0, namespace_tag()):
+        return pid_alive(pid)
+    now = time.monotonic()
+    seen = _foreign_seen.get(value)
+    if seen is not None and now - seen[1] < 0.1:  # one /proc scan per 100 ms and lock value
+        return seen[0]
+    verdict = _alive_in_namespace(tag, pid)
+    if len(_foreign_seen) > 64:
+        _foreign_seen.clear()
+    _foreign_seen[value] = (verdict, now)
+    return verdict
+
+
+def _alive_in_namespace(tag: int, pid: int) -> bool:
+    members = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit() or _tag_for(_ns_inode(entry)) != tag:
+            continue
+        members += 1
+        try:
+            with open(f"/proc/{entry}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"NSpid:"):
+                        if int(line.split()[-1]) == pid:
+                            return True
+                        break
+        except (OSError, ValueError):
+            return True  # cannot tell: alive
+    if members:
+        return False  # the namespace is visible from here, the holder not in it
+    return _ns_inode("self") != _INIT_PID_NS  # gone from the host's view: dead
 
 
 def pid_alive(pid: int) -> bool:
@@ -81,8 +183,7 @@ def free_dead_lock(meta: TableStore, key: str, value: int) -> bool:
     """Free lock ``key``, seen holding ``value``, if its holder is another
     process and dead.  True if the holder was dead (the lock is free now, or
     was taken by another process meanwhile)."""
-    holder = lock_holder(value)
-    if holder == os.getpid() or pid_alive(holder):
+    if is_mine(value) or holder_alive(value):
         return False
     break_lock(meta, key, value)
     return True
@@ -105,7 +206,7 @@ def take_lock(meta: TableStore, key: str, timeout: float = 0.0) -> int | None:
     Returns None once the lock is taken, else the PID of the live holder that
     kept it.
     """
-    pid = os.getpid()
+    pid = lock_value()
     deadline = time.monotonic() + timeout
     while True:
         value = meta.get(key)
@@ -114,7 +215,7 @@ def take_lock(meta: TableStore, key: str, timeout: float = 0.0) -> int | None:
                 return None
             continue
         holder = lock_holder(value)
-        if holder != pid and not pid_alive(holder):
+        if not is_mine(value) and not holder_alive(value):
             if meta.cas(key, value, pid):  # its holder died: ours now
                 return None
             continue
@@ -127,7 +228,7 @@ def release_lock(meta: TableStore, key: str) -> bool:
     """Release lock ``key`` if this process holds it (taken with :func:`take_lock`);
     a key that does not exist is left so.  True if it was released."""
     off = meta.offset(key)
-    return off is not None and meta.file.cas64(off, os.getpid(), UNLOCKED)
+    return off is not None and meta.file.cas64(off, lock_value(), UNLOCKED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +259,7 @@ def lock_states_in(meta: TableStore | None) -> list[LockState]:
             out.append(LockState(key, value, None, False))
         else:
             holder = value & 0xFFFFFFFF
-            out.append(LockState(key, value, holder, pid_alive(holder)))
+            out.append(LockState(key, value, holder, holder_alive(value)))
     return out
 
 
@@ -206,7 +307,7 @@ class WriteLock:
     def held_here(self) -> bool:
         """This process holds the lock (a ``with`` block below this call)."""
         p = self._cell
-        return p is not None and lock_holder(int(p[0])) == os.getpid()
+        return p is not None and int(p[0]) == lock_value()
 
     def wait(self) -> None:
         """Wait for the lock to come free; take it over from a dead holder (or
@@ -245,7 +346,7 @@ class WriteLock:
                     return
                 raise WriteLockTimeoutError(
                     f"{WRITE_LOCK} of {self.path} is held by "
-                    f"{'live ' if pid_alive(holder) else ''}process "
+                    f"{'live ' if holder_alive(value) else ''}process "
                     f"{holder} for more than {self.lock_timeout}s")
             time.sleep(delay)
             delay = min(delay * 2, 1e-3)
@@ -253,12 +354,12 @@ class WriteLock:
     def acquire(self) -> None:
         """Take the lock for this process (waiting as :meth:`wait` says)."""
         word = self.ptr()
-        while not lock(word, os.getpid(), SPIN_NS):
+        while not lock(word, lock_value(), SPIN_NS):
             self.wait()
 
     def release(self) -> None:
         """Release the lock if this process holds it."""
-        unlock(self.ptr(), os.getpid())
+        unlock(self.ptr(), lock_value())
 
     def __enter__(self) -> WriteLock:
         self.acquire()
@@ -287,5 +388,5 @@ class WriteLock:
         replication sink), as Java checks it before rolling."""
         meta = self._meta_or_none
         value = meta.get(APPEND_LOCK) if meta is not None else None
-        if value is not None and value != UNLOCKED and lock_holder(value) != os.getpid():
+        if value is not None and value != UNLOCKED and not is_mine(value):
             self.check_append_lock()

@@ -21,6 +21,8 @@ REASONS: dict[str, str] = {
     "mount": "no permission to mount a filesystem here",
     # the libFuzzer targets of the native core are built with clang (gcc has no libFuzzer)
     "clang": "no clang for the libFuzzer target",
+    # a new PID namespace (unshare --pid) needs root or CAP_SYS_ADMIN, and Linux
+    "pidns": "no permission to create a PID namespace here",
     # uvloop does not support Windows (the package depends on it everywhere else)
     "uvloop": "uvloop is not available on this platform",
 }

@@ -25,7 +25,7 @@ PACKAGE = Path(next(iter(_SPEC.submodule_search_locations)))
 #: listed here need not exist (one being added on another branch has its place).
 LAYERS: list[tuple[str, set[str]]] = [
     ("native boundary", {"_version", "_errors", "_native"}),
-    ("format", {"_clock", "_headerless", "_mapped", "_wire", "_rollcycles", "_store",
+    ("format", {"_clock", "_headerless", "_mapped", "_wire", "_rollcycles", "_rolltime", "_store",
                 "_tablestore", "_history", "_render"}),
     ("waiting", {"_pauser", "_notify"}),
     ("core parts", {"_settings", "_resource", "_excerpt", "_writelock", "_cycles", "_diskspace"}),
