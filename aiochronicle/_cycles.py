@@ -50,6 +50,9 @@ StoreListener = Callable[[str, int, str], None]
 #: seconds a listing stays good while ``listing.modCount`` does not move
 LISTING_TTL = 60.0
 
+#: the bytes that follow an EOF marker's word (BinaryWire text "EOF")
+_EOF_TRAILER = b"\xc3EOF"
+
 
 def _still_dead(path: str, dead: tuple[int, int]) -> bool:
     """True if ``path`` is still the file found half-created earlier, its header
@@ -441,7 +444,10 @@ class Cycles:
                 return None
             if idle < self.timeout:
                 return None
-        if _written_after(st, pos + 4) and st.layout.headerless:
+        after = pos + 4
+        if st.file.pread(after, 4) == _EOF_TRAILER:
+            after += 4  # the text an EOF marker is written with (its word damaged)
+        if st.layout.headerless and _written_after(st, after):
             raise CorruptQueueError(
                 f"cycle {st.cycle} stops at a header word {st.file.pread(pos, 4).hex()} "
                 f"that is neither an excerpt nor the EOF marker, later cycles exist, and "

@@ -102,7 +102,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
             # a forward read stopped at an unwritten header asks whether the
             # cycle ended there only while a later cycle is listed (_unmarked_end)
             c.last_cycle = int64_at(meta.file.ptr(high))
-        self._stall: tuple[int, int, float] | None = None
+        self._stall: tuple[int, float] | None = None  # (cycle, monotonic time to look again)
         self._direction = TailerDirection(direction)
         self._bind()
         self._cycle: int | None = None  # cycle of the position when no store is held
@@ -450,8 +450,10 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                 if not held.file.ensure(need, grow=False):
                     if need == int(c.err_pos) + 4:
                         return None
+                    index = self._cycles.roll_cycle.to_index(held.cycle, int(c.seq))
                     raise error(CORRUPT, path=held.path, pos=int(c.err_pos),
-                                detail="an excerpt runs past the end of the file")
+                                detail=f"an excerpt runs past the end of the file (cycle "
+                                f"{held.cycle}, reading index {index:#x})")
             else:
                 st = self._store
                 check(n, path=st.path if st else self._cycles.path, pos=int(c.err_pos),
@@ -519,15 +521,17 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         """The read stopped at a header that is not ready (0, a claim, a damaged
         EOF) while a later cycle is listed (``CQ_UNMARKED_END``): move to the
         next cycle when this one provably ended there (``Cycles.unmarked_end``),
-        else stay (nothing yet; asked again at most every 50 ms)."""
+        else stay (nothing yet; looked at again at most every 50 ms a cycle:
+        while a file made ahead of time waits for the roll, a reader keeping up
+        with the writer comes here at every excerpt)."""
         st = self._held()
         c = self._c
         pos = int(c.err_pos)
         now = time.monotonic()
         last = self._stall
         nxt = None
-        if last is None or last[:2] != (st.cycle, pos) or now >= last[2]:
-            self._stall = (st.cycle, pos, now + 0.05)
+        if last is None or last[0] != st.cycle or now >= last[1]:
+            self._stall = (st.cycle, now + 0.05)
             index = self._cycles.roll_cycle.to_index(st.cycle, int(c.seq))
             nxt = self._cycles.unmarked_end(st, pos, index)
         if nxt is None:
