@@ -455,6 +455,34 @@ class Cycles:
                 "(see `aiochronicle check`)", st.path, pos)
         return later[0]
 
+    def check_unwritten(self, cycle: int) -> None:
+        """Before a reader passes ``cycle``'s file as one whose header was
+        never written: its first word is 0, so bytes after it are excerpts
+        whose first header was cleared (libchronicle's files start with data),
+        never a creator's work (libchronicle writes nothing before the first
+        header; Java claims the first word first).
+
+        Raises:
+            CorruptQueueError: bytes follow the cleared first word.
+        """
+        got = first_word(self.path_of(cycle))
+        if got is None or got[1] != 0:
+            return
+        try:
+            fd = os.open(self.path_of(cycle), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            written = _fd_written_after(fd, 4)
+        finally:
+            os.close(fd)
+        if written:
+            index = self.roll_cycle.to_index(cycle, 0)
+            raise CorruptQueueError(
+                f"cycle {cycle} starts with a cleared header word but bytes follow it: "
+                f"excerpts from index {index:#x} are hidden (see `aiochronicle check`)",
+                self.path_of(cycle), 0)
+
     def _writer_gone(self) -> bool:
         """True when no live process holds ``chronicle.write.lock`` (or the
         queue has no metadata to hold one)."""
@@ -474,9 +502,13 @@ class Cycles:
 
 
 def _written_after(st: CycleStore, start: int) -> bool:
-    """Whether any byte of ``st``'s file from ``start`` on is not zero (read
+    """Whether any byte of ``st``'s file from ``start`` on is not zero."""
+    return _fd_written_after(st.file.fd, start)
+
+
+def _fd_written_after(fd: int, start: int) -> bool:
+    """Whether any byte of the file ``fd`` from ``start`` on is not zero (read
     with ``pread``, holes passed by with ``SEEK_DATA``)."""
-    fd = st.file.fd
     try:
         end = os.fstat(fd).st_size
     except OSError:

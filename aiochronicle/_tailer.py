@@ -511,6 +511,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                 return True
             if q.pending(cycle):
                 return False
+            q.check_unwritten(cycle)  # (a cleared first header with excerpts after it)
             nxt = q.neighbour(cycle, 1)
             if nxt is None:
                 return False

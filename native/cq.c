@@ -1186,10 +1186,10 @@ static int confirm(cq_tailer *t, const cq_store *s, uint64_t pos) {
 
 /* Whether a read stopped at the not-ready header at `pos` asks Python if the
  * cycle ended there (a later cycle is listed): at a new place at once, then
- * every 1024th time (the writer may be gone or the timeout past since). */
+ * every 256th time (the writer may be gone or the timeout past since). */
 static inline int unmarked_due(cq_tailer *t, const cq_store *s, uint64_t pos) {
     if (t->stall_cycle != (int64_t)s->cycle || t->stall_pos != pos) return 1;
-    return (++t->stall_polls & 1023) == 0;
+    return (++t->stall_polls & 255) == 0;
 }
 
 int64_t cq_read(cq_tailer *t) {

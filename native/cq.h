@@ -113,7 +113,7 @@ typedef struct cq_tailer {
      * *last_cycle (listing.highestCycle; NULL: never) lists a later cycle,
      * the read returns CQ_UNMARKED_END for Python to decide; once Python
      * said "not yet" for (stall_cycle, stall_pos) the read says CQ_NONE
-     * there, asking again every 1024th time */
+     * there, asking again every 256th time */
     const int64_t *last_cycle;
     int64_t stall_cycle;
     uint64_t stall_pos;
