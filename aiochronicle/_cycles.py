@@ -435,7 +435,7 @@ class Cycles:
         if not later:
             return None
         # the newest first (it is the one most likely written); a few looks at most
-        if not any(self._has_content(c) for c in list(reversed(later))[:4]):
+        if not any(self._written(c) for c in list(reversed(later))[:4]):
             return None
         if not self._writer_gone():
             try:
@@ -482,6 +482,14 @@ class Cycles:
                 f"cycle {cycle} starts with a cleared header word but bytes follow it: "
                 f"excerpts from index {index:#x} are hidden (see `aiochronicle check`)",
                 self.path_of(cycle), 0)
+
+    def _written(self, cycle: int) -> bool:
+        """:meth:`_has_content`, a damaged file counting as written (a writer
+        was there; a reader that reaches it raises there)."""
+        try:
+            return self._has_content(cycle)
+        except (CorruptQueueError, UnalignedCycleError):
+            return True
 
     def _writer_gone(self) -> bool:
         """True when no live process holds ``chronicle.write.lock`` (or the

@@ -452,8 +452,8 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                         return None
                     index = self._cycles.roll_cycle.to_index(held.cycle, int(c.seq))
                     raise error(CORRUPT, path=held.path, pos=int(c.err_pos),
-                                detail=f"an excerpt runs past the end of the file (cycle "
-                                f"{held.cycle}, reading index {index:#x})")
+                                detail=f"an excerpt of cycle {held.cycle} (reading index "
+                                f"{index:#x}) runs past the end of the file")
             else:
                 st = self._store
                 check(n, path=st.path if st else self._cycles.path, pos=int(c.err_pos),
@@ -479,6 +479,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
             return True
         if q.pending(cyc):
             return False  # its header is not written yet: nothing to read yet
+        q.check_unwritten(cyc)
         nxt = q.neighbour(cyc, 1)
         if nxt is None:
             return False

@@ -234,7 +234,7 @@ def test_a_cycle_a_live_writer_may_still_write_is_waited_for(tmp_path: Path) -> 
         assert ex is not None and ex.payload == want[20]
     with ac.open_queue(q, read_only=True, timeout=600) as queue:
         got = [ex.payload for ex in iter(queue.tailer().read_nowait, None)]
-    assert got == want[:20] + [b"late"] + want[20:]
+    assert got == [*want[:20], b"late", *want[20:]]
 
 
 @pytest.mark.parametrize("cleared", [0, 4])
