@@ -353,7 +353,8 @@ def _check_cycle(files: Cycles, cycle: int, path: str, is_last: bool,
 
             out.append(CheckFinding(
                 "warning", "missing-eof", path,
-                "the cycle is not the last one but has no EOF marker: tailers stop at its end",
+                "the cycle is not the last one but has no EOF marker: Java's tailers stop at "
+                "its end (aiochronicle's pass it once no writer can be inside it)",
                 end_doc.pos if end_doc is not None else None, "write the EOF marker",
                 _apply=close_eof))
 
@@ -662,9 +663,11 @@ def _last_cycle(files: Cycles, paths: list[tuple[int, str]]) -> int:
 
 
 def _header_complete(path: str) -> bool:
+    """A finished header document, or libchronicle's headerless start (a data
+    excerpt or a bare EOF at offset 0): the file's creator completed it."""
     raw = _file_head(path, 4)
     word = int.from_bytes(raw, "little") if raw is not None and len(raw) == 4 else 0
-    return bool(word & HDR_META) and not word & HDR_NOT_COMPLETE
+    return word == HDR_EOF or (word != 0 and not word & HDR_NOT_COMPLETE)
 
 
 def run_check(files: Cycles, progress: Progress | None, live: bool = True) -> list[CheckFinding]:

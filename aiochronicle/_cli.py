@@ -644,7 +644,8 @@ def _print_stats(s: QueueStats, out: TextIO) -> None:
     out.write(f"roll cycle:  {s.roll_cycle} (epoch {s.epoch})\n")
     out.write(f"excerpts:    {s.total_excerpts} in {nc} cycle{'s' if nc != 1 else ''}, "
               f"first {_hex(s.first_index)}, last {_hex(s.last_index)}\n")
-    out.write(f"bytes:       {s.total_bytes} written, {human_size(s.disk_bytes)} on disk\n")
+    out.write(f"bytes:       {s.total_bytes} written, {human_size(s.disk_bytes)} allocated on "
+              f"disk, files' apparent size {human_size(s.file_bytes)}\n")
     for lk in s.locks:
         state = "free" if not lk.locked else \
             f"held by process {lk.holder} ({'alive' if lk.alive else 'dead'})"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import collections
 import contextlib
+import errno
 import os
 import threading
 import time
@@ -27,7 +28,7 @@ from collections.abc import Callable
 
 from ._clock import TimeProvider
 from ._errors import CorruptQueueError, QueueClosedError, UnalignedCycleError
-from ._native import HDR_NOT_COMPLETE
+from ._native import HDR_NOT_COMPLETE, UNLOCKED
 from ._rollcycles import CycleNamer, RollCycle
 from ._rolltime import ZonedDays
 from ._settings import SUFFIX, UnlockMode
@@ -40,7 +41,7 @@ from ._store import (
     unwritten_age,
 )
 from ._tablestore import TableStore
-from ._writelock import WriteLock
+from ._writelock import WRITE_LOCK, WriteLock, lock_holder, pid_alive
 
 __all__ = ["Cycles", "StoreListener"]
 
@@ -50,6 +51,9 @@ StoreListener = Callable[[str, int, str], None]
 
 #: seconds a listing stays good while ``listing.modCount`` does not move
 LISTING_TTL = 60.0
+
+#: the bytes that follow an EOF marker's word (BinaryWire text "EOF")
+_EOF_TRAILER = b"\xc3EOF"
 
 
 def _still_dead(path: str, dead: tuple[int, int]) -> bool:
@@ -453,6 +457,96 @@ class Cycles:
             finally:
                 self.release(st)
 
+    # -- the end of a cycle without its EOF marker --------------------------
+    def unmarked_end(self, st: CycleStore, pos: int, index: int) -> int | None:
+        """The end-of-cycle rule for a forward reader of ``st`` stopped at the
+        header at ``pos`` that is not ready (0, a claim, or an EOF marker a
+        flipped bit damaged) while a later cycle is listed; ``index`` is the
+        index it would read there.  Returns the next cycle to read when
+        ``st``'s cycle provably ended there, None while it may still be
+        written (read it as nothing yet and ask again later).
+
+        It ended when a later cycle holds an excerpt or an EOF (a writer moved
+        on: an empty file made ahead of time does not count), no writer can
+        still be inside it (the write lock is free or its holder is dead, or
+        nothing changed the file for ``timeout`` seconds), and nothing was
+        written after ``pos`` (every byte after it is zero; in a file with a
+        header, a writer's unfinished excerpt there is no loss either: the
+        native read already checked that the ``writePosition`` and the index
+        record nothing past it).  Java's tailer waits there for an appender's
+        EOF; libchronicle's passes cycles three behind the newest.
+
+        Raises:
+            CorruptQueueError: the cycle ended there but bytes follow that
+                nothing proves uncommitted (a headerless file's zeroed or
+                damaged header): excerpts from ``index`` may be hidden.
+        """
+        later = self.listing()[bisect.bisect_right(self.listing(), st.cycle):]
+        if not later:
+            return None
+        # the newest first (it is the one most likely written); a few looks at most
+        if not any(self._written(c) for c in list(reversed(later))[:4]):
+            return None
+        if not self._writer_gone():
+            try:
+                idle = time.time() - os.stat(st.path).st_mtime
+            except OSError:
+                return None
+            if idle < self.timeout:
+                return None
+        after = pos + 4
+        if st.file.pread(after, 4) == _EOF_TRAILER:
+            after += 4  # the text an EOF marker is written with (its word damaged)
+        if st.layout.headerless and _written_after(st, after):
+            raise CorruptQueueError(
+                f"cycle {st.cycle} stops at a header word {st.file.pread(pos, 4).hex()} "
+                f"that is neither an excerpt nor the EOF marker, later cycles exist, and "
+                f"bytes follow it: excerpts from index {index:#x} may be hidden "
+                "(see `aiochronicle check`)", st.path, pos)
+        return later[0]
+
+    def check_unwritten(self, cycle: int) -> None:
+        """Before a reader passes ``cycle``'s file as one whose header was
+        never written: its first word is 0, so bytes after it are excerpts
+        whose first header was cleared (libchronicle's files start with data),
+        never a creator's work (libchronicle writes nothing before the first
+        header; Java claims the first word first).
+
+        Raises:
+            CorruptQueueError: bytes follow the cleared first word.
+        """
+        got = first_word(self.path_of(cycle))
+        if got is None or got[1] != 0:
+            return
+        try:
+            fd = os.open(self.path_of(cycle), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            written = _fd_written_after(fd, 4)
+        finally:
+            os.close(fd)
+        if written:
+            index = self.roll_cycle.to_index(cycle, 0)
+            raise CorruptQueueError(
+                f"cycle {cycle} starts with a cleared header word but bytes follow it: "
+                f"excerpts from index {index:#x} are hidden (see `aiochronicle check`)",
+                self.path_of(cycle), 0)
+
+    def _written(self, cycle: int) -> bool:
+        """:meth:`_has_content`, a damaged file counting as written (a writer
+        was there; a reader that reaches it raises there)."""
+        try:
+            return self._has_content(cycle)
+        except (CorruptQueueError, UnalignedCycleError):
+            return True
+
+    def _writer_gone(self) -> bool:
+        """True when no live process holds ``chronicle.write.lock`` (or the
+        queue has no metadata to hold one)."""
+        value = self.meta.get(WRITE_LOCK) if self.meta is not None else None
+        return value is None or value == UNLOCKED or not pid_alive(lock_holder(value))
+
     def _has_content(self, cycle: int) -> bool:
         """True if ``cycle``'s file holds an excerpt or is closed by an EOF."""
         st = self.acquire(cycle)
@@ -463,3 +557,33 @@ class Cycles:
             return count > 0 or eof
         finally:
             self.release(st)
+
+
+def _written_after(st: CycleStore, start: int) -> bool:
+    """Whether any byte of ``st``'s file from ``start`` on is not zero."""
+    return _fd_written_after(st.file.fd, start)
+
+
+def _fd_written_after(fd: int, start: int) -> bool:
+    """Whether any byte of the file ``fd`` from ``start`` on is not zero (read
+    with ``pread``, holes passed by with ``SEEK_DATA``)."""
+    try:
+        end = os.fstat(fd).st_size
+    except OSError:
+        return True
+    at = start
+    while at < end:
+        try:
+            at = os.lseek(fd, at, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return False  # only holes from here
+            if exc.errno != errno.EINVAL:
+                return True
+        chunk = os.pread(fd, min(1 << 20, end - at), at)
+        if not chunk:
+            return False
+        if chunk.count(0) != len(chunk):
+            return True
+        at += len(chunk)
+    return False

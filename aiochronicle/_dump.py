@@ -22,6 +22,7 @@ from ._native import HDR_LENGTH_MASK as LENGTH_MASK
 from ._queue import open_existing_queue
 from ._render import DecodedPayload, hexdump, render_document
 from ._rollcycles import CycleNamer, RollCycle
+from ._store import unwritten_age
 from ._wire import WireError, parse_document
 
 __all__ = ["FileWindow", "RawDocument", "dump_file", "dump_path", "walk_documents"]
@@ -163,8 +164,12 @@ def _header_layout(f: FileWindow) -> tuple[int, int]:
 def dump_file(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPayload],
               roll_cycle: RollCycle | None = None, cycle: int | None = None,
               from_seq: int = 0, to_seq: int | None = None, data_only: bool = False,
-              progress: Progress | None = None, start_pos: int = 0) -> int:
+              progress: Progress | None = None, start_pos: int = 0,
+              timeout: float | None = None) -> int:
     """Dump one ``.cq4`` or ``.cq4t`` file; returns the number of data documents shown.
+
+    A cycle file whose header was never written is described, not dumped
+    (``timeout``: the queue's, after which its creator counts as gone).
 
     ``from_seq``/``to_seq`` (inclusive) restrict the data documents shown;
     ``data_only`` leaves out metadata documents.  ``start_pos`` (with
@@ -188,6 +193,12 @@ def dump_file(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
         if not table and is_headerless(f.u32, size):
             if not data_only:
                 out.write(f"# {HEADERLESS_LIMITATION}\n")
+        elif not table and first in (0, HDR_NOT_COMPLETE):
+            # made but its header never written (libchronicle renames an
+            # all-zero file into place first): described as `check` does
+            if not data_only:
+                out.write(f"# {_unwritten(path, timeout)}\n")
+            return 0
         elif first is None or not first & HDR_META or first & HDR_NOT_COMPLETE:
             raise CorruptQueueError(
                 f"first header word {first if first is None else hex(first)} is not a "
@@ -251,6 +262,16 @@ def dump_file(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
         if progress is not None:
             progress(max(last_pos, 0), size)
     return shown
+
+
+def _unwritten(path: str, timeout: float | None) -> str:
+    """What a cycle file without its header is, as ``check`` tells it."""
+    age = unwritten_age(path) or 0.0
+    if timeout is not None and age >= timeout:
+        return (f"the file's header was never written ({age:.0f}s old: its creator died): "
+                "readers pass the cycle by; `aiochronicle repair` moves it aside")
+    return (f"no header yet, made {age:.1f}s ago: its creator may still be writing it "
+            "(readers see nothing there yet)")
 
 
 def _queue_files(path: str) -> list[str]:
@@ -332,7 +353,7 @@ def dump_path(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
 
             shown += dump_file(out, p, decoder=decoder, roll_cycle=rc, cycle=cyc,
                                from_seq=from_seq, to_seq=to_seq, data_only=ranged,
-                               progress=prog, start_pos=start_pos)
+                               progress=prog, start_pos=start_pos, timeout=q.timeout)
             done += sizes[p]
         if refused is not None:
             raise refused

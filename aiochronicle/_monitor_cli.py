@@ -131,7 +131,8 @@ def top_rows(looks: list[tuple[str, QueueFigures | str]],
              rates: RateTracker) -> tuple[list[list[str]], list[list[str]]]:
     """The rows of top's two tables (queues, named tailers), header first;
     a look that failed is its error message."""
-    queues = [["queue", "excerpts", "last index", "append/s", "cycles", "disk", "write lock"]]
+    queues = [["queue", "excerpts", "last index", "append/s", "cycles", "disk allocated",
+               "write lock"]]
     tailers = [["queue", "named tailer", "next index", "lag", "lag bytes", "read/s"]]
     for path, f in looks:
         if isinstance(f, str):

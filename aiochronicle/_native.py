@@ -162,6 +162,7 @@ DUPLICATE: int = lib.CQ_DUPLICATE
 GAP: int = lib.CQ_GAP
 LOCK_LOST: int = lib.CQ_LOCK_LOST
 UNALIGNED: int = lib.CQ_UNALIGNED
+UNMARKED_END: int = lib.CQ_UNMARKED_END
 
 # -- header word bits (native/cq.h) --
 HDR_LENGTH_MASK: int = lib.CQ_HDR_LENGTH_MASK

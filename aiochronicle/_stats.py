@@ -21,8 +21,11 @@ __all__ = ["CycleStats", "QueueStats", "SealedCycles", "TailerStats", "allocated
 
 
 def allocated_bytes(st: os.stat_result) -> int:
-    """The disk blocks a file takes, in bytes (its size where blocks are not known)."""
-    return int(getattr(st, "st_blocks", 0)) * 512 or st.st_size
+    """The disk blocks a file takes, in bytes (``st_blocks * 512``: a sparse
+    file's holes take none, an all-zero one made by ``truncate`` none at
+    all); its apparent size only where the system reports no blocks."""
+    blocks = getattr(st, "st_blocks", None)
+    return st.st_size if blocks is None else int(blocks) * 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +79,14 @@ class QueueStats:
 
     @property
     def disk_bytes(self) -> int:
-        """Disk blocks the cycle files take (they are sparse: less than their size)."""
+        """Disk blocks the cycle files take, in bytes (allocated: they are
+        sparse, so less than :attr:`file_bytes`)."""
         return sum(c.disk_bytes for c in self.cycles)
+
+    @property
+    def file_bytes(self) -> int:
+        """The cycle files' apparent sizes added up (holes counted)."""
+        return sum(c.file_size for c in self.cycles)
 
     def to_dict(self) -> dict[str, object]:
         """Plain data for JSON."""
@@ -85,7 +94,7 @@ class QueueStats:
             "path": self.path, "roll_cycle": self.roll_cycle, "epoch": self.epoch,
             "first_index": self.first_index, "last_index": self.last_index,
             "total_excerpts": self.total_excerpts, "total_bytes": self.total_bytes,
-            "disk_bytes": self.disk_bytes,
+            "disk_bytes": self.disk_bytes, "file_bytes": self.file_bytes,
             "cycles": [
                 {"cycle": c.cycle, "file": os.path.basename(c.path), "excerpts": c.excerpts,
                  "bytes": c.bytes_used, "file_size": c.file_size, "disk_bytes": c.disk_bytes,

@@ -8,6 +8,7 @@ for``, ``read_blocking``) is its base, :class:`~aiochronicle._aio.AsyncTailerMix
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -37,11 +38,13 @@ from ._native import (
     OK,
     TAILER_INDEX_WORD,
     TOO_LARGE,
+    UNMARKED_END,
     HotTailer,
     address,
     check,
     error,
     from_buffer,
+    int64_at,
     new_bytes,
     new_tailer,
     new_uint64,
@@ -105,6 +108,14 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         c.queue_shift = cycles.roll_cycle.cycle_shift
         c.include_meta = 1 if include_metadata else 0
         c.index = -1  # last_read_index: nothing read yet
+        c.stall_cycle = -1
+        meta = cycles.meta
+        high = meta.offset("listing.highestCycle") if meta is not None else None
+        if meta is not None and high is not None and high % 8 == 0:
+            # a forward read stopped at an unwritten header asks whether the
+            # cycle ended there only while a later cycle is listed (_unmarked_end)
+            c.last_cycle = int64_at(meta.file.ptr(high))
+        self._stall: tuple[int, float] | None = None  # (cycle, monotonic time to look again)
         self._direction = TailerDirection(direction)
         self._bind()
         self._cycle: int | None = None  # cycle of the position when no store is held
@@ -568,14 +579,19 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
             elif n == EOF_:
                 if not self._next_cycle():
                     return None
+            elif n == UNMARKED_END:
+                if not self._unmarked_end():
+                    return None
             elif n == NEED_MAP:
                 held = self._held()
                 need = int(c.need)
                 if not held.file.ensure(need, grow=False):
                     if need == int(c.err_pos) + 4:
                         return None
+                    index = self._cycles.roll_cycle.to_index(held.cycle, int(c.seq))
                     raise error(CORRUPT, path=held.path, pos=int(c.err_pos),
-                                detail="an excerpt runs past the end of the file")
+                                detail=f"an excerpt of cycle {held.cycle} (reading index "
+                                f"{index:#x}) runs past the end of the file")
             else:
                 st = self._store
                 check(n, path=st.path if st else self._cycles.path, pos=int(c.err_pos),
@@ -592,8 +608,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
             first = cycles[0] if cycles else None
             if first is None:
                 return False
-            self._position_at(first, 0)
-            return self._store is not None
+            return self._enter_cycle(first, save=False)
         st = q.acquire(cyc)
         if st is not None:
             seq = int(self._c.seq)
@@ -602,11 +617,11 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
             return True
         if q.pending(cyc):
             return False  # its header is not written yet: nothing to read yet
+        q.check_unwritten(cyc)
         nxt = q.neighbour(cyc, 1)
         if nxt is None:
             return False
-        self._position_at(nxt, 0)
-        return self._store is not None
+        return self._enter_cycle(nxt, save=False)
 
     def _next_cycle(self) -> bool:
         """At an EOF: move to the next cycle that has a file."""
@@ -619,9 +634,53 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                 return False
             self._last_mod = mod if mod is not None else -2
             return False
-        self._position_at(nxt, 0)
-        self._save()
-        return self._store is not None
+        return self._enter_cycle(nxt)
+
+    def _enter_cycle(self, cycle: int, save: bool = True) -> bool:
+        """Move to the start of ``cycle`` (its file listed), passing by files
+        whose header is not written and whose creator is gone (older than the
+        queue's ``timeout``) in the same call; False while the one reached may
+        still be written (nothing to read yet) or no cycle follows."""
+        q = self._cycles
+        for _ in range(1 << 16):  # bounded: each step moves to a later listed cycle
+            self._position_at(cycle, 0)
+            if save:
+                self._save()
+            if self._store is not None:
+                return True
+            if q.pending(cycle):
+                return False
+            q.check_unwritten(cycle)  # (a cleared first header with excerpts after it)
+            nxt = q.neighbour(cycle, 1)
+            if nxt is None:
+                return False
+            cycle = nxt
+        return False
+
+    def _unmarked_end(self) -> bool:
+        """The read stopped at a header that is not ready (0, a claim, a damaged
+        EOF) while a later cycle is listed (``CQ_UNMARKED_END``): move to the
+        next cycle when this one provably ended there (``Cycles.unmarked_end``),
+        else stay (nothing yet; looked at again at most every 50 ms a cycle:
+        while a file made ahead of time waits for the roll, a reader keeping up
+        with the writer comes here at every excerpt)."""
+        st = self._held()
+        c = self._c
+        pos = int(c.err_pos)
+        now = time.monotonic()
+        last = self._stall
+        nxt = None
+        if last is None or last[0] != st.cycle or now >= last[1]:
+            self._stall = (st.cycle, now + 0.05)
+            index = self._cycles.roll_cycle.to_index(st.cycle, int(c.seq))
+            nxt = self._cycles.unmarked_end(st, pos, index)
+        if nxt is None:
+            c.stall_cycle = st.cycle
+            c.stall_pos = pos
+            c.stall_polls = 0
+            return False
+        self._stall = None
+        return self._enter_cycle(nxt)
 
     def _read_other(self) -> Excerpt | None:
         if self._direction == TailerDirection.FORWARD:  # with metadata excerpts

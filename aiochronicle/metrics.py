@@ -74,8 +74,9 @@ class QueueCollector(Collector):
     ``aiochronicle_first_index``, ``aiochronicle_bytes_written``
         excerpts in the cycle files (retention lowers it), the index of the
         last and first excerpt (-1 when empty), bytes written.
-    ``aiochronicle_cycle_files``, ``aiochronicle_disk_bytes``
-        cycle files and the disk blocks they take.
+    ``aiochronicle_cycle_files``, ``aiochronicle_disk_bytes``, ``aiochronicle_file_size_bytes``
+        cycle files, the disk blocks allocated to them (``st_blocks * 512``)
+        and their apparent size (sparse files' holes counted).
     ``aiochronicle_named_tailer_lag_excerpts``, ``..._lag_bytes``,
     ``aiochronicle_named_tailer_index`` (labels ``queue``, ``tailer``)
         how far each named tailer is behind the end, and its next index.
@@ -131,7 +132,11 @@ class QueueCollector(Collector):
                                     "bytes written in the cycle files", labels=q)
         files = GaugeMetricFamily("aiochronicle_cycle_files", "cycle files", labels=q)
         disk = GaugeMetricFamily("aiochronicle_disk_bytes",
-                                 "disk blocks the cycle files take, in bytes", labels=q)
+                                 "disk blocks allocated to the cycle files, in bytes "
+                                 "(st_blocks * 512: holes of sparse files take none)", labels=q)
+        apparent = GaugeMetricFamily("aiochronicle_file_size_bytes",
+                                     "apparent size of the cycle files, in bytes (holes "
+                                     "counted)", labels=q)
         held = GaugeMetricFamily("aiochronicle_write_lock_held_seconds",
                                  "seconds the write lock has been seen held with no "
                                  "excerpt written (0: free)", labels=q)
@@ -156,13 +161,14 @@ class QueueCollector(Collector):
             written.add_metric([path], s.total_bytes)
             files.add_metric([path], len(s.cycles))
             disk.add_metric([path], s.disk_bytes)
+            apparent.add_metric([path], s.file_bytes)
             held.add_metric([path], f.write_lock_held)
             holder.add_metric([path], f.write_lock_holder or 0)
             for t in s.tailers:
                 lag.add_metric([path, t.name], t.lag_messages)
                 lag_bytes.add_metric([path, t.name], t.lag_bytes)
                 index.add_metric([path, t.name], t.index)
-        yield from (up, excerpts, last, first, written, files, disk, held, holder, lag,
+        yield from (up, excerpts, last, first, written, files, disk, apparent, held, holder, lag,
                     lag_bytes, index)
 
 

@@ -30,6 +30,9 @@
 #define CQ_GAP -16
 #define CQ_LOCK_LOST -17
 #define CQ_UNALIGNED -18  /* a dataFormat 0 (packed) file: readable, never appended to */
+#define CQ_UNMARKED_END -19 /* a forward read stands at an unwritten (or damaged-EOF) header
+                                while a later cycle is listed: Python decides whether the
+                                cycle ended there (see cq_tailer.last_cycle) */
 
 #define CQ_HDR_LENGTH_MASK 0x3FFFFFFF
 #define CQ_HDR_META 0x40000000

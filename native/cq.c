@@ -1184,6 +1184,14 @@ static int confirm(cq_tailer *t, const cq_store *s, uint64_t pos) {
     return CQ_OK;
 }
 
+/* Whether a read stopped at the not-ready header at `pos` asks Python if the
+ * cycle ended there (a later cycle is listed): at a new place at once, then
+ * every 256th time (the writer may be gone or the timeout past since). */
+static inline int unmarked_due(cq_tailer *t, const cq_store *s, uint64_t pos) {
+    if (t->stall_cycle != (int64_t)s->cycle || t->stall_pos != pos) return 1;
+    return (++t->stall_polls & 255) == 0;
+}
+
 int64_t cq_read(cq_tailer *t) {
     if (is_closed(&t->closed)) return CQ_BAD_STATE;
     cq_store *s = t->store;
@@ -1211,6 +1219,10 @@ int64_t cq_read(cq_tailer *t) {
             if (write_position(s, &wp, &wq) && (wp > pos || wq >= t->seq)) {
                 if (hides_committed(s, pos, t->seq)) { t->err_pos = pos; return CQ_CORRUPT; }
                 continue; /* committed meanwhile: read it */
+            }
+            if (t->last_cycle && __atomic_load_n(t->last_cycle, __ATOMIC_ACQUIRE) > s->cycle && unmarked_due(t, s, pos)) {
+                t->err_pos = pos;
+                return CQ_UNMARKED_END;
             }
             return CQ_NONE;
         }
@@ -1356,6 +1368,10 @@ static const struct { const char *name; uint64_t value; } layout[] = {
     FIELD(cq_tailer, vseq),
     FIELD(cq_tailer, vnext),
     FIELD(cq_tailer, vnext_seq),
+    FIELD(cq_tailer, last_cycle),
+    FIELD(cq_tailer, stall_cycle),
+    FIELD(cq_tailer, stall_pos),
+    FIELD(cq_tailer, stall_polls),
     SIZE(cq_notify_watch),
     FIELD(cq_notify_watch, cell),
     FIELD(cq_notify_watch, meta),

@@ -108,6 +108,16 @@ typedef struct cq_tailer {
     uint64_t vseq;
     uint64_t vnext;
     uint64_t vnext_seq;
+    /* the end-of-cycle rule (Tailer._unmarked_end): where a forward read
+     * stops at a header that is not ready (0, a claim, a damaged EOF) and
+     * *last_cycle (listing.highestCycle; NULL: never) lists a later cycle,
+     * the read returns CQ_UNMARKED_END for Python to decide; once Python
+     * said "not yet" for (stall_cycle, stall_pos) the read says CQ_NONE
+     * there, asking again every 256th time */
+    const int64_t *last_cycle;
+    int64_t stall_cycle;
+    uint64_t stall_pos;
+    uint64_t stall_polls;
 } cq_tailer;
 
 /* mapping helpers */

@@ -166,10 +166,13 @@ def test_tailer_waits_at_a_cycle_without_eof_until_an_appender_normalises_it(
     clk.advance_millis(HOUR)  # now in H0 + 2: H0 + 1 has no EOF either
     with open_q(qdir, clk) as q:
         t = q.tailer()
-        got = read_all(t)
-        assert [e.index for e in got] == [ix(H0, 0), ix(H0, 1)]
-        assert t.read_nowait() is None  # no EOF: a tailer does not move on (§7.2)
-        assert t.read_nowait() is None
+        with q.cycle_files.write_lock:
+            # no EOF, a live writer, the file changed just now: the writer may
+            # still be in H0, so a tailer does not move on (§7.2)
+            got = read_all(t)
+            assert [e.index for e in got] == [ix(H0, 0), ix(H0, 1)]
+            assert t.read_nowait() is None
+            assert t.read_nowait() is None
         a = q.appender()
         assert a.append(b"c2-0") == ix(H0 + 2, 0)
         # the appender closed every older cycle (§6.2), so the tailer goes on
@@ -598,3 +601,25 @@ def test_the_system_clock_rolls_at_the_cycle_boundary(tmp_path: Path) -> None:
         assert all(lo <= cycle <= hi for lo, cycle, hi in seen), [
             s for s in seen if not s[0] <= s[1] <= s[2]][:5]
         assert len({cycle for _, cycle, _ in seen}) >= 3
+
+
+def test_tailer_passes_a_cycle_without_eof_once_no_writer_can_be_inside(
+        tmp_path: Path) -> None:
+    """The same cycle without its EOF, no writer alive (the write lock is
+    free) and a later cycle written: a read-until-None loop reads on into it
+    (Java's tailer waits there for an appender's EOF)."""
+    clk = ac.SetTimeProvider(H0 * HOUR)
+    qdir = tmp_path / "q"
+    with open_q(qdir, clk) as q:
+        a = q.appender()
+        a.append(b"c0-0")
+        clk.advance_millis(HOUR)
+        a.append(b"c1-0")
+    p0 = qdir / hourly_name(H0)
+    docs = raw_documents(p0)
+    with open(p0, "r+b") as f:
+        f.seek(docs[-1][1])
+        f.write(bytes(8))
+    with open_q(qdir, clk) as q:
+        assert [e.payload for e in read_all(q.tailer())] == [b"c0-0", b"c1-0"]
+    assert not ends_with_eof(p0)  # readers change nothing
