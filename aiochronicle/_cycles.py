@@ -111,6 +111,12 @@ class Cycles:
         self._parsed_names: dict[str, int | None] = {}  # file name -> cycle (None: not one)
         self._dead_files: dict[str, tuple[int, int]] = {}
         self._unclosable: set[int] = set()  # damaged older cycles already warned about
+        # calls of the queue's own (not an appender's or tailer's) reading or
+        # writing ``metadata.cq4t`` now, and whether a close left its unmapping
+        # to the last of them (a scrape of another thread must not read a page
+        # a close unmapped; see :meth:`use_meta`)
+        self._meta_users = 0
+        self._meta_owed = False
 
     # -- open / closed -----------------------------------------------------
     @property
@@ -143,7 +149,33 @@ class Cycles:
             if self.meta is not None:
                 # an append's lock word and notify slots and a named tailer's
                 # index live in it: it goes at once only when nothing uses them
-                self.meta.close(now=not busy and not self.write_lock.held_here())
+                now = not busy and not self.write_lock.held_here()
+                self._meta_owed = now and self._meta_users > 0
+                self.meta.close(now=now and not self._meta_owed)
+
+    def use_meta(self) -> TableStore | None:
+        """``metadata.cq4t`` for a call of the queue's own (a query, a
+        metrics scrape of another thread): counted in use until
+        :meth:`done_with_meta`, so a close meanwhile (another thread's, or a
+        signal handler's on this one) leaves it mapped until then.
+
+        Raises:
+            QueueClosedError: the queue is closed.
+        """
+        with self.lock:
+            self.check_open()
+            self._meta_users += 1
+            return self.meta
+
+    def done_with_meta(self) -> None:
+        """The end of a :meth:`use_meta`: the last user out after a close unmaps."""
+        with self.lock:
+            self._meta_users -= 1
+            if self._meta_users or not self._meta_owed:
+                return
+            self._meta_owed = False
+            if self.meta is not None:
+                self.meta.close(now=True)
 
     def after_fork(self) -> None:
         """In a forked child: a fresh :attr:`lock` (a thread of the parent may
@@ -170,8 +202,11 @@ class Cycles:
         """Every cycle with a file in the directory, in order (the list is
         shared: do not change it).  Listed again only when ``listing.modCount``
         moved, after :meth:`refresh`, or a minute after the last look."""
-        self.check_open()
-        mod = self.meta.get("listing.modCount") if self.meta is not None else None
+        meta = self.use_meta()
+        try:
+            mod = meta.get("listing.modCount") if meta is not None else None
+        finally:
+            self.done_with_meta()
         cached = self._listing_cache
         now = time.monotonic()
         if (cached is not None and mod is not None and cached[0] == mod

@@ -361,9 +361,12 @@ class MappedFile:
         native call can be using the mapping (nobody holds it any more)."""
         self.closed = True
         if self.c.base != ffi.NULL:
-            lib.cq_unmap(self.c.base, self.c.map_len)
+            # forget the address before unmapping: another thread that runs
+            # while this one is inside munmap must not find it still published
+            base, length = self.c.base, int(self.c.map_len)
             self.c.base = ffi.NULL
             self.c.map_len = 0
+            lib.cq_unmap(base, length)
         for base, length in self._retired:
             lib.cq_unmap(base, length)
         self._retired.clear()
