@@ -117,6 +117,10 @@ class MappedFile:
         self.overlap = overlap
         self.c: Any = ffi.new("cq_store *")
         self.c.chunk = chunk
+        # loads of header words from pages the file does not back ask it
+        # first on tmpfs (cq_backed_slow: a hole is a SIGBUS on a full one)
+        self.c.fd = fd
+        self.c.holes = 1
         self._retired: list[tuple[Any, int]] = []
         # one remap at a time: the pretoucher's thread, appenders and tailers of
         # one queue share this object and may all find the mapping too short
@@ -196,12 +200,14 @@ class MappedFile:
             return True
         rc = lib.cq_reserve(self._live(), start, end - start)
         if rc == OK:
+            lib.cq_store_backed(self.c, start, end)  # header loads there need not ask
             return True
         if rc != NO_SPACE:
             err = last_errno()
             rc = self._reserve_by_faulting(start, end)
             _warn_no_fallocate(self.fd, self.path, err, rc != ERRNO)
             if rc == OK:
+                lib.cq_store_backed(self.c, start, min(end, int(self.c.map_len)))
                 return True
         if rc == NO_SPACE:
             raise error(rc, path=self.path, detail=f"no space left on the device for "
