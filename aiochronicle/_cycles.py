@@ -177,10 +177,20 @@ class Cycles:
             if self.meta is not None:
                 self.meta.close(now=True)
 
-    def after_fork(self) -> None:
-        """In a forked child: a fresh :attr:`lock` (a thread of the parent may
-        have held it, and only the forking thread survives)."""
+    def after_fork(self, held: list[CycleStore]) -> None:
+        """In a forked child: a fresh :attr:`lock` and fresh locks of the open
+        files (a thread of the parent may have held one, and only the forking
+        thread survives); each store counts as holders only the appenders and
+        tailers that hold it (``held``, one entry per holder): the parent's
+        threads' calls that held one are not here to let it go."""
         self.lock = threading.RLock()
+        self._meta_users = 0
+        self._meta_owed = False
+        stores = {id(st): st for st in [*self._stores.values(), *held]}
+        for st in stores.values():
+            st.after_fork(sum(1 for h in held if h is st))
+        if self.meta is not None:
+            self.meta.file.after_fork()
 
     # -- names and the clock ----------------------------------------------
     def path_of(self, cycle: int) -> str:

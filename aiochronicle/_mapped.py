@@ -138,6 +138,11 @@ class MappedFile:
             self.fd = -1
             raise
 
+    def after_fork(self) -> None:
+        """In a forked child: a fresh grow lock (a thread of the parent may
+        have held it, and only the forking thread survives)."""
+        self._grow_lock = threading.Lock()
+
     @property
     def size(self) -> int:
         """Bytes currently mapped."""

@@ -68,9 +68,8 @@ _OPEN_QUEUES: weakref.WeakKeyDictionary[Queue, weakref.WeakSet[Appender | Tailer
 
 def _after_fork_in_child() -> None:
     for q, children in list(_OPEN_QUEUES.items()):
-        q.cycle_files.after_fork()
-        for child in list(children):
-            child.after_fork()
+        held = [st for child in list(children) if (st := child.after_fork()) is not None]
+        q.cycle_files.after_fork(held)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

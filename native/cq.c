@@ -1368,6 +1368,7 @@ static const struct { const char *name; uint64_t value; } layout[] = {
     FIELD(cq_store, backed_next),
     FIELD(cq_store, fd),
     FIELD(cq_store, holes),
+    FIELD(cq_store, reserved1),
     SIZE(cq_appender),
     FIELD(cq_appender, store),
     FIELD(cq_appender, write_lock),
