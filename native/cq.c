@@ -789,7 +789,27 @@ static int locate(cq_appender *a, uint64_t *pos_out, uint64_t *seq_out) {
     cq_store *s = a->store;
     uint64_t pos = a->pos, seq = a->seq;
     uint64_t wp, wq;
-    if (write_position(s, &wp, &wq) && wp > pos) { pos = wp; seq = wq; }
+    if (write_position(s, &wp, &wq) && wp > pos) {
+        /* another writer's writePosition: its sequence is checked before it
+         * is adopted (a damaged one would number every later excerpt wrong),
+         * as cq_find_end checks it: walking from this appender's own hint
+         * when that is at most a spacing of excerpts before it, else from
+         * the index entry before it (a walk of at most a spacing: this runs
+         * under the write lock).  A writePosition that disagrees is not used:
+         * the walk below starts from the last index entry (or the hint). */
+        uint64_t p = pos, q = seq, need = 0, err = 0;
+        if (!(seq <= wq && wq - seq <= s->index_spacing)) index_floor(s, wq, &p, &q);
+        int agrees = !s->i2i_off ||
+                     (q <= wq && wq - q <= s->index_spacing &&
+                      walk_docs(s, &p, &q, wq, &need, &err, 1) == CQ_OK && p == wp);
+        if (agrees) {
+            pos = wp;
+            seq = wq;
+        } else {
+            index_floor(s, UINT64_MAX, &p, &q);
+            if (p > pos) { pos = p; seq = q; }
+        }
+    }
     if (pos < 4 && pos != 0) pos = 0;
     for (unsigned steps = 0;; steps++) {
         if (steps >= LOCATE_BUDGET) {
