@@ -71,6 +71,25 @@ int cq_backed_slow(const cq_store *s, uint64_t off, uint64_t n) {
         __atomic_store_n(&m->holes, holes, __ATOMIC_RELEASE);
     }
     if (holes != 2) return 1;
+    /* pages in tmpfs's page cache are backed (written or reserved): one
+     * mincore looks at up to 64 of them from here, and the run found is
+     * cached; a page not there may still be swapped out, which SEEK_DATA
+     * below tells from a hole */
+    uint64_t len = map_len(m);
+    const uint8_t *base = map_base(m);
+    if (base != NULL && off + n <= len) {
+        uint64_t first = off & ~(uint64_t)4095, span = len - first;
+        unsigned char vec[64];
+        if (span > sizeof vec * 4096) span = sizeof vec * 4096;
+        if (mincore((void *)(base + first), (size_t)span, vec) == 0) {
+            uint64_t k = 0, pages = (span + 4095) >> 12;
+            while (k < pages && (vec[k] & 1)) k++;
+            if (first + (k << 12) >= off + n) {
+                cq_store_backed(m, first, first + (k << 12));
+                return 1;
+            }
+        }
+    }
     /* the first byte and the last: a packed header word may straddle pages */
     uint64_t ends[2] = {off, off + n - 1};
     for (int i = 0; i < 2; i++) {
