@@ -815,7 +815,7 @@ static int locate(cq_appender *a, uint64_t *pos_out, uint64_t *seq_out) {
          * when that is at most a spacing of excerpts before it, else from
          * the index entry before it (a walk of at most a spacing: this runs
          * under the write lock).  A writePosition that disagrees is not used:
-         * the walk below starts from the last index entry (or the hint). */
+         * the walk below numbers by the chain from the last index entry. */
         uint64_t p = pos, q = seq, need = 0, err = 0;
         if (!(seq <= wq && wq - seq <= s->index_spacing)) index_floor(s, wq, &p, &q);
         int agrees = !s->i2i_off ||
@@ -825,8 +825,11 @@ static int locate(cq_appender *a, uint64_t *pos_out, uint64_t *seq_out) {
             pos = wp;
             seq = wq;
         } else {
+            /* number by the chain, as readers do: from the last index entry
+             * (racing writers whose lock was forced away can leave a hint
+             * or a writePosition one behind the chain) */
             index_floor(s, UINT64_MAX, &p, &q);
-            if (p > pos) { pos = p; seq = q; }
+            if (p) { pos = p; seq = q; }
         }
     }
     if (pos < 4 && pos != 0) pos = 0;
