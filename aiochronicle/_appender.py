@@ -168,10 +168,18 @@ class Appender(HotAppender, _CycleFileUser):
         """:meth:`close` for ``async`` code (idempotent)."""
         self.close()
 
-    def after_fork(self) -> None:
+    def after_fork(self) -> CycleStore | None:
         """For the queue's use, in a forked child: take the write lock with
-        this process's PID (not the parent's)."""
-        self._c.pid = lock_value()
+        this process's PID (not the parent's); a document a thread of the
+        parent had open stays the parent's (the child neither commits nor
+        abandons it, and never releases the parent's lock), and no call is in
+        flight (those were the parent's threads').  Returns the cycle file it
+        holds (the queue counts its holders again)."""
+        c = self._c
+        c.pid = lock_value()
+        c.doc_open = 0
+        self._forked()
+        return self._store
 
     def _detach(self) -> None:
         # May run on another thread than one appending right now (Queue.close),

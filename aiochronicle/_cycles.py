@@ -124,6 +124,12 @@ class Cycles:
         # stores let go of by release_later, released by the next call that
         # takes the lock (a deque's appends need no lock)
         self._later: collections.deque[CycleStore] = collections.deque()
+        # calls of the queue's own (not an appender's or tailer's) reading or
+        # writing ``metadata.cq4t`` now, and whether a close left its unmapping
+        # to the last of them (a scrape of another thread must not read a page
+        # a close unmapped; see :meth:`use_meta`)
+        self._meta_users = 0
+        self._meta_owed = False
 
     # -- open / closed -----------------------------------------------------
     @property
@@ -158,12 +164,48 @@ class Cycles:
             if self.meta is not None:
                 # an append's lock word and notify slots and a named tailer's
                 # index live in it: it goes at once only when nothing uses them
-                self.meta.close(now=not busy and not self.write_lock.held_here())
+                now = not busy and not self.write_lock.held_here()
+                self._meta_owed = now and self._meta_users > 0
+                self.meta.close(now=now and not self._meta_owed)
 
-    def after_fork(self) -> None:
-        """In a forked child: a fresh :attr:`lock` (a thread of the parent may
-        have held it, and only the forking thread survives)."""
+    def use_meta(self) -> TableStore | None:
+        """``metadata.cq4t`` for a call of the queue's own (a query, a
+        metrics scrape of another thread): counted in use until
+        :meth:`done_with_meta`, so a close meanwhile (another thread's, or a
+        signal handler's on this one) leaves it mapped until then.
+
+        Raises:
+            QueueClosedError: the queue is closed.
+        """
+        with self.lock:
+            self.check_open()
+            self._meta_users += 1
+            return self.meta
+
+    def done_with_meta(self) -> None:
+        """The end of a :meth:`use_meta`: the last user out after a close unmaps."""
+        with self.lock:
+            self._meta_users -= 1
+            if self._meta_users or not self._meta_owed:
+                return
+            self._meta_owed = False
+            if self.meta is not None:
+                self.meta.close(now=True)
+
+    def after_fork(self, held: list[CycleStore]) -> None:
+        """In a forked child: a fresh :attr:`lock` and fresh locks of the open
+        files (a thread of the parent may have held one, and only the forking
+        thread survives); each store counts as holders only the appenders and
+        tailers that hold it (``held``, one entry per holder): the parent's
+        threads' calls that held one are not here to let it go."""
         self.lock = threading.RLock()
+        self._meta_users = 0
+        self._meta_owed = False
+        stores = {id(st): st for st in [*self._stores.values(), *held]}
+        for st in stores.values():
+            st.after_fork(sum(1 for h in held if h is st))
+        if self.meta is not None:
+            self.meta.file.after_fork()
 
     # -- names and the clock ----------------------------------------------
     def path_of(self, cycle: int) -> str:
@@ -195,8 +237,11 @@ class Cycles:
         """Every cycle with a file in the directory, in order (the list is
         shared: do not change it).  Listed again only when ``listing.modCount``
         moved, after :meth:`refresh`, or a minute after the last look."""
-        self.check_open()
-        mod = self.meta.get("listing.modCount") if self.meta is not None else None
+        meta = self.use_meta()
+        try:
+            mod = meta.get("listing.modCount") if meta is not None else None
+        finally:
+            self.done_with_meta()
         cached = self._listing_cache
         now = time.monotonic()
         if (cached is not None and mod is not None and cached[0] == mod

@@ -120,6 +120,10 @@ class MappedFile:
         self.overlap = overlap
         self.c: Any = ffi.new("cq_store *")
         self.c.chunk = chunk
+        # loads of header words from pages the file does not back ask it
+        # first on tmpfs (cq_backed_slow: a hole is a SIGBUS on a full one)
+        self.c.fd = fd
+        self.c.holes = 1
         self._retired: list[tuple[Any, int]] = []
         # one remap at a time: the pretoucher's thread, appenders and tailers of
         # one queue share this object and may all find the mapping too short
@@ -136,6 +140,11 @@ class MappedFile:
             # the descriptor stays the caller's when construction fails
             self.fd = -1
             raise
+
+    def after_fork(self) -> None:
+        """In a forked child: a fresh grow lock (a thread of the parent may
+        have held it, and only the forking thread survives)."""
+        self._grow_lock = threading.Lock()
 
     @property
     def size(self) -> int:
@@ -199,12 +208,14 @@ class MappedFile:
             return True
         rc = lib.cq_reserve(self._live(), start, end - start)
         if rc == OK:
+            lib.cq_store_backed(self.c, start, end)  # header loads there need not ask
             return True
         if rc != NO_SPACE:
             err = last_errno()
             rc = self._reserve_by_faulting(start, end)
             _warn_no_fallocate(self.fd, self.path, err, rc != ERRNO)
             if rc == OK:
+                lib.cq_store_backed(self.c, start, min(end, int(self.c.map_len)))
                 return True
         if rc == NO_SPACE:
             raise error(rc, path=self.path, detail=f"no space left on the device for "
@@ -377,9 +388,12 @@ class MappedFile:
         native call can be using the mapping (nobody holds it any more)."""
         self.closed = True
         if self.c.base != ffi.NULL:
-            lib.cq_unmap(self.c.base, self.c.map_len)
+            # forget the address before unmapping: another thread that runs
+            # while this one is inside munmap must not find it still published
+            base, length = self.c.base, int(self.c.map_len)
             self.c.base = ffi.NULL
             self.c.map_len = 0
+            lib.cq_unmap(base, length)
         for base, length in self._retired:
             lib.cq_unmap(base, length)
         self._retired.clear()

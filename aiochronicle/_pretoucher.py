@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from ._errors import QueueClosedError
+from ._errors import DiskFullError, QueueClosedError
 
 if TYPE_CHECKING:
     from ._cycles import Cycles
@@ -21,6 +21,12 @@ class Pretoucher:
 
     Call :meth:`execute` periodically from a thread of your own, or
     :meth:`start` a background thread that does it every ``interval`` seconds.
+
+    A full disk is the writers' error, not the pretoucher's: both ways it is
+    counted in :attr:`errors` and the pass ends early (:meth:`execute`
+    returns False), and the appender that needs the blocks raises
+    :class:`DiskFullError` with nothing written.  Pretouching resumes once
+    there is room again.
     """
 
     def __init__(self, cycles: Cycles, queue: QueueView, headroom: int, preroll: float) -> None:
@@ -36,14 +42,30 @@ class Pretoucher:
         self._stop = threading.Event()
         self._touched: tuple[int, int] = (-1, 0)
         self.errors = 0
+        """Passes that failed: a full disk (both ways), or any other error of
+        a pass of the background thread (:meth:`execute` raises those)."""
 
     def __repr__(self) -> str:
         running = self._thread is not None and self._thread.is_alive()
         return (f"<Pretoucher {self.queue.path!r} headroom={self.headroom} "
                 f"{'running' if running else 'stopped'}>")
 
-    def execute(self) -> None:
-        """One pass: touch ahead of the write position; pre-create the next cycle."""
+    def execute(self) -> bool:
+        """One pass: touch ahead of the write position; pre-create the next
+        cycle.  False when the disk was full (counted in :attr:`errors`; the
+        appender that needs the blocks raises :class:`DiskFullError`).
+
+        Raises:
+            QueueClosedError: the queue is closed.
+        """
+        try:
+            self._pass()
+        except DiskFullError:
+            self.errors += 1
+            return False
+        return True
+
+    def _pass(self) -> None:
         q = self._cycles
         cycle = q.current()
         st = q.acquire(cycle)

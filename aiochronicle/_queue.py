@@ -87,9 +87,8 @@ _OPEN_QUEUES: weakref.WeakKeyDictionary[Queue, weakref.WeakSet[Appender | Tailer
 
 def _after_fork_in_child() -> None:
     for q, children in list(_OPEN_QUEUES.items()):
-        q.cycle_files.after_fork()
-        for child in list(children):
-            child.after_fork()
+        held = [st for child in list(children) if (st := child.after_fork()) is not None]
+        q.cycle_files.after_fork(held)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -639,29 +638,37 @@ class Queue(_Resource):
     # -- metadata values ---------------------------------------------------
     def table_store_get(self, key: str) -> int | None:
         """A named 64-bit value from ``metadata.cq4t`` (keys are case-insensitive)."""
-        self._check_open()
-        meta = self._cycles.meta
-        return None if meta is None else meta.get(key)
+        meta = self._cycles.use_meta()
+        try:
+            return None if meta is None else meta.get(key)
+        finally:
+            self._cycles.done_with_meta()
 
     def table_store_put(self, key: str, value: int) -> None:
         """Store a named 64-bit value in ``metadata.cq4t`` as Java's
         ``tableStorePut`` does: a new key takes ``value``; an existing one is
         only ever raised to it (``Long.MIN_VALUE`` resets it)."""
-        self._check_open()
-        meta = self._cycles.meta
-        if meta is None or self.read_only:
-            raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
-        off = meta.acquire(key, value)
-        if value == UNLOCKED:
-            meta.file.store64(off, value)
-        else:
-            meta.file.max64(off, value)
+        meta = self._cycles.use_meta()
+        try:
+            if meta is None or self.read_only:
+                raise ReadOnlyQueueError(f"queue {self.path} is open read-only")
+            off = meta.acquire(key, value)
+            if value == UNLOCKED:
+                meta.file.store64(off, value)
+            else:
+                meta.file.max64(off, value)
+        finally:
+            self._cycles.done_with_meta()
 
     @property
     def codec(self) -> Codec:
         """The codec this queue's payloads carry: the one recorded in its
         metadata (``aiochronicle.codec``), else BinaryWire (e.g. a Java queue)."""
-        return recorded_codec(self._cycles.meta) or Codecs.BINARY_WIRE
+        meta = self._cycles.use_meta()
+        try:
+            return recorded_codec(meta) or Codecs.BINARY_WIRE
+        finally:
+            self._cycles.done_with_meta()
 
 
 def set_queue_codec(queue: Queue, codec: Codec | str) -> Codec:
@@ -673,8 +680,11 @@ def set_queue_codec(queue: Queue, codec: Codec | str) -> Codec:
         QueueClosedError: the queue is closed.
     """
     files = queue.cycle_files
-    files.check_open()
-    return record_codec(files.meta, codec, queue.path)
+    meta = files.use_meta()
+    try:
+        return record_codec(meta, codec, queue.path)
+    finally:
+        files.done_with_meta()
 
 
 def open_queue(path: str | os.PathLike[str], *, roll_cycle: RollCycle | str | None = None,

@@ -180,7 +180,13 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
         first = next((c.first_index for c in cycles if c.first_index is not None), None)
         last = next((c.last_index for c in reversed(cycles) if c.last_index is not None), None)
         tailers = []
-        for name, key_, stored in named_tailer_keys(files.meta):
+        meta = files.use_meta()  # mapped until done, whoever closes the queue meanwhile
+        try:
+            keys = named_tailer_keys(meta)
+            locks = lock_states_in(meta)
+        finally:
+            files.done_with_meta()
+        for name, key_, stored in keys:
             index = stored
             if last is None:
                 tailers.append(TailerStats(name, key_, index, 0, 0))
@@ -207,8 +213,7 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
                     if code == 0:
                         lag_bytes += max(0, end - pos)
             tailers.append(TailerStats(name, key_, index, lag, lag_bytes))
-        return QueueStats(q.path, rc.name, q.epoch, cycles, tailers, lock_states_in(files.meta),
-                          first, last)
+        return QueueStats(q.path, rc.name, q.epoch, cycles, tailers, locks, first, last)
     finally:
         if own:
             q.close()

@@ -236,6 +236,13 @@ class CycleStore:
     def c(self) -> object:
         return self.file.c
 
+    def after_fork(self, refs: int) -> None:
+        """In a forked child: ``refs`` holders (the parent's threads that held
+        it are not here) and fresh locks (one of them may have held one)."""
+        self.refs = refs
+        self._marks_lock = threading.Lock()
+        self.file.after_fork()
+
     def end(self) -> tuple[int, int, bool]:
         """(position after the last document, excerpt count, EOF written)."""
         pos = ffi.new("uint64_t *")

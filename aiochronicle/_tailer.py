@@ -165,10 +165,14 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         if not self._closed:
             self._save()
 
-    def after_fork(self) -> None:
+    def after_fork(self) -> CycleStore | None:
         """For the queue's use, in a forked child: a fresh wait guard (a thread
-        of the parent may have held it, and only the forking thread survives)."""
+        of the parent may have held it, and only the forking thread survives)
+        and no call in flight (those were the parent's threads'); returns the
+        cycle file it holds (the queue counts its holders again)."""
         self._wait_guard = None
+        self._forked()
+        return self._store
 
     def _detach(self) -> None:
         if self._closed:

@@ -12,6 +12,9 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#if defined(__linux__)
+#include <sys/vfs.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +52,83 @@ void cq_store_remap(cq_store *s, uint8_t *base, uint64_t len) {
     __atomic_store_n(&s->map_len, len, __ATOMIC_RELEASE);
 }
 
+/* The slow path of cq_backed.  Reading a page of a shared mapping that the
+ * file does not back makes tmpfs allocate one, and on a full tmpfs the fault
+ * is a SIGBUS: a Java writer, `cp --sparse` or a punched hole leaves such
+ * pages after the data and in the unused tails of index arrays.  Only tmpfs
+ * is asked (elsewhere a hole reads as zeros with no allocation): SEEK_DATA
+ * says whether the bytes are backed, SEEK_HOLE how far the backed run goes,
+ * which is cached (backed[]) so later loads in it cost compares.  Holes are
+ * not cached: a writer may fill them.  A file system that cannot tell is
+ * trusted.  Linux-only calls; elsewhere every file is trusted. */
+int cq_backed_slow(const cq_store *s, uint64_t off, uint64_t n) {
+    cq_store *m = (cq_store *)s;
+    int holes = __atomic_load_n(&m->holes, __ATOMIC_ACQUIRE);
+#if defined(__linux__) && defined(SEEK_DATA) && defined(SEEK_HOLE)
+    if (holes == 1) {
+        struct statfs fs;
+        holes = fstatfs(m->fd, &fs) == 0 && (unsigned long)fs.f_type == 0x01021994ul ? 2 : 0;
+        __atomic_store_n(&m->holes, holes, __ATOMIC_RELEASE);
+    }
+    if (holes != 2) return 1;
+    /* pages in tmpfs's page cache are backed (written or reserved): one
+     * mincore looks at up to 64 of them from here, and the run found is
+     * cached; a page not there may still be swapped out, which SEEK_DATA
+     * below tells from a hole */
+    uint64_t len = map_len(m);
+    const uint8_t *base = map_base(m);
+    if (base != NULL && off + n <= len) {
+        uint64_t first = off & ~(uint64_t)4095, span = len - first;
+        unsigned char vec[64];
+        if (span > sizeof vec * 4096) span = sizeof vec * 4096;
+        if (mincore((void *)(base + first), (size_t)span, vec) == 0) {
+            uint64_t k = 0, pages = (span + 4095) >> 12;
+            while (k < pages && (vec[k] & 1)) k++;
+            if (first + (k << 12) >= off + n) {
+                cq_store_backed(m, first, first + (k << 12));
+                return 1;
+            }
+        }
+    }
+    /* the first byte and the last: a packed header word may straddle pages */
+    uint64_t ends[2] = {off, off + n - 1};
+    for (int i = 0; i < 2; i++) {
+        if (i && (ends[1] >> 12) == (ends[0] >> 12)) break;
+        off_t d = lseek(m->fd, (off_t)ends[i], SEEK_DATA);
+        if (d < 0 && errno == ENXIO) return 0; /* no data from here on */
+        if (d < 0) return 1;                   /* cannot tell: trust the file */
+        if ((uint64_t)d > ends[i]) return 0;   /* a hole */
+    }
+    off_t h = lseek(m->fd, (off_t)off, SEEK_HOLE);
+    if (h > 0) cq_store_backed(m, off, (uint64_t)h);
+    return 1;
+#else
+    (void)m; (void)holes; (void)off; (void)n;
+    return 1;
+#endif
+}
+
+void cq_store_backed(cq_store *s, uint64_t from, uint64_t to) {
+    uint64_t lo = from >> 12, hi = (to + 4095) >> 12;
+    if (hi > 0xffffffffu) hi = 0xffffffffu;
+    if (lo >= hi) return; /* empty, or past 16 TiB: not cached */
+    /* grow a run this one overlaps or touches (a writer's reservations
+     * follow each other), else replace the oldest */
+    for (int i = 0; i < 4; i++) {
+        uint64_t w = __atomic_load_n(&s->backed[i], __ATOMIC_ACQUIRE);
+        uint64_t wl = w >> 32, wh = w & 0xffffffffu;
+        if (wl < wh && lo <= wh && wl <= hi) {
+            uint64_t nl = wl < lo ? wl : lo, nh = wh > hi ? wh : hi;
+            /* a lost race leaves a run that was true: it is only a cache */
+            __atomic_compare_exchange_n(&s->backed[i], &w, (nl << 32) | nh, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+            return;
+        }
+    }
+    uint32_t slot = __atomic_fetch_add(&s->backed_next, 1, __ATOMIC_RELAXED) & 3u;
+    __atomic_store_n(&s->backed[slot], (lo << 32) | hi, __ATOMIC_RELEASE);
+}
+
 /* The layout invariants the index arithmetic relies on, checked here as well
  * as where Python fills the struct: index count and spacing are powers of two
  * (0 for a headerless file, which has no index) matching their shifts, and the
@@ -82,6 +162,7 @@ static inline int fits(const cq_store *s, uint64_t off, uint64_t n) {
 }
 
 static inline uint32_t hdr_load(const cq_store *s, uint64_t pos) {
+    if (!cq_backed(s, pos, 4)) return 0; /* a hole: never fault a page in for it */
     return cq_header_word(map_base(s), pos);
 }
 
@@ -92,6 +173,7 @@ static inline int hdr_cas(cq_store *s, uint64_t pos, uint32_t expected, uint32_t
 }
 
 static inline int64_t ld64(const cq_store *s, uint64_t off) {
+    if (!cq_backed(s, off, 8)) return 0; /* a hole reads as zero */
     CQ_ALIGNED(map_base(s) + off, 8);
     return __atomic_load_n((const int64_t *)(map_base(s) + off), __ATOMIC_ACQUIRE);
 }
@@ -726,7 +808,30 @@ static int locate(cq_appender *a, uint64_t *pos_out, uint64_t *seq_out) {
     cq_store *s = a->store;
     uint64_t pos = a->pos, seq = a->seq;
     uint64_t wp, wq;
-    if (write_position(s, &wp, &wq) && wp > pos) { pos = wp; seq = wq; }
+    if (write_position(s, &wp, &wq) && wp > pos) {
+        /* another writer's writePosition: its sequence is checked before it
+         * is adopted (a damaged one would number every later excerpt wrong),
+         * as cq_find_end checks it: walking from this appender's own hint
+         * when that is at most a spacing of excerpts before it, else from
+         * the index entry before it (a walk of at most a spacing: this runs
+         * under the write lock).  A writePosition that disagrees is not used:
+         * the walk below numbers by the chain from the last index entry. */
+        uint64_t p = pos, q = seq, need = 0, err = 0;
+        if (!(seq <= wq && wq - seq <= s->index_spacing)) index_floor(s, wq, &p, &q);
+        int agrees = !s->i2i_off ||
+                     (q <= wq && wq - q <= s->index_spacing &&
+                      walk_docs(s, &p, &q, wq, &need, &err, 1) == CQ_OK && p == wp);
+        if (agrees) {
+            pos = wp;
+            seq = wq;
+        } else {
+            /* number by the chain, as readers do: from the last index entry
+             * (racing writers whose lock was forced away can leave a hint
+             * or a writePosition one behind the chain) */
+            index_floor(s, UINT64_MAX, &p, &q);
+            if (p) { pos = p; seq = q; }
+        }
+    }
     if (pos < 4 && pos != 0) pos = 0;
     for (unsigned steps = 0;; steps++) {
         if (steps >= LOCATE_BUDGET) {
@@ -1315,6 +1420,11 @@ static const struct { const char *name; uint64_t value; } layout[] = {
     FIELD(cq_store, spacing_bits),
     FIELD(cq_store, data_start),
     FIELD(cq_store, chunk),
+    FIELD(cq_store, backed),
+    FIELD(cq_store, backed_next),
+    FIELD(cq_store, fd),
+    FIELD(cq_store, holes),
+    FIELD(cq_store, reserved1),
     SIZE(cq_appender),
     FIELD(cq_appender, store),
     FIELD(cq_appender, write_lock),

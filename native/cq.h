@@ -41,6 +41,17 @@ typedef struct cq_store {
     int32_t spacing_bits;
     uint64_t data_start;      /* first byte after the file header document */
     uint64_t chunk;           /* RSS window: pages behind a reader are dropped per chunk */
+    /* holes: on tmpfs a load through the mapping from a page the file does
+     * not back allocates one, and on a full tmpfs that is a SIGBUS.  Loads of
+     * header words and index values outside the runs of pages known backed
+     * ask the file first (SEEK_DATA on fd) and read a hole as the zero it
+     * holds (cq_backed). */
+    uint64_t backed[4];       /* runs of backed pages: (first page << 32) | end page */
+    uint32_t backed_next;     /* the run a new one replaces */
+    int32_t fd;               /* the file, for those looks (with holes set) */
+    int32_t holes;            /* 0: never look; 1: look (Python sets it with fd);
+                                 2: the file system was found to be tmpfs */
+    int32_t reserved1;
 } cq_store;
 
 typedef struct cq_appender {
@@ -149,6 +160,9 @@ int cq_unlock(int64_t *lock, int64_t pid);
 /* reserve disk blocks for [off, off+len) without changing the file size:
  * CQ_OK, CQ_NO_SPACE (ENOSPC/EDQUOT) or CQ_ERRNO (e.g. not supported) */
 int cq_reserve(int fd, uint64_t off, uint64_t len);
+/* [from, to) of the store's file is backed now (reserved by this process):
+ * loads there need not ask the file (cq_store.backed) */
+void cq_store_backed(cq_store *s, uint64_t from, uint64_t to);
 
 /* store inspection */
 int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof);
@@ -196,5 +210,20 @@ int cq_layout_count(void);
 const char *cq_layout_name(int i);
 uint64_t cq_layout_value(int i);
 /* CDEF-END */
+
+/* Whether the bytes [off, off+n) of a header word or index value lie on
+ * pages the file backs; a hole (which reads as zero) must not be touched
+ * through the mapping.  One load where holes cannot hurt (holes 0), a few
+ * compares against the cached runs on tmpfs, the file asked otherwise. */
+int cq_backed_slow(const cq_store *s, uint64_t off, uint64_t n);
+static inline int cq_backed(const cq_store *s, uint64_t off, uint64_t n) {
+    if (__atomic_load_n(&s->holes, __ATOMIC_RELAXED) == 0) return 1;
+    uint64_t p0 = off >> 12, p1 = (off + n - 1) >> 12;
+    for (int i = 0; i < 4; i++) {
+        uint64_t w = __atomic_load_n(&s->backed[i], __ATOMIC_RELAXED);
+        if (p0 >= (w >> 32) && p1 < (w & 0xffffffffu)) return 1;
+    }
+    return cq_backed_slow(s, off, n);
+}
 
 #endif

@@ -87,7 +87,18 @@ static PyObject *calls_owe(PyObject *obj, PyObject *unused) {
     Py_RETURN_TRUE;
 }
 
+/* In a forked child: the calls in flight were the parent's threads', which
+ * the child does not have; none of them will leave. */
+static PyObject *calls_forked(PyObject *obj, PyObject *unused) {
+    HotCalls *c = (HotCalls *)obj;
+    c->busy = 0;
+    c->owing = 0;
+    Py_RETURN_NONE;
+}
+
 #define HOT_CALLS_METHODS \
+    {"_forked", calls_forked, METH_NOARGS, \
+     "In a forked child: no call is in flight (the parent's threads are not here)."}, \
     {"_enter", calls_enter, METH_NOARGS, \
      "Count a call in flight (it may touch the mapped file)."}, \
     {"_leave", calls_leave, METH_NOARGS, \

@@ -54,7 +54,9 @@ static int spin_header(const cq_tailer *t, uint64_t deadline, const uint32_t *st
     uint64_t pos = t->pos;
     if (base == NULL || pos > len || len - pos < 4) return CQ_SPIN_DATA;
     for (unsigned i = 1;; i++) {
-        if (header_ready(cq_header_word(base, pos))) return CQ_SPIN_DATA;
+        /* a page the file does not back (yet) is not touched: it reads as 0 */
+        if (cq_backed(s, pos, 4) && header_ready(cq_header_word(base, pos)))
+            return CQ_SPIN_DATA;
         if (stopped(stop, stop_seen)) return CQ_SPIN_STOPPED;
         cq_relax();
         if (i % CLOCK_EVERY == 0 && cq_now_ns() >= deadline) return CQ_SPIN_TIMEOUT;

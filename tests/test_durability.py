@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 
 import pytest
@@ -293,6 +294,26 @@ def test_pretoucher_background_thread(tmp_path):
                 app.append(b"x" * 100)
         assert pre.errors == 0
         assert q.entry_count() == 2000
+
+
+def test_pretoucher_counts_a_full_disk_both_ways(small_fs):
+    """One rule for a full disk (issue 31): ``execute()`` counts it and
+    returns False, as the background thread counts it and goes on; the
+    appenders still write what fits."""
+    path = str(small_fs / "q")
+    with ac.open_queue(path, block_size=256 << 10) as q:
+        app = q.appender()
+        app.append(b"before")
+        pre = q.pretoucher(headroom=16 << 20)  # more than the 3 MiB disk holds
+        assert pre.execute() is False  # DiskFullError was raised into the caller
+        assert pre.errors == 1
+        with q.pretoucher(headroom=16 << 20).start(interval=0.001) as bg:
+            deadline = time.monotonic() + 60
+            while bg.errors < 2 and time.monotonic() < deadline:  # went on after the first
+                time.sleep(0.001)
+            assert bg.errors >= 2
+        app.append(b"after")
+        assert [e.payload for e in q.tailer()] == [b"before", b"after"]
 
 
 def test_foreign_cycle_name_does_not_break_listing(tmp_path):

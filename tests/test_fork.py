@@ -151,6 +151,114 @@ SCENARIOS = {
         loop.close()
         q.close()
     """,
+    # a thread of the parent has a writing_document() open at the fork: the
+    # child's close must leave that document (and the lock) to the parent
+    "child_close_leaves_the_parents_document": """
+        opened, fork_done = threading.Event(), threading.Event()
+        result = []
+        def writer():
+            try:
+                with appender.writing_document() as dc:
+                    dc.write(b"parent's document")
+                    opened.set()
+                    fork_done.wait()
+                result.append(dc.index)
+            except BaseException as exc:
+                result.append(exc)
+        th = threading.Thread(target=writer)
+        th.start()
+        opened.wait()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                q.close()
+                code = 0
+            finally:
+                os._exit(code)
+        try:
+            status = wait_child(pid)
+        finally:
+            fork_done.set()
+            th.join()
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        assert isinstance(result[0], int), result
+        assert lock_holder() is None
+        payloads = [e.payload for e in iter(q.tailer().read_nowait, None)]
+        assert payloads == [b"parent before the fork", b"parent's document"], payloads
+    """,
+    # a thread of the parent was remapping a cycle file at the fork (it held
+    # the file's grow lock): the child grows the same file without waiting
+    "grow_lock_held_at_the_fork": """
+        q2 = ac.open_queue(path + "2", block_size=1 << 16)
+        a2 = q2.appender()
+        a2.append(b"small")
+        st = q2.cycle_files.acquire(q2.cycles()[0])
+        holding, release = threading.Event(), threading.Event()
+        def hold():
+            with st.file._grow_lock:
+                holding.set()
+                release.wait()
+        th = threading.Thread(target=hold)
+        th.start()
+        holding.wait()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                a2.append(b"x" * (1 << 18))  # past the mapping: it grows the file
+                code = 0 if q2.entry_count() == 2 else 3
+            finally:
+                os._exit(code)
+        try:
+            status = wait_child(pid)
+        finally:
+            release.set()
+            th.join()
+        q2.cycle_files.release(st)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+    """,
+    # a thread of the parent was inside a tailer's call (opening the next
+    # cycle, holding the store cache's lock) at the fork: the child's close
+    # unmaps every cycle file all the same
+    "child_close_unmaps_what_a_parent_thread_held": """
+        clock = ac.SetTimeProvider(1_637_251_500_000)
+        q2 = ac.open_queue(path + "2", roll_cycle=ac.RollCycles.TEST_SECONDLY,
+                           time_provider=clock)
+        a2 = q2.appender()
+        a2.append(b"first cycle")
+        clock.advance_millis(1000)
+        a2.append(b"second cycle")
+        a2.close()
+        t2 = q2.tailer()
+        assert t2.read_nowait().payload == b"first cycle"
+        inside, release = threading.Event(), threading.Event()
+        def listener(what, cycle, p):
+            if what == "on_acquired" and threading.current_thread() is th:
+                inside.set()
+                release.wait()
+        q2.cycle_files.listeners.append(listener)
+        th = threading.Thread(target=t2.read_nowait)
+        th.start()
+        inside.wait()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                q2.close()
+                with open("/proc/self/maps") as f:
+                    mapped = [ln for ln in f if path + "2/" in ln]
+                code = 0 if not mapped else 3
+            finally:
+                os._exit(code)
+        try:
+            status = wait_child(pid)
+        finally:
+            release.set()
+            th.join()
+        assert os.waitstatus_to_exitcode(status) == 0, status
+        q2.close()
+    """,
 }
 
 

@@ -9,6 +9,7 @@ not reserve, so reading a hole on a full tmpfs must not allocate (a SIGBUS).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import textwrap
 import pytest
 import skips
 from test_durability import FULL_DISK
+from test_monitor import Endpoint
 
 import aiochronicle as ac
 
@@ -171,3 +173,111 @@ def test_tools_read_sparse_files_on_a_full_tmpfs(small_tmpfs, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
     assert "excerpt 199" in r.stdout
+
+
+# -- readers on a full tmpfs, a hole right after the data (issue 31) ----------
+
+HOLE_READERS = textwrap.dedent(
+    """
+    import asyncio, sys
+    import aiochronicle as ac
+
+    path, total = sys.argv[1], int(sys.argv[2])
+    with ac.open_queue(path, read_only=True) as q:
+        last = q.last_index
+        assert q.entry_count() == total, q.entry_count()
+        t = q.tailer()
+        n = 0
+        while t.read_nowait() is not None:
+            n += 1
+        assert n == total and t.read_nowait() is None, n
+        t.to_start()
+        n = 0
+        while len(got := t.read_many(64)):
+            n += len(got)
+        assert n == total, n
+        assert not t.move_to_index(last + 1) and t.move_to_index(last)
+        assert t.read_nowait().index == last and t.read_nowait() is None
+        t.to_end()
+        assert t.index == last + 1 and t.read_nowait() is None
+        b = q.tailer(direction=ac.TailerDirection.BACKWARD).to_end()
+        n = 0
+        while b.read_nowait() is not None:
+            n += 1
+        assert n == total, n
+
+        async def forward() -> int:
+            it = q.tailer(pauser=ac.Pauser.busy()).__aiter__()
+            n = 0
+            for _ in range(total):
+                await it.__anext__()
+                n += 1
+            try:  # the next one polls the header on the hole page for a while
+                await asyncio.wait_for(it.__anext__(), 0.2)
+            except TimeoutError:
+                return n
+            raise AssertionError("an excerpt past the end")
+
+        assert asyncio.run(forward()) == total
+        import uvloop
+        assert uvloop.run(forward()) == total
+    print("read", total)
+    """
+)
+
+
+def test_readers_on_a_full_tmpfs_with_a_hole_after_the_data(small_tmpfs, tmp_path) -> None:
+    """The last excerpt of the cycle ends exactly on a page boundary and the
+    next page is a hole (as a Java writer or ``cp --sparse`` leaves it), as
+    are the unused tails of the index arrays: on a full tmpfs, loading a word
+    from such a page through the mapping was a SIGBUS in every reader."""
+    src = str(tmp_path / "src")
+    with ac.open_queue(src, time_provider=ac.SetTimeProvider(T0)) as q:
+        app = q.appender()
+        for i in range(300):
+            app.append(b"excerpt %d " % i + b"y" * 50)
+        st = q.cycle_files.acquire(q.cycles()[-1])
+        end = st.end()[0]
+        q.cycle_files.release(st)
+        room = 4096 - end % 4096
+        app.append(b"z" * (room - 4 if room >= 8 else room + 4092))
+        st = q.cycle_files.acquire(q.cycles()[-1])
+        end = st.end()[0]
+        q.cycle_files.release(st)
+        assert end % 4096 == 0
+        total = q.entry_count()
+    path = str(small_tmpfs / "q")
+    _copy_sparse(src, path)
+    (cycle_file,) = (os.path.join(path, n) for n in os.listdir(path) if n.endswith(".cq4"))
+    fd = os.open(cycle_file, os.O_RDONLY)
+    try:
+        assert os.lseek(fd, end, os.SEEK_DATA) > end  # a hole right after the data
+    except OSError as exc:
+        assert exc.errno == errno.ENXIO  # nothing but holes after it
+    finally:
+        os.close(fd)
+    _fill_up(str(small_tmpfs))
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                              timeout=120)
+
+    r = run("-c", HOLE_READERS, path, str(total))
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-3000:])  # -7: SIGBUS
+    assert f"read {total}" in r.stdout
+    r = run("-m", "aiochronicle", "tail", path)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    assert r.stdout.count("\n") == total and "excerpt 299" in r.stdout
+    r = run("-m", "aiochronicle", "stats", path)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    assert f" {total} " in r.stdout
+    r = run("-m", "aiochronicle", "top", "--once", "-i", "0.05", path)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    assert str(total) in r.stdout
+    e = Endpoint(path)  # the metrics server, scraped
+    try:
+        assert e.scrape()[("aiochronicle_excerpts_total", (("queue", path),))] == total
+        assert e.scrape()[("aiochronicle_queue_up", (("queue", path),))] == 1
+    finally:
+        rc, _, err = e.stop()
+    assert rc == 0, (rc, err[-3000:])
