@@ -458,6 +458,26 @@ def repaired(path: str, keep: list[tuple[int, bytes]]) -> tuple[str, str]:
     return "kept", ""
 
 
+def copy_queue(src: str, dst: str) -> None:
+    """Copy a queue directory, leaving the holes of its sparse files holes."""
+    os.makedirs(dst)
+    for name in os.listdir(src):
+        with open(os.path.join(src, name), "rb") as fi, open(os.path.join(dst, name), "wb") as fo:
+            size = os.fstat(fi.fileno()).st_size
+            at = 0
+            while at < size:
+                try:
+                    at = os.lseek(fi.fileno(), at, os.SEEK_DATA)
+                except OSError:  # only a hole is left
+                    break
+                end = os.lseek(fi.fileno(), at, os.SEEK_HOLE)
+                fi.seek(at)
+                fo.seek(at)
+                fo.write(fi.read(end - at))
+                at = end
+            fo.truncate(size)
+
+
 def run_flips(base: str, work: str, flips: list[dict[str, Any]], first: int,
               plan: dict[str, Any]) -> None:
     """The child: each flip in a fresh copy; one JSON line per flip on stdout."""
@@ -467,14 +487,16 @@ def run_flips(base: str, work: str, flips: list[dict[str, Any]], first: int,
     for k, flip in enumerate(flips[first:], first):
         faulthandler.dump_traceback_later(STEP_TIMEOUT, exit=True)
         shutil.rmtree(qdir, ignore_errors=True)
-        shutil.copytree(base, qdir)
+        copy_queue(base, qdir)
         with open(os.path.join(qdir, flip["file"]), "r+b") as f:
             f.seek(flip["off"])
             byte = f.read(1)[0]
             f.seek(flip["off"])
             f.write(bytes([byte ^ (1 << flip["bit"])]))
         res = dict(flip, n=k)
-        got = observe(qdir, len(expected) + 16, plan["probes"], plan["tail_subprocess"])
+        every = plan["tail_subprocess"]
+        res["tail_process"] = bool(every) and k % every == 0
+        got = observe(qdir, len(expected) + 16, plan["probes"], res["tail_process"])
         res["paths"] = compare(ref, got)
         res["read"] = overall(res["paths"])
         bad = [n for n in PATHS if res["paths"][n] != "correct"]
@@ -533,7 +555,17 @@ def make_base(base: str, args: argparse.Namespace) -> list[tuple[int, bytes]]:
         tmp = base + ".x"
         os.rename(os.path.join(base, inner[0]), tmp)
         shutil.rmtree(base)
-        os.rename(tmp, base)
+        os.makedirs(base)
+        for name in os.listdir(tmp):  # holes where the archive has zeros
+            with open(os.path.join(tmp, name), "rb") as fi, \
+                    open(os.path.join(base, name), "wb") as fo:
+                while chunk := fi.read(BLOCK):
+                    if chunk.count(0) == len(chunk):
+                        fo.seek(len(chunk), os.SEEK_CUR)
+                    else:
+                        fo.write(chunk)
+                fo.truncate()
+        shutil.rmtree(tmp)
         with ac.open_queue(base, read_only=True) as q:
             return _read_all(q.tailer(), 1 << 30)
     sizes = None
@@ -645,8 +677,9 @@ def main() -> None:
                     "and in index pages")
     ap.add_argument("--seed", type=int, default=22)
     ap.add_argument("--stride", type=int, default=1, help="move_to_index every n-th index")
-    ap.add_argument("--tail-subprocess", action="store_true", help="run `aiochronicle tail` "
-                    "as a process (default: its code in the child, without the start-up)")
+    ap.add_argument("--tail-subprocess", type=int, default=1, metavar="N",
+                    help="run `aiochronicle tail` as a process of its own for every N-th "
+                    "flip (0: never); for the others its code runs in the sweep's process")
     ap.add_argument("--repair", action="store_true")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed)")
