@@ -520,6 +520,8 @@ def run_flips(base: str, work: str, flips: list[dict[str, Any]], first: int,
             res["repair"], res["repair_detail"] = repaired(qdir, intact(base, flip, expected))
         faulthandler.cancel_dump_traceback_later()
         print(json.dumps(res), flush=True)
+        with open(os.path.join(work, "done.jsonl"), "a") as f:  # what a cut-short run kept
+            f.write(json.dumps(res) + "\n")
         gc.collect()
 
 
