@@ -1,31 +1,44 @@
-"""Single-bit flips in cycle files: does a reader return the right excerpt at
-the right index or raise a named error, and does ``repair`` keep every intact
-excerpt at its index?
+"""Single-bit flips in cycle files: does every read path return what it
+returns on the clean queue or raise a named error, and does ``repair`` keep
+every intact excerpt at its index?
 
 Run:  .venv/bin/python bench/bitflips.py [--roll FAST_DAILY] [--cycles 3]
-          [--per-cycle 1000] [--head 0x300] [--random 200] [--repair] [--jobs 2]
+          [--per-cycle 1000] [--sizes 1-5120] [--fixture TAR] [--head 0x300]
+          [--per-field N] [--eof] [--random 200] [--tail-subprocess N]
+          [--spark N] [--repair] [--jobs 2]
+
+The issue-31 sweeps:
+  --roll TEST4_SECONDLY --cycles 3 --per-cycle 1000 --seed 8   (6,344 flips)
+  --roll DAILY --cycles 2 --per-cycle 2000 --sizes 1-5120 --head -1 --eof
+      --random 194 --seed 41                                   (2,020 flips)
 
 A queue of ``--cycles`` cycle files of ``--per-cycle`` excerpts each is made
-once.  The flips: every bit of the middle cycle file's first ``--head`` bytes
-(its header document, index2index page and first index page), then
-``--random`` bits each in excerpt header words and in index pages (of every
-cycle).  Each flip is made in a fresh copy of the queue, which is then read:
+once (or extracted from a Java fixture, ``--fixture``).  The flips: every bit
+of the middle cycle file's first ``--head`` bytes (its header document,
+index2index page and first index page; ``-1``: the header document), or
+``--per-field`` random bits of each header field; every bit of every EOF
+marker (``--eof``); then ``--random`` bits each in excerpt header words and in
+index pages (of every cycle).  Regions are named by header field
+(``header.dataFormat``, ``header.roll`` ...).  Each flip is made in a fresh
+copy of the queue, which is then read every way:
 
-* forward from the start, every excerpt compared with what was written;
-* ``move_to_index`` for every index (or every ``--stride``-th), and the
-  excerpt read there;
-* ``first_index``, ``last_index`` and ``to_end()``.
+* forward and backward (``TailerDirection.BACKWARD`` from ``to_end()``);
+* ``move_to_index`` for every index (or every ``--stride``-th) and for absent
+  ones (past each cycle's end, before the first and after the last cycle),
+  and the excerpt read there;
+* ``first_index``, ``last_index`` and ``to_end()``;
+* ``aiochronicle tail`` (its code in the child; every ``--tail-subprocess``-th
+  flip as a process of its own) and ``aiochronicle dump``;
+* with ``--spark N``, both Spark engines on N flips.
 
-A flip is **correct** when all of that agrees with what was written,
-**named** when some call raised a ``ChronicleError`` and none returned a wrong
-value, **wrong** when any call returned a wrong value (a wrong payload, a
-wrong index, a short read that ends with no error, ``move_to_index`` False
-for an index that exists), **crash** for any other exception or a dead or
-hung child.  For every flip that is not correct, ``check`` must not report
-the queue clean (``check_silent`` counts those it did).  One kind of flip no
+Each path is **correct** when it gives what it gives on the clean queue,
+**named** when it raised a ``ChronicleError`` (a command: exited non-zero
+saying ``error:``), **wrong** otherwise, **crash** for any other exception.
+A flip is **silently wrong** when a path is wrong, the child hung, or
+``check`` called the queue clean although a read changed.  One kind of flip no
 reader can catch: a low length bit of an excerpt header set so that the
 length grows into the excerpt's own zero padding (its 4-byte aligned end
-unchanged); ``wrong_into_padding`` counts the wrong reads of that kind.
+unchanged); ``wrong_into_padding`` counts those.
 
 With ``--repair`` each flipped copy is then repaired (``repair_queue``), and
 every excerpt whose bytes the flip did not touch must read at its index with
@@ -33,7 +46,8 @@ its payload (``moved`` counts repairs that lost or renumbered one); a repair
 may instead refuse, with a named error or by leaving a finding unrepaired.
 
 Flips run in child processes (``--jobs`` of them, each a slice), so a crash or
-a hang is counted, not fatal; one JSON line per flip goes to ``--out``.
+a hang is counted, not fatal; one JSON line per flip goes to ``--out`` (and,
+as they finish, to ``done.jsonl`` in each worker's directory).
 ``tests/test_bitflips.py`` runs this, smaller, in CI.
 """
 
@@ -630,13 +644,67 @@ def child(work: str, lo: int, hi: int) -> None:
     run_flips(plan["base"], work, plan["flips"][:hi], lo, plan)
 
 
+def spark_reads(work: str, results: list[dict[str, Any]], n: int, seed: int) -> None:
+    """Both Spark engines (``engine=jvm`` and ``engine=python``) on ``n`` of the
+    flips (those a library path did not read as on the clean queue first, then
+    a seeded sample of the rest), each re-made in a fresh copy: the rows must
+    be what the clean queue gives, or the read fails naming the damage.  Sets
+    ``spark_jvm`` and ``spark_python`` of those flips."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from aiochronicle.spark import jar_path, register
+
+    plan = json.loads(Path(work, "plan.json").read_text())
+    want = sorted((i, bytes.fromhex(p)) for i, p in plan["expected"])
+    picked = [r for r in results if r["read"] != "correct"]
+    rest = [r for r in results if r["read"] == "correct"]
+    random.Random(seed).shuffle(picked)
+    random.Random(seed).shuffle(rest)
+    picked = (picked + rest)[:n]
+    session = (SparkSession.builder.master("local[1]").appName("bitflips")
+               .config("spark.jars", str(jar_path())).config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    session.sparkContext.setLogLevel("OFF")
+    register(session)
+    qdir = os.path.join(work, "spark-q")
+    try:
+        for r in picked:
+            shutil.rmtree(qdir, ignore_errors=True)
+            copy_queue(plan["base"], qdir)
+            with open(os.path.join(qdir, r["file"]), "r+b") as f:
+                f.seek(r["off"])
+                byte = f.read(1)[0]
+                f.seek(r["off"])
+                f.write(bytes([byte ^ (1 << r["bit"])]))
+            for engine in ("jvm", "python"):
+                try:
+                    rows = (session.read.format("chronicle").option("engine", engine)
+                            .load(qdir).select("index", "payload").collect())
+                    got = sorted((row[0], bytes(row[1])) for row in rows)
+                    r[f"spark_{engine}"] = "correct" if got == want else "wrong"
+                    if got != want:
+                        r["detail"] += f"; spark {engine}: {len(got)} rows of {len(want)}"
+                except Exception as exc:  # Py4J and PySpark wrap the reader's error
+                    text = str(exc)
+                    r[f"spark_{engine}"] = ("named" if "Corrupt" in text or "corrupt" in text
+                                            else "crash")
+                    if r[f"spark_{engine}"] == "crash":
+                        r["detail"] += f"; spark {engine}: {text[:300]}"
+    finally:
+        session.stop()
+
+
 def silently_wrong(r: dict[str, Any]) -> bool:
     """A read returned other than the clean queue gives with no named error, a
     reader hung, or check called a queue clean whose reads changed (the one
     undetectable kind, a length grown into its own padding, aside)."""
     if r["into_padding"]:
         return False
-    return r["read"] in ("wrong", "hang") or (r["read"] != "correct" and r.get("check") == 0)
+    spark = {r.get("spark_jvm"), r.get("spark_python")}
+    return (r["read"] in ("wrong", "hang") or "wrong" in spark
+            or (r["read"] != "correct" and r.get("check") == 0))
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -666,6 +734,8 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "by_region": {k: dict(v) for k, v in sorted(regions.items())},
         "by_path": {k: dict(v) for k, v in sorted(paths.items())},
         "check_silent": sum(1 for r in results if r.get("check") == 0),
+        "spark": {e: dict(Counter(r[f"spark_{e}"] for r in results if f"spark_{e}" in r))
+                  for e in ("jvm", "python")},
         "repair": dict(Counter(r["repair"] for r in results if "repair" in r)),
     }
 
@@ -695,6 +765,8 @@ def main() -> None:
     ap.add_argument("--tail-subprocess", type=int, default=1, metavar="N",
                     help="run `aiochronicle tail` as a process of its own for every N-th "
                     "flip (0: never); for the others its code runs in the sweep's process")
+    ap.add_argument("--spark", type=int, default=0, metavar="N", help="read N of the flips "
+                    "(those not read right first) with both Spark engines too")
     ap.add_argument("--repair", action="store_true")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed)")
@@ -705,6 +777,8 @@ def main() -> None:
     work = args.dir or tempfile.mkdtemp(prefix="bitflips-")
     try:
         results = campaign(work, args)
+        if args.spark:
+            spark_reads(work, results, args.spark, args.seed)
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
