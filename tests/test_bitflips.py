@@ -81,7 +81,7 @@ def test_one_flipped_bit_reads_right_or_raises_a_named_error_on_every_path(
     # saw both outcomes on each
     regions = Counter(r["region"] for r in results)
     assert {f"header.{f}" for f in FIELDS_V5} <= set(regions), regions
-    assert {"excerpt-header", "index-header", "index-page"} <= set(regions), regions
+    assert {"excerpt-header", "index-page"} <= set(regions), regions
     assert all(set(r["paths"]) == PATHS for r in results)
     for path in PATHS - {"ends"}:  # first/last index never open the middle cycle
         kinds = Counter(r["paths"][path] for r in results)
@@ -103,7 +103,7 @@ def test_one_flipped_bit_reads_right_or_raises_a_named_error_on_every_path(
 @pytest.mark.slow
 def test_one_flipped_bit_of_an_eof_marker_hides_no_later_cycle(tmp_path: Path) -> None:
     results = sweep(tmp_path, "--roll", "TEST4_DAILY", "--cycles", "3", "--per-cycle", "60",
-                    "--head", "0", "--eof", "--random", "0", "--tail-subprocess", "8")
+                    "--head", "0", "--eof", "--random", "0", "--tail-subprocess", "32")
     assert len(results) == 2 * 8 * 8  # two sealed cycles, an 8-byte marker each
     assert {r["region"] for r in results} == {"eof-marker"}
     wrong = silently_wrong(results)
@@ -113,7 +113,7 @@ def test_one_flipped_bit_of_an_eof_marker_hides_no_later_cycle(tmp_path: Path) -
 @pytest.mark.slow
 def test_one_flipped_bit_of_a_java4_header_reads_right_or_raises_a_named_error(
         tmp_path: Path) -> None:
-    results = sweep(tmp_path, "--fixture", str(V4), "--head", "-1", "--per-field", "12",
+    results = sweep(tmp_path, "--fixture", str(V4), "--head", "-1", "--per-field", "8",
                     "--random", "0", "--tail-subprocess", "0")
     wrong = silently_wrong(results)
     assert not wrong, show(wrong)
