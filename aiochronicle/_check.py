@@ -445,7 +445,9 @@ def _check_index(st: CycleStore, path: str, cycle: int, positions: dict[int, int
             "warning", "missing-index-page", path,
             f"no index page {i2} for excerpts {seqs[0]}..{seqs[-1] + spacing - 1}: readers "
             "scan linearly there", None))
-    # entries for excerpts that do not exist (a live writer may just have added one)
+    # entries for excerpts that do not exist (a live writer may just have added
+    # one, after every excerpt seen: one at or before the last is damage)
+    last = max(positions.values(), default=0)
     for i2, page in pages.items():
         if page is None:
             continue
@@ -454,7 +456,7 @@ def _check_index(st: CycleStore, path: str, cycle: int, positions: dict[int, int
             if v and seq >= count:
                 ok = 0 < v <= st.file.size - 4 and v % lay.align == 0
                 word = int.from_bytes(st.file.read(v, 4), "little") if ok else 0
-                if not ok or word == 0 or word & (HDR_META | HDR_NOT_COMPLETE):
+                if not ok or word == 0 or word & (HDR_META | HDR_NOT_COMPLETE) or v <= last:
                     bad.append((seq, page.value_offset(i3), v, 0))
 
     def write_slots(entries: list[tuple[int, int]]) -> Callable[[RepairContext], None]:

@@ -12,18 +12,21 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ._errors import ChronicleError, CorruptQueueError, NoSuchQueueError, NotAQueueError
 from ._headerless import HEADERLESS_LIMITATION, is_headerless
 from ._mapped import list_dir, open_regular
-from ._native import HDR_EOF, HDR_META, HDR_NOT_COMPLETE
+from ._native import HDR_EOF, HDR_META, HDR_NOT_COMPLETE, OK
 from ._native import HDR_LENGTH_MASK as LENGTH_MASK
 from ._queue import open_existing_queue
 from ._render import DecodedPayload, hexdump, render_document
 from ._rollcycles import CycleNamer, RollCycle
 from ._store import unwritten_age
 from ._wire import WireError, parse_document
+
+if TYPE_CHECKING:
+    from ._store import CycleStore
 
 __all__ = ["FileWindow", "RawDocument", "dump_file", "dump_path", "walk_documents"]
 
@@ -165,7 +168,8 @@ def dump_file(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
               roll_cycle: RollCycle | None = None, cycle: int | None = None,
               from_seq: int = 0, to_seq: int | None = None, data_only: bool = False,
               progress: Progress | None = None, start_pos: int = 0,
-              timeout: float | None = None) -> int:
+              timeout: float | None = None,
+              confirm: Confirm | None = None) -> int:
     """Dump one ``.cq4`` or ``.cq4t`` file; returns the number of data documents shown.
 
     A cycle file whose header was never written is described, not dumped
@@ -174,6 +178,9 @@ def dump_file(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
     ``from_seq``/``to_seq`` (inclusive) restrict the data documents shown;
     ``data_only`` leaves out metadata documents.  ``start_pos`` (with
     ``from_seq``) lets the caller skip straight to a known header.
+    ``confirm`` (a whole file dumped) is given the header position of every
+    data document whose sequence is a multiple of ``spacing`` and of the last
+    one, and says what of that the file's index and writePosition contradict.
 
     Raises:
         CorruptQueueError: after writing what could be read, if the file holds
@@ -205,6 +212,9 @@ def dump_file(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
                 "complete metadata document: not a Chronicle Queue file", path, 0)
         seq = from_seq if start_pos else 0
         last_pos = 0
+        whole = confirm is not None and not start_pos and not from_seq and to_seq is None
+        marks: dict[int, int] = {}
+        spacing = confirm.spacing if confirm is not None else 1
         for doc in walk_documents(f, start_pos, align):
             last_pos = doc.pos
             if progress is not None:
@@ -239,6 +249,8 @@ def dump_file(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
             # data
             this = seq
             seq += 1
+            if whole and this % spacing == 0:
+                marks[this] = doc.pos
             if this < from_seq and not table:
                 continue
             if to_seq is not None and this > to_seq and not table:
@@ -261,6 +273,12 @@ def dump_file(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
             shown += 1
         if progress is not None:
             progress(max(last_pos, 0), size)
+    if whole and confirm is not None:
+        problem = confirm(marks, seq)
+        if problem is not None:
+            out.write(f"# corrupt: {problem}\n")
+            raise problem if isinstance(problem, CorruptQueueError) else CorruptQueueError(
+                problem, path, 0)
     return shown
 
 
@@ -272,6 +290,31 @@ def _unwritten(path: str, timeout: float | None) -> str:
                 "readers pass the cycle by; `aiochronicle repair` moves it aside")
     return (f"no header yet, made {age:.1f}s ago: its creator may still be writing it "
             "(readers see nothing there yet)")
+
+
+class Confirm:
+    """What a cycle file's index and writePosition say of the data documents a
+    dump walked (see ``dump_file``): the walk of the headers alone shows a
+    flipped length bit as excerpts that were never written."""
+
+    def __init__(self, store: CycleStore) -> None:
+        self.store = store
+        self.spacing = max(1, store.layout.index_spacing)
+
+    def __call__(self, marks: dict[int, int], count: int) -> str | CorruptQueueError | None:
+        st = self.store
+        try:
+            for seq, pos in marks.items():
+                code, at = st.seek(seq)
+                if code != OK or at != pos:
+                    return (f"the headers put excerpt {seq} at {pos}, the index and "
+                            "writePosition do not")
+            end = st.end()[1]
+        except CorruptQueueError as exc:
+            return exc
+        if end != count:
+            return f"the headers show {count} excerpts, the index and writePosition {end}"
+        return None
 
 
 def _queue_files(path: str) -> list[str]:
@@ -351,9 +394,19 @@ def dump_path(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
                 if progress is not None:
                     progress(base + min(pos, size), total)
 
-            shown += dump_file(out, p, decoder=decoder, roll_cycle=rc, cycle=cyc,
-                               from_seq=from_seq, to_seq=to_seq, data_only=ranged,
-                               progress=prog, start_pos=start_pos, timeout=q.timeout)
+            st = q.cycle_files.acquire(cyc) if cyc is not None and not ranged else None
+            try:
+                shown += dump_file(out, p, decoder=decoder, roll_cycle=rc, cycle=cyc,
+                                   from_seq=from_seq, to_seq=to_seq, data_only=ranged,
+                                   progress=prog, start_pos=start_pos,
+                                   timeout=q.timeout,
+                                   confirm=Confirm(st) if st is not None else None)
+            except CorruptQueueError as exc:
+                # the rest of the queue is still shown; the dump then fails
+                refused = refused or exc
+            finally:
+                if st is not None:
+                    q.cycle_files.release(st)
             done += sizes[p]
         if refused is not None:
             raise refused

@@ -231,6 +231,32 @@ class CycleStore:
         c.count_bits = layout.index_count.bit_length() - 1
         c.spacing_bits = layout.index_spacing.bit_length() - 1
         c.data_start = layout.data_start
+        if layout.align == 1 and not layout.headerless:
+            self._check_packed()
+
+    def _check_packed(self) -> None:
+        """A file whose header says its excerpts are packed (``dataFormat`` 0 or
+        missing) while they are 4-byte aligned has a damaged ``dataFormat``
+        field (one flipped bit of its name or value): read packed, every lookup
+        past an excerpt whose length is not a multiple of 4 would land in its
+        padding and say the excerpt is not there.  Told apart by the walk to
+        the end of the data: packed it breaks, aligned it reaches the end the
+        writePosition and the index record."""
+        c = self.file.c
+        pos = ffi.new("uint64_t *")
+        seq = ffi.new("uint64_t *")
+        eof = ffi.new("int *")
+        if lib.cq_find_end(c, pos, seq, eof) != CORRUPT:
+            return
+        c.align = 4
+        try:
+            aligned = lib.cq_find_end(c, pos, seq, eof) == OK and int(seq[0]) > 0
+        finally:
+            c.align = 1
+        if aligned:
+            raise CorruptQueueError("the header says the excerpts are packed (dataFormat 0 "
+                                    "or none) but they are 4-byte aligned: the header's "
+                                    "dataFormat field is damaged", self.path, 4)
 
     @property
     def c(self) -> object:

@@ -742,6 +742,10 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                 # past the end (e.g. after to_end()): start from the last excerpt
                 c.seq = count - 1
                 continue
+            if seq < count:
+                # an excerpt the end of the cycle counts is not found: damage
+                raise error(CORRUPT, path=st.path, pos=pos,
+                            detail=f"excerpt {seq} of {count} is not where the headers lead")
             # before the start of this cycle: go to the end of the previous one
             prev = q.neighbour(st.cycle, -1)
             while prev is not None and q.count(prev) == 0:

@@ -678,10 +678,12 @@ static int seek_walk(const cq_store *s, uint64_t p, uint64_t q, uint64_t seq, ui
         else if (rc == CQ_CORRUPT) *pos = err;
         return rc;
     }
-    /* an unwritten header with committed data after it: damage, not the end */
-    if (rc == CQ_NONE && data_beyond(s, p)) return CQ_CORRUPT;
+    /* an unwritten header with committed data after it, or reached with
+     * fewer excerpts passed than the writePosition records (a damaged length
+     * jumped over them): damage, not the end */
+    if (rc == CQ_NONE && (data_beyond(s, p) || hides_committed(s, p, q))) return CQ_CORRUPT;
     if (rc == CQ_NONE) return q == seq ? CQ_NOT_REACHED : CQ_NOT_FOUND;
-    if (rc == CQ_EOF) return CQ_NOT_FOUND;
+    if (rc == CQ_EOF) return recorded_from(s, q) ? CQ_CORRUPT : CQ_NOT_FOUND;
     if (rc == CQ_NEED_MAP) *pos = need;
     return rc;
 }

@@ -763,10 +763,18 @@ def test_zeroed_first_header(worker: Worker, tmp_path: Path, lib_queue: Path) ->
              {"name": "huge-header", "mutations": [["write", cyc, 0, u32(HDR_META | 0x3000)]]}]
     res = run_cases(worker, tmp_path, lib_queue, cases)
     for ro in (True, False):
-        for name in ("zero", "not-complete"):
-            r = res[name, ro]
-            assert r["first"] is None and r["read"] == [] and r["corrupt"] == {}
-            assert r["seconds"] < 60 * OPEN_TIMEOUT + 5
+        r = res["not-complete", ro]
+        assert r["first"] is None and r["read"] == [] and r["corrupt"] == {}, r
+        assert r["seconds"] < 60 * OPEN_TIMEOUT + 5
+        # a cleared first word with excerpts after it is no creator's work
+        # (Java claims the first word first; libchronicle writes nothing
+        # before it): nothing to read while the file is young, a named error
+        # at its start once its creator counts as gone (which of the reads
+        # comes after ``timeout`` depends on the machine), never excerpts
+        r = res["zero", ro]
+        assert r["first"] is None and r["read"] in ([], "corrupt"), r
+        assert set(r["corrupt"].values()) <= {0}, r
+        assert r["seconds"] < 60 * OPEN_TIMEOUT + 5
         for name in ("meta-len0", "data-first"):
             assert res[name, ro]["corrupt"], name
 
