@@ -599,9 +599,11 @@ final class CycleFile implements Closeable {
         long agreePos = headerEnd;
         while (recordedSeq >= 0 && writePosition > 0) {
             int w = word(pos);
-            if (!ready(w) || !fits(pos, w)) {
+            if (!ready(w)) {
+                checkEnd(pos, s, w); // names what stands where the data cannot end
                 break;
             }
+            checkFits(pos, s, w);
             if ((w & META) == 0) {
                 if (s == recordedSeq) {
                     if (pos == writePosition) {
