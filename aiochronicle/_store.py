@@ -269,9 +269,10 @@ class CycleStore:
         if end <= size and end <= self.file.size:
             end += self.file.load32(at) & LENGTH_MASK
         if end > size:
+            shift = cycle_shift_for(self.layout.index_count, self.layout.index_spacing)
             raise CorruptQueueError(
                 f"the cycle file ends before the last excerpt its header records (at {wp:#x}): "
-                f"it was truncated: from index {(self.cycle << int(self.c.file_shift)) | seq:#x} "
+                f"it was truncated: from index {(self.cycle << shift) | seq:#x} "
                 f"(cycle {self.cycle}, sequence {seq}) on, its excerpts are missing",
                 self.path, at)
 

@@ -43,7 +43,6 @@ typedef struct cq_store {
     uint64_t chunk;           /* RSS window: pages behind a reader are dropped per chunk */
     int32_t index_bad;        /* set once an index entry disagreed with a chain of headers
                                  that reaches the writePosition: lookups walk instead */
-    int32_t reserved1;
 } cq_store;
 
 typedef struct cq_appender {
