@@ -597,13 +597,20 @@ final class CycleFile implements Closeable {
         long pos = headerEnd;
         long agreeSeq = 0;
         long agreePos = headerEnd;
+        boolean disagreed = false;
         while (recordedSeq >= 0 && writePosition > 0) {
             int w = word(pos);
             if (!ready(w)) {
-                checkEnd(pos, s, w); // names what stands where the data cannot end
+                if (!disagreed) {
+                    checkEnd(pos, s, w); // names what stands where the data cannot end
+                }
                 break;
             }
-            checkFits(pos, s, w);
+            if (!disagreed) {
+                checkFits(pos, s, w);
+            } else if (!fits(pos, w)) {
+                break;
+            }
             if ((w & META) == 0) {
                 if (s == recordedSeq) {
                     if (pos == writePosition) {
@@ -614,9 +621,14 @@ final class CycleFile implements Closeable {
                     }
                     break;
                 }
-                if ((s & (indexSpacing - 1)) == 0 && entryLoaded(s) == pos) {
-                    agreeSeq = s;
-                    agreePos = pos;
+                if ((s & (indexSpacing - 1)) == 0 && !disagreed) {
+                    long e = entryLoaded(s);
+                    if (e == pos) {
+                        agreeSeq = s;
+                        agreePos = pos;
+                    } else if (e > 0) {
+                        disagreed = true; // the damage lies between the last agreement and here
+                    }
                 }
                 s++;
             }
