@@ -280,12 +280,36 @@ class CycleStore:
                 return int(pos[0]), int(seq[0]), bool(eof[0])
             if rc == NEED_MAP:
                 if not self.file.refresh():
+                    self.check_not_truncated(int(pos[0]), int(seq[0]))
                     return int(pos[0]), int(seq[0]), False
                 continue
             # any other code: the headers do not lead to an end
             raise error(CORRUPT, path=self.path, pos=int(pos[0]),
                         detail="cannot find the end of the data")
         raise CorruptQueueError("the file keeps growing while its end is sought", self.path)
+
+    def check_not_truncated(self, at: int, seq: int) -> None:
+        """Raise CorruptQueueError when the data, which runs into the end of the file at
+        ``at`` (``seq`` excerpts before it), stops short of the last excerpt the header's
+        writePosition records: the file was truncated.  (The writePosition is loaded
+        before the file's size: an appender grows the file before it writes there.)"""
+        off = self.layout.wp_off
+        if not off or off + 8 > self.file.size:
+            return
+        wp = self.file.load64(off)
+        if wp <= 0 or wp < at:
+            return
+        size = self.file.file_size()
+        end = at + 4
+        if end <= size and end <= self.file.size:
+            end += self.file.load32(at) & LENGTH_MASK
+        if end > size:
+            shift = cycle_shift_for(self.layout.index_count, self.layout.index_spacing)
+            raise CorruptQueueError(
+                f"the cycle file ends before the last excerpt its header records (at {wp:#x}): "
+                f"it was truncated: from index {(self.cycle << shift) | seq:#x} "
+                f"(cycle {self.cycle}, sequence {seq}) on, its excerpts are missing",
+                self.path, at)
 
     def seek(self, seq: int) -> tuple[int, int]:
         """(native result code, header position) of data excerpt ``seq``."""

@@ -591,6 +591,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                 need = int(c.need)
                 if not held.file.ensure(need, grow=False):
                     if need == int(c.err_pos) + 4:
+                        held.check_not_truncated(int(c.err_pos), int(c.seq))
                         return None
                     index = self._cycles.roll_cycle.to_index(held.cycle, int(c.seq))
                     raise error(CORRUPT, path=held.path, pos=int(c.err_pos),

@@ -393,12 +393,17 @@ static int array_at(const cq_store *s, uint64_t doc_pos, uint64_t *vals, uint64_
     return CQ_OK;
 }
 
+/* Whether the index of this file is no longer used (disown_index). */
+static inline int index_disowned(const cq_store *s) {
+    return __atomic_load_n(&s->index_bad, __ATOMIC_RELAXED) != 0;
+}
+
 /* The greatest indexed (position, sequence) with sequence <= target.
  * Falls back to (0, 0): a walk from the file start. */
 static void index_floor(const cq_store *s, uint64_t target, uint64_t *pos, uint64_t *seq) {
     *pos = 0;
     *seq = 0;
-    if (!s->i2i_off || s->index_count == 0) return;
+    if (!s->i2i_off || s->index_count == 0 || index_disowned(s)) return;
     if (!fits(s, s->i2i_off, 8) || (s->i2i_off & 7)) return;
     uint64_t i2i = (uint64_t)ld64(s, s->i2i_off);
     uint64_t vals, used_off, cap;
@@ -524,7 +529,8 @@ static int walk(const cq_store *s, uint64_t *pos_io, uint64_t *seq_io, uint64_t 
  * it points at no written data header (a stale or damaged entry, which
  * lookups skip as index_floor does). */
 static uint64_t index_slot(const cq_store *s, uint64_t seq) {
-    if (!s->i2i_off || !s->index_count || !fits(s, s->i2i_off, 8) || (s->i2i_off & 7))
+    if (!s->i2i_off || !s->index_count || !fits(s, s->i2i_off, 8) || (s->i2i_off & 7) ||
+        index_disowned(s))
         return 0;
     uint64_t vals, used_off, cap, pv, pu, pc;
     uint64_t i2i = (uint64_t)ld64(s, s->i2i_off);
@@ -631,6 +637,21 @@ static int recorded_from(const cq_store *s, uint64_t seq) {
     return p && q >= seq;
 }
 
+/* An index entry disagrees with a chain of headers: whether the chain from
+ * the file start reaches the excerpt the writePosition records, where it
+ * records it.  Then the data is intact and the index is what is damaged: it
+ * is not used for this file any more (lookups walk from the start, reads are
+ * confirmed against the writePosition) and 1 is returned; else 0 (the data
+ * is damaged, or nothing tells which).  Walks the whole chain, so only
+ * after a disagreement. */
+static int disown_index(cq_store *s) {
+    uint64_t wp, wq, p = 0, q = 0, need = 0, err = 0;
+    if (index_disowned(s) || !s->i2i_off || !write_position(s, &wp, &wq)) return 0;
+    if (walk(s, &p, &q, wq, &need, &err) != CQ_OK || p != wp) return 0;
+    __atomic_store_n(&s->index_bad, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
 /* Whether the unwritten header at `pos`, reached with `seq` data excerpts
  * before it, stands before committed data: the writePosition lies beyond it
  * or records excerpt `seq` or later, and the header is still unwritten once
@@ -644,11 +665,10 @@ static int hides_committed(const cq_store *s, uint64_t pos, uint64_t seq) {
 int cq_find_end(cq_store *s, uint64_t *pos, uint64_t *seq, int *eof) {
     uint64_t p, q, need = 0, err = 0;
     if (!write_position(s, &p, &q)) index_floor(s, UINT64_MAX, &p, &q);
-    else if (s->i2i_off && !wp_agrees(s, p, q)) {
+    else if (s->i2i_off && !index_disowned(s) && !wp_agrees(s, p, q)) {
         /* the writePosition, an index entry or a header between them is
          * damaged: the index is, if the chain alone agrees with it */
-        uint64_t p0 = 0, q0 = 0;
-        if (walk(s, &p0, &q0, q, &need, &err) != CQ_OK || p0 != p) {
+        if (!disown_index(s)) {
             *pos = p;
             *seq = q;
             *eof = 0;
@@ -688,8 +708,7 @@ static int seek_walk(const cq_store *s, uint64_t p, uint64_t q, uint64_t seq, ui
     return rc;
 }
 
-int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
-    if (!layout_ok(s)) return CQ_CORRUPT;
+static int seek_once(const cq_store *s, uint64_t seq, uint64_t *pos) {
     uint64_t p, q;
     uint64_t wp, wq;
     index_floor(s, seq, &p, &q);
@@ -702,10 +721,26 @@ int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
     return seek_walk(s, p, q, seq, pos);
 }
 
+/* A seek that found the index at odds with the headers: when the chain from
+ * the start agrees with the writePosition, the index is disowned and the
+ * seek is made again without it (a damaged index entry is skipped). */
+int cq_seek(cq_store *s, uint64_t seq, uint64_t *pos) {
+    if (!layout_ok(s)) return CQ_CORRUPT;
+    uint64_t wp, wq;
+    /* an index shifted as a whole agrees with itself: the writePosition tells */
+    if (s->i2i_off && !index_disowned(s) && write_position(s, &wp, &wq) && !wp_agrees(s, wp, wq))
+        disown_index(s);
+    int rc = seek_once(s, seq, pos);
+    if (rc == CQ_CORRUPT && disown_index(s)) rc = seek_once(s, seq, pos);
+    return rc;
+}
+
 int cq_seek_from(cq_store *s, uint64_t seq, uint64_t from_pos, uint64_t from_seq,
                  uint64_t *pos) {
     if (from_seq > seq || from_pos > map_len(s)) return cq_seek(s, seq, pos);
-    return seek_walk(s, from_pos, from_seq, seq, pos);
+    int rc = seek_walk(s, from_pos, from_seq, seq, pos);
+    if (rc == CQ_CORRUPT && disown_index(s)) rc = seek_walk(s, from_pos, from_seq, seq, pos);
+    return rc;
 }
 
 int cq_scan(cq_store *s, uint64_t pos, uint64_t *hdr_out, uint64_t *next_out) {
@@ -1282,6 +1317,9 @@ static int confirm(cq_tailer *t, const cq_store *s, uint64_t pos) {
     uint64_t ap, aq, vend;
     int rc = verify_span(s, pos, t->seq, same ? t->vpos : 0, same ? t->vseq : 0, &ap, &aq,
                          &vend, &t->need, &t->err_pos);
+    if (rc == CQ_CORRUPT && disown_index(t->store))  /* a damaged index entry: skipped */
+        rc = verify_span(s, pos, t->seq, same ? t->vpos : 0, same ? t->vseq : 0, &ap, &aq,
+                         &vend, &t->need, &t->err_pos);
     if (rc != CQ_OK) return rc;
     t->vstore = s;
     t->vcycle = s->cycle;
@@ -1419,6 +1457,7 @@ static const struct { const char *name; uint64_t value; } layout[] = {
     FIELD(cq_store, index_count),
     FIELD(cq_store, index_spacing),
     FIELD(cq_store, count_bits),
+    FIELD(cq_store, index_bad),
     FIELD(cq_store, spacing_bits),
     FIELD(cq_store, data_start),
     FIELD(cq_store, chunk),

@@ -52,6 +52,8 @@ typedef struct cq_store {
     int32_t holes;            /* 0: never look; 1: look (Python sets it with fd);
                                  2: the file system was found to be tmpfs */
     int32_t reserved1;
+    int32_t index_bad;        /* set once an index entry disagreed with a chain of headers
+                                 that reaches the writePosition: lookups walk instead */
 } cq_store;
 
 typedef struct cq_appender {

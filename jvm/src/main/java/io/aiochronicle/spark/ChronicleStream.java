@@ -156,7 +156,7 @@ final class ChronicleStream implements MicroBatchStream, SupportsTriggerAvailabl
             for (Map.Entry<Long, Path> e : q.cycles().tailMap(bc, true).entrySet()) {
                 long c = e.getKey();
                 long lo = c == bc ? bs : 0;
-                long avail = q.count(e.getValue()) - lo;
+                long avail = q.count(e.getKey(), e.getValue()) - lo;
                 if (avail <= 0) {
                     continue;
                 }

@@ -54,7 +54,22 @@ final class CycleFile implements Closeable {
     private final int spacingBits;
     /** the last excerpt the header records as written (0: unknown) */
     private final long writePosition;
+    /** the position writePosition records, whatever lies there (0: none) */
+    private final long recordedEnd;
+    /** the sequence writePosition records for its excerpt (-1: none, or its packing does not match) */
+    private final long recordedSeq;
     final Map<String, Object> header;
+    /** the cycle and the queue's index shift, for messages (-1: not known) */
+    private long cycle = -1;
+    private int shift;
+    /** false once the index disagreed with the chain of headers, which agrees with writePosition */
+    private boolean indexTrusted = true;
+    private boolean anchorsChecked;
+    /** the index page whose entries {@link #pageEntries} holds (-1: none) */
+    private long pageNumber = -1;
+    private long[] pageEntries;
+    /** where the last {@link #positionOf} walked from: {sequence, position} */
+    private long[] start;
 
     /** Raised when the file's first header is not complete yet (a cycle being created). */
     static final class NotReady extends IOException {
@@ -88,6 +103,8 @@ final class CycleFile implements Closeable {
                 this.spacingBits = 6;
                 this.headerEnd = 0;
                 this.writePosition = 0;
+                this.recordedEnd = 0;
+                this.recordedSeq = -1;
                 ok = true;
                 return;
             }
@@ -128,7 +145,13 @@ final class CycleFile implements Closeable {
             this.countBits = 31 - Integer.numberOfLeadingZeros(this.indexCount);
             this.spacingBits = 31 - Integer.numberOfLeadingZeros(this.indexSpacing);
             this.headerEnd = align(4 + len);
-            this.writePosition = lastWritten(h.get("writePosition"));
+            long[] wp = recorded(h.get("writePosition"));
+            this.recordedEnd = wp[0];
+            this.writePosition = lastWritten(wp[0]);
+            int fileShift = Math.max(32, countBits * 2 + spacingBits);
+            long low = wp[0] & ((1L << (64 - fileShift)) - 1);
+            this.recordedSeq = wp[0] > 0 && wp[1] >= 0 && (wp[1] >>> fileShift) == low
+                    ? wp[1] & ((1L << fileShift) - 1) : -1;
             ok = true;
         } finally {
             if (!ok) {
@@ -175,23 +198,30 @@ final class CycleFile implements Closeable {
     }
 
     /**
+     * What the header's {@code writePosition} records: {the position of the last excerpt,
+     * (position << shift) + its sequence, or -1 where the header has no second value};
+     * {0, -1} when it is absent.
+     */
+    private long[] recorded(Object wp) throws IOException {
+        if (wp instanceof Wire.LongArray) {
+            Wire.LongArray a = (Wire.LongArray) wp;
+            if (a.capacity < 1 || a.valuesAt + 8 > headerEnd) {
+                return new long[] {0, -1};
+            }
+            long second = a.capacity >= 2 && a.valuesAt + 16 <= headerEnd ? int64(a.valuesAt + 8) : -1;
+            return new long[] {Math.max(0, int64(a.valuesAt)), second};
+        } else if (wp instanceof Long) {
+            return new long[] {Math.max(0, (Long) wp), -1};
+        }
+        return new long[] {0, -1};
+    }
+
+    /**
      * The position of the last excerpt the header's {@code writePosition} records (every
      * header before it is written), or 0 when it is absent or does not point at a
      * complete data excerpt.
      */
-    private long lastWritten(Object wp) throws IOException {
-        long at;
-        if (wp instanceof Wire.LongArray) {
-            Wire.LongArray a = (Wire.LongArray) wp;
-            if (a.capacity < 1 || a.valuesAt + 8 > headerEnd) {
-                return 0;
-            }
-            at = int64(a.valuesAt);
-        } else if (wp instanceof Long) {
-            at = (Long) wp;
-        } else {
-            return 0;
-        }
+    private long lastWritten(long at) throws IOException {
         if (at < headerEnd || at + 4 > fileLength || (aligned && (at & 3) != 0)) {
             return 0;
         }
@@ -352,6 +382,9 @@ final class CycleFile implements Closeable {
      * excerpt) when nothing before it is indexed, or after a bounded number of slots.
      */
     long[] indexedAtOrBefore(long seq) throws IOException {
+        if (!indexTrusted) {
+            return new long[] {0, headerEnd};
+        }
         long[] top = index2Index > 0 ? arrayAt(index2Index) : null;
         if (top == null) {
             return new long[] {0, headerEnd};
@@ -381,54 +414,286 @@ final class CycleFile implements Closeable {
         return new long[] {0, headerEnd};
     }
 
+    /** Names the cycle this file holds and the queue's index shift, for messages. */
+    void name(long cycle, int shift) {
+        this.cycle = cycle;
+        this.shift = shift;
+    }
+
+    /** A {@link CorruptQueueException} at {@code pos} naming the index of data excerpt {@code seq}. */
+    CorruptQueueException corrupt(long pos, long seq, String what) {
+        String at = cycle < 0 ? "; at sequence " + seq
+                : "; at index 0x" + Long.toHexString((cycle << shift) + seq) + " (cycle " + cycle
+                + ", sequence " + seq + ")";
+        return new CorruptQueueException(path, pos, what + at);
+    }
+
+    /**
+     * Raises when the header {@code w} at {@code pos}, which is not complete, reached after
+     * {@code s} data excerpts, stands where the data cannot end: before the last excerpt the
+     * cycle header's {@code writePosition} records (a damaged header word or length), at the
+     * end of a file shorter than that (a truncated file), or an EOF marker there.  (That
+     * excerpt was committed before the header was read, and every header before it first.)
+     */
+    void checkEnd(long pos, long s, int w) throws IOException {
+        if (recordedEnd <= pos && recordedSeq < s) {
+            return;
+        }
+        String last = "the last excerpt the cycle header records (at 0x" + Long.toHexString(recordedEnd)
+                + (recordedSeq >= 0 ? ", sequence " + recordedSeq : "") + ")";
+        if (pos + 4 > fileLength && pos + 4 > (fileLength = Math.max(fileLength, lengthNow()))) {
+            throw corrupt(pos, s, "the cycle file ends at 0x" + Long.toHexString(fileLength)
+                    + ", before " + last + ": it was truncated");
+        }
+        if (w == EOF) {
+            throw corrupt(pos, s, "an end-of-cycle marker before " + last);
+        }
+        throw corrupt(pos, s, "corrupt excerpt header: a damaged header or length hides the excerpts up to "
+                + last);
+    }
+
     /**
      * From data excerpt {@code s} at {@code pos}, forward over complete documents until
      * data excerpt {@code stop} or the first header that is not complete: {sequence, position}.
      * A complete header whose document runs past the end of the file, or an unwritten one
-     * before the last excerpt the header records, is damage: a {@link CorruptQueueException}.
+     * where the data cannot end ({@link #checkEnd}), is damage: a {@link CorruptQueueException}.
      */
     private long[] scan(long s, long pos, long stop) throws IOException {
         while (s < stop) {
             int w = word(pos);
             if (!ready(w)) {
-                if (w != EOF && pos < writePosition) {
-                    throw new CorruptQueueException(path, pos, "corrupt excerpt header: a damaged "
-                            + "length hides the excerpts up to 0x" + Long.toHexString(writePosition)
-                            + ", the last one the cycle header records");
-                }
+                checkEnd(pos, s, w);
                 break;
             }
-            checkFits(pos, w);
+            checkFits(pos, s, w);
             if ((w & META) == 0) {
                 s++;
             } else if (pos == 0 && (w & LENGTH_MASK) == 0) {
-                throw new CorruptQueueException(path, pos, "an empty metadata document at the start of the file");
+                throw corrupt(pos, s, "an empty metadata document at the start of the file");
             }
             pos = align(pos + 4 + (w & LENGTH_MASK));
         }
         return new long[] {s, pos};
     }
 
-    /** Raises when the document whose complete header {@code w} is at {@code pos} runs past the file. */
-    void checkFits(long pos, int w) throws IOException {
-        if (!fits(pos, w)) {
-            throw new CorruptQueueException(path, pos, "an excerpt runs past the end of the file");
+    /**
+     * The position of data excerpt {@code target}, walking the headers from data excerpt
+     * {@code s} at {@code pos}; -1 when they do not lead there.  Raises nothing on damage.
+     */
+    private long walkTo(long s, long pos, long target) throws IOException {
+        while (true) {
+            int w = word(pos);
+            if (!ready(w) || !fits(pos, w)) {
+                return -1;
+            }
+            if ((w & META) == 0) {
+                if (s == target) {
+                    return pos;
+                }
+                s++;
+            }
+            pos = align(pos + 4 + (w & LENGTH_MASK));
         }
+    }
+
+    /** Raises when the document whose complete header {@code w} is at {@code pos} runs past the file. */
+    void checkFits(long pos, long seq, int w) throws IOException {
+        if (!fits(pos, w)) {
+            throw corrupt(pos, seq, "an excerpt runs past the end of the file");
+        }
+    }
+
+    /** Whether index entries are still used (none disagreed with the chain of headers). */
+    boolean indexTrusted() {
+        return indexTrusted && index2Index > 0 && !headerless;
+    }
+
+    /**
+     * The index entry of data excerpt {@code seq} (a multiple of the index spacing): the
+     * position it records, 0 when there is none (or the index is not used), -1 when its page
+     * is not loaded yet ({@link #loadEntries}).
+     */
+    long entry(long seq) {
+        if (!indexTrusted()) {
+            return 0;
+        }
+        long page = seq >>> (countBits + spacingBits);
+        if (page != pageNumber) {
+            return -1;
+        }
+        long k = (seq >>> spacingBits) & (indexCount - 1);
+        return k < pageEntries.length ? pageEntries[(int) k] : 0;
+    }
+
+    /** Reads the entries of the index page holding {@code seq} (this moves the read window). */
+    void loadEntries(long seq) throws IOException {
+        long page = seq >>> (countBits + spacingBits);
+        pageNumber = page;
+        pageEntries = new long[0];
+        long[] top = index2Index > 0 ? arrayAt(index2Index) : null;
+        if (top == null || page >= top[1]) {
+            return;
+        }
+        long[] sec = arrayAt(int64(top[0] + page * 8));
+        if (sec == null) {
+            return;
+        }
+        int n = (int) Math.min(sec[1], indexCount);
+        byte[] raw = new byte[n * 8];
+        in.readFully(sec[0], raw, 0, raw.length);
+        long[] e = new long[n];
+        for (int i = 0; i < n; i++) {
+            e[i] = (long) LE_LONG.get(raw, i * 8);
+        }
+        pageEntries = e;
+    }
+
+    private long entryLoaded(long seq) throws IOException {
+        long e = entry(seq);
+        if (e < 0) {
+            loadEntries(seq);
+            e = entry(seq);
+        }
+        return e;
+    }
+
+    /**
+     * Once a file: whether the index agrees with the two anchors that do not depend on it,
+     * the first data excerpt (after the header) and the last one {@code writePosition}
+     * records; where not, {@link #disownIndex} says whether the index or the data is damaged.
+     */
+    private void checkAnchors() throws IOException {
+        if (anchorsChecked) {
+            return;
+        }
+        anchorsChecked = true;
+        if (!indexTrusted() || writePosition <= 0 || recordedSeq < 0) {
+            return;
+        }
+        long[] at = indexedAtOrBefore(recordedSeq);
+        boolean ok = walkTo(at[0], at[1], recordedSeq) == writePosition;
+        if (ok) {
+            long first = entryLoaded(0);
+            ok = first == 0 || first == walkTo(0, headerEnd, 0);
+        }
+        if (!ok) {
+            disownIndex();
+        }
+    }
+
+    /**
+     * An index entry disagrees with the chain of headers: walks the whole chain from the
+     * start, comparing the index entries on the way.  When it reaches the last excerpt
+     * {@code writePosition} records, where it records it, the data is intact and the index
+     * is what is damaged: it is not used any more in this file (every position is then found
+     * by walking).  Else the data is damaged: raises, naming the last excerpt where the index
+     * and the chain still agreed (the damage lies after it).
+     */
+    private void disownIndex() throws IOException {
+        if (!indexTrusted) {
+            return;
+        }
+        long s = 0;
+        long pos = headerEnd;
+        long agreeSeq = 0;
+        long agreePos = headerEnd;
+        boolean disagreed = false;
+        while (recordedSeq >= 0 && writePosition > 0) {
+            int w = word(pos);
+            if (!ready(w)) {
+                if (!disagreed) {
+                    checkEnd(pos, s, w); // names what stands where the data cannot end
+                }
+                break;
+            }
+            if (!disagreed) {
+                checkFits(pos, s, w);
+            } else if (!fits(pos, w)) {
+                break;
+            }
+            if ((w & META) == 0) {
+                if (s == recordedSeq) {
+                    if (pos == writePosition) {
+                        indexTrusted = false;
+                        pageNumber = -1;
+                        pageEntries = null;
+                        return;
+                    }
+                    break;
+                }
+                if ((s & (indexSpacing - 1)) == 0 && !disagreed) {
+                    long e = entryLoaded(s);
+                    if (e == pos) {
+                        agreeSeq = s;
+                        agreePos = pos;
+                    } else if (e > 0) {
+                        disagreed = true; // the damage lies between the last agreement and here
+                    }
+                }
+                s++;
+            }
+            pos = align(pos + 4 + (w & LENGTH_MASK));
+        }
+        throw corrupt(agreePos, agreeSeq, "corrupt excerpt header: the headers after this excerpt do not "
+                + "lead to the last excerpt the cycle header records (at 0x" + Long.toHexString(recordedEnd)
+                + (recordedSeq >= 0 ? ", sequence " + recordedSeq : "") + ") where the index says they do");
+    }
+
+    /**
+     * Whether the walk from the index entry {@code at} ({sequence, position}) passes data
+     * excerpt {@code seq} and reaches the next anchor where it records it: the entry after,
+     * else the excerpt {@code writePosition} records.
+     */
+    private boolean confirms(long[] at, long seq) throws IOException {
+        long next = (seq | (indexSpacing - 1)) + 1;
+        long e = entryLoaded(next);
+        if (e > 0) {
+            return walkTo(at[0], at[1], next) == e;
+        }
+        if (writePosition > 0 && recordedSeq >= seq) {
+            return walkTo(at[0], at[1], recordedSeq) == writePosition;
+        }
+        return true;
     }
 
     /**
      * Where reading data excerpt {@code seq} starts: its header when the index holds it,
      * else just after data excerpt {@code seq - 1} (metadata between the two comes first).
+     * The index entry it starts from is confirmed against the next anchor first.
      */
     long positionOf(long seq) throws IOException {
+        checkAnchors();
         long[] at = indexedAtOrBefore(seq);
+        if ((at[0] != 0 || at[1] != headerEnd) && !confirms(at, seq)) {
+            disownIndex();
+            at = new long[] {0, headerEnd};
+        }
+        start = at;
         return scan(at[0], at[1], seq)[1];
     }
 
-    /** How many complete data excerpts the file holds now (from the last index entry on). */
+    /**
+     * A read from {@link #positionOf} met an index entry that disagrees with the headers it
+     * walked: raises when the data is damaged ({@link #disownIndex}), or when the data is
+     * intact but the entry the read started from was a damaged one (the rows it gave are
+     * misattributed); returns when the read is on the right excerpts (the index is then
+     * not used any more).
+     */
+    void indexDisagrees() throws IOException {
+        disownIndex();
+        long[] at = start;
+        if (at != null && (at[0] != 0 || at[1] != headerEnd) && walkTo(0, headerEnd, at[0]) != at[1]) {
+            throw corrupt(at[1], at[0], "a damaged index entry led this read to the wrong excerpt");
+        }
+    }
+
+    /** How many complete data excerpts the file holds now (from writePosition or the last index entry on). */
     long count() throws IOException {
         refresh();
-        long[] at = indexedAtOrBefore(Long.MAX_VALUE >>> 1);
+        checkAnchors();
+        long[] at = index2Index > 0 && !headerless && writePosition > 0 && recordedSeq >= 0
+                ? new long[] {recordedSeq, writePosition}
+                : indexedAtOrBefore(Long.MAX_VALUE >>> 1);
         return scan(at[0], at[1], Long.MAX_VALUE)[0];
     }
 }

@@ -292,9 +292,10 @@ final class QueueFiles {
         return index & ((1L << shift) - 1);
     }
 
-    /** The complete data excerpts in the cycle file {@code p} now (0 if it is being created). */
-    long count(Path p) throws IOException {
+    /** The complete data excerpts in the cycle file {@code p} of {@code cycle} now (0 if it is being created). */
+    long count(long cycle, Path p) throws IOException {
         try (CycleFile f = new CycleFile(fs, p)) {
+            f.name(cycle, shift);
             return f.count();
         } catch (CycleFile.NotReady e) {
             return 0;

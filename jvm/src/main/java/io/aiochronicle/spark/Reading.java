@@ -161,7 +161,7 @@ final class Reading implements Serializable {
                         || (lastCycle != null && c > lastCycle)) {
                     continue;
                 }
-                long n = q.count(e.getValue());
+                long n = q.count(e.getKey(), e.getValue());
                 long lo = loIndex != null && c == lc ? Math.min(n, q.seqOfIndex(loIndex)) : 0;
                 long hi = hiIndex != null && c == hc ? Math.min(n, q.seqOfIndex(hiIndex)) : n;
                 if (hi <= lo) {
@@ -207,7 +207,7 @@ final class Reading implements Serializable {
     static long endIndex(QueueFiles q) throws IOException {
         java.util.TreeMap<Long, Path> cycles = q.cycles();
         for (Map.Entry<Long, Path> e : cycles.descendingMap().entrySet()) {
-            long n = q.count(e.getValue());
+            long n = q.count(e.getKey(), e.getValue());
             if (n > 0) {
                 return q.index(e.getKey(), n);
             }

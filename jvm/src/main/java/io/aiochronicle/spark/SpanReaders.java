@@ -96,6 +96,7 @@ final class SpanReaders implements PartitionReaderFactory {
         private long seq;
         private long hi;
         private long base;
+        private long spacingMask;
         // the columns the read asks for (null: not asked for)
         private final OnHeapColumnVector index;
         private final OnHeapColumnVector cycle;
@@ -153,10 +154,12 @@ final class SpanReaders implements PartitionReaderFactory {
             Path p = new Path(span.files[piece]);
             FileSystem fs = QueueFiles.fileSystem(p, conf.value());
             file = new CycleFile(fs, p);
+            file.name(span.cycles[piece], span.shift);
             seq = span.lo[piece];
             hi = span.hi[piece];
             base = span.cycles[piece] << span.shift;
             pos = file.positionOf(seq);
+            spacingMask = file.indexSpacing - 1;
             return true;
         }
 
@@ -203,11 +206,33 @@ final class SpanReaders implements PartitionReaderFactory {
                 }
                 int w = f.word(at);
                 if (!CycleFile.ready(w)) {
-                    break; // never past a header that is not complete
+                    // never past a header that is not complete; the planning counted hi
+                    // complete excerpts here, so their end before hi is damage
+                    f.checkEnd(at, s, w);
+                    throw f.corrupt(at, s, "corrupt excerpt header: the excerpts end here, before the "
+                            + hi + " the cycle held when the read was planned");
                 }
-                f.checkFits(at, w);
+                f.checkFits(at, s, w);
                 int len = w & CycleFile.LENGTH_MASK;
                 boolean meta = (w & CycleFile.META) != 0;
+                if (!meta && (s & spacingMask) == 0 && f.indexTrusted()) {
+                    // an index entry here: the walk must be where it says
+                    long e = f.entry(s);
+                    if (e < 0) {
+                        if (views && n > 0) {
+                            break; // loading the page moves the window the rows are views of
+                        }
+                        f.loadEntries(s);
+                        e = f.entry(s);
+                    }
+                    if (e > 0 && e != at) {
+                        if (views && n > 0) {
+                            break; // the next batch settles it
+                        }
+                        f.indexDisagrees();
+                        w = f.word(at);
+                    }
+                }
                 long body = at + 4;
                 if (meta && !includeMetadata) {
                     at = f.align(body + len);
