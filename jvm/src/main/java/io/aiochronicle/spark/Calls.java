@@ -563,7 +563,8 @@ final class Calls extends Decoder {
     /** The argument of a call of method {@code m} at {@code p}; where it ends. */
     private int wireCall(int m, int p) throws Bad {
         if (arity[m] == 0) {
-            int q = skip(p, end, 0);
+            // Java's generic events write a call without arguments as its name alone
+            int q = padding(p, end) >= end ? end : skip(p, end, 0);
             call(m, null, false);
             return q;
         }
