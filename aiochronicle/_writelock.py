@@ -111,9 +111,10 @@ def is_mine(value: int) -> bool:
     return lock_holder(value) == os.getpid() and lock_tag(value) in (0, namespace_tag())
 
 
-def holder_alive(value: int) -> bool:
+def holder_alive(value: int, fresh: bool = False) -> bool:
     """Whether the holder of a lock value may be alive: never False for a
-    process that lives.
+    process that lives.  ``fresh``: look now, not at a verdict of the last
+    100 ms (which waiting loops share).
 
     A value without a tag, or with this namespace's, is a PID here
     (:func:`pid_alive`).  One of another PID namespace is looked for in /proc
@@ -127,7 +128,7 @@ def holder_alive(value: int) -> bool:
         return pid_alive(pid)
     now = time.monotonic()
     seen = _foreign_seen.get(value)
-    if seen is not None and now - seen[1] < 0.1:  # one /proc scan per 100 ms and lock value
+    if not fresh and seen is not None and now - seen[1] < 0.1:  # one /proc scan per 100 ms
         return seen[0]
     verdict = _alive_in_namespace(tag, pid)
     if len(_foreign_seen) > 64:
@@ -183,7 +184,7 @@ def free_dead_lock(meta: TableStore, key: str, value: int) -> bool:
     """Free lock ``key``, seen holding ``value``, if its holder is another
     process and dead.  True if the holder was dead (the lock is free now, or
     was taken by another process meanwhile)."""
-    if is_mine(value) or holder_alive(value):
+    if is_mine(value) or holder_alive(value, fresh=True):
         return False
     break_lock(meta, key, value)
     return True

@@ -12,12 +12,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import prometheus_client  # noqa: F401  (the monitor extra: a dev dependency)
 import pytest
 from loops import KINDS, loop_factory
 
 import aiochronicle as ac
-
-pytest.importorskip("prometheus_client")
 
 
 def run_child(code: str, *args: str, timeout: float = 240) -> str:
