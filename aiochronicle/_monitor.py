@@ -202,7 +202,7 @@ class QueueWatch:
             reads: dict[str, int] = {}
             for t in stats.tailers:
                 if t.lag_messages > 0:
-                    oldest = t.index or stats.first_index
+                    oldest = _first_at_or_after(stats, t.index)
                     if oldest is not None:
                         lag_time[t.name] = self._written(q, oldest)
                 reads[t.name] = self._count_reads(q, t.name, t.index, stats.first_index)
@@ -258,6 +258,16 @@ class QueueWatch:
         q, self._queue = self._queue, None
         if q is not None:
             q.close()
+
+
+def _first_at_or_after(stats: QueueStats, index: int) -> int | None:
+    """The index of the first excerpt at ``index`` or after (a tailer's next
+    index may be one past the end of its cycle); None when there is none."""
+    for c in stats.cycles:
+        if c.last_index is None or c.first_index is None or c.last_index < index:
+            continue
+        return max(index, c.first_index)
+    return None
 
 
 class RateTracker:
