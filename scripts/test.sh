@@ -10,6 +10,8 @@ fi
 bash scripts/setup.sh
 # the Java interop programs, against each pinned Chronicle Queue (Maven; fails loudly)
 .venv/bin/python interop/jvm.py
+# promtool, for the alert pack's rule tests (Prometheus Go module, built once and cached)
+.venv/bin/python tests/promtool.py
 .venv/bin/python -m ruff check --no-cache aiochronicle tests bench examples
 .venv/bin/python -m mypy
 # the examples use only the public API, and type-check against it strictly

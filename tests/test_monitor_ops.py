@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import bcrypt
 import pytest
 from test_cli import assert_one_line_error, run
 from test_monitor import TIMEOUT, Endpoint, _msgpack_call, q_
@@ -282,7 +283,6 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
 
 def test_web_config_tls_and_basic_auth(tmp_path: Path, endpoint: list[Endpoint]) -> None:
-    bcrypt = pytest.importorskip("bcrypt", reason="bcrypt: the monitor extra")
     path = str(tmp_path / "q")
     with ac.open_queue(path) as q:
         q.appender().append(b"x")
