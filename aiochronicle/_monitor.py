@@ -36,10 +36,10 @@ from ._writelock import WRITE_LOCK
 
 __all__ = [
     "PERCENTILES",
+    "ExcerptTime",
     "HopLatency",
     "LatencyHistogram",
     "LatencyReport",
-    "ExcerptTime",
     "QueueFigures",
     "QueueWatch",
     "RateTracker",

@@ -100,7 +100,7 @@ class WebConfig:
                 values of the wrong kind.
         """
         try:
-            import yaml
+            import yaml  # type: ignore[import-untyped]
         except ImportError as exc:
             raise _need("pyyaml", exc) from None
         try:

@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import promtool
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
@@ -20,7 +21,6 @@ from skips import skip, under_ci
 from test_monitor import TIMEOUT, Endpoint, _msgpack_call
 
 import aiochronicle as ac
-import promtool
 from aiochronicle.metrics import ServiceMetrics
 
 PACK = Path(__file__).resolve().parent.parent / "docs" / "monitoring"
