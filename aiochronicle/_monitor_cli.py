@@ -488,9 +488,12 @@ def add_parsers(sub: Any, seconds: Callable[[str], float]) -> None:
 
     m = add("metrics", cmd_metrics, "serve queues' figures to Prometheus (/metrics)",
             "Serve /metrics in the Prometheus text format for one or more queues, read "
-            "again at each\nscrape: excerpts, last index, each named tailer's lag, cycle "
-            "files, disk bytes and\nthe write lock.  Nothing is locked or written.  "
-            "Stops on SIGTERM or Ctrl-C.\nNeeds prometheus-client (the monitor extra).")
+            "again at each\nscrape: excerpts, indices (as cycle and sequence), each named "
+            "tailer's lag (excerpts,\nbytes, seconds) and reads, cycle files, disk bytes, "
+            "the write lock (its holder alive\nor dead) and the exporter's own figures.  "
+            "A queue that does not exist yet is reported\ndown until it appears.  Nothing "
+            "is locked or written.  Stops on SIGTERM or Ctrl-C.\nNeeds prometheus-client "
+            "(the monitor extra).")
     m.add_argument("queues", nargs="+", metavar="QUEUE", help="queue directories")
     m.add_argument("--port", type=_port, required=True,
                    help="TCP port (0: any free one; the first line printed says which)")
