@@ -21,19 +21,22 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ._errors import NoSuchQueueError, WireError
+from ._errors import ChronicleError, NoSuchQueueError, WireError
 from ._excerpt import Batch
 from ._history import MessageHistory
 from ._methods import call_history
 from ._queue import Queue, open_existing_queue
+from ._rollcycles import RollCycle
 from ._settings import METADATA_FILE
 from ._stats import QueueStats, SealedCycles, TailerStats, queue_stats
+from ._tailer import Tailer
 from ._writelock import WRITE_LOCK
 
 __all__ = [
     "PERCENTILES",
+    "ExcerptTime",
     "HopLatency",
     "LatencyHistogram",
     "LatencyReport",
@@ -51,6 +54,22 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
+class ExcerptTime:
+    """How long ago an excerpt was written, and how that was found.
+
+    Attributes:
+        age: seconds since it was written (0 or more).
+        source: ``"history"`` when the excerpt carries a message history (its
+            last timing, the write: ``CLOCK_MONOTONIC`` of this host, exact) or
+            ``"cycle"`` when it does not (then the start of its cycle: an upper
+            bound, off by at most one cycle's length).
+    """
+
+    age: float
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
 class QueueFigures:
     """One look at a queue (see :meth:`QueueWatch.figures`).
 
@@ -62,6 +81,16 @@ class QueueFigures:
         write_lock_held: seconds this watch has seen the lock held by that
             holder with no excerpt written meanwhile (0 when free; a lower
             bound: the first look that finds it held counts from then).
+        write_lock_alive: False when the holder is a process that no longer
+            exists (a writer killed while writing: the lock is freed by the
+            next writer that opens the queue); True otherwise.
+        roll_cycle: the queue's roll cycle (to split indices in cycle and sequence).
+        last_excerpt: when the last excerpt was written (None: no excerpt).
+        tailer_lag_time: for each named tailer, when the oldest excerpt it
+            has still to read was written (absent: nothing left to read).
+        tailer_reads: for each named tailer, the excerpts this watch has
+            seen it read (a count that only grows: the excerpts up to its
+            position at the first look, then each move forward).
     """
 
     path: str
@@ -69,6 +98,11 @@ class QueueFigures:
     stats: QueueStats
     write_lock_holder: int | None
     write_lock_held: float
+    write_lock_alive: bool = True
+    roll_cycle: RollCycle | None = None
+    last_excerpt: ExcerptTime | None = None
+    tailer_lag_time: dict[str, ExcerptTime] = field(default_factory=dict)
+    tailer_reads: dict[str, int] = field(default_factory=dict)
 
     @property
     def excerpts(self) -> int:
@@ -89,11 +123,13 @@ class QueueWatch:
     queue deleted and made again); the figures of ended cycles are kept.
     """
 
-    def __init__(self, path: str) -> None:
-        """Watch the queue at ``path``, which must exist.
+    def __init__(self, path: str, *, wait: bool = False) -> None:
+        """Watch the queue at ``path``.  It must exist unless ``wait`` is
+        true: then a missing queue is looked for again at each look (and
+        :meth:`figures` raises :class:`NoSuchQueueError` until it appears).
 
         Raises:
-            NoSuchQueueError: nothing at ``path``.
+            NoSuchQueueError: nothing at ``path`` (and ``wait`` false).
             NotAQueueError: ``path`` is not a queue directory.
             QueueAccessError: the queue may not be read.
         """
@@ -102,8 +138,12 @@ class QueueWatch:
         # (lock value, bytes written then, monotonic time first seen so)
         self._held: tuple[int, int, float] | None = None
         self._queue: Queue | None = None
+        self._reader: Tailer | None = None
         self._identity: tuple[tuple[int, int], tuple[int, int] | None] | None = None
-        self._open()
+        # named tailer -> (reads counted so far, its index at the last look)
+        self._reads: dict[str, tuple[int, int]] = {}
+        if not (wait and not os.path.lexists(path)):
+            self._open()
 
     def _where(self) -> tuple[tuple[int, int], tuple[int, int] | None]:
         d = os.stat(self.path)
@@ -144,22 +184,90 @@ class QueueWatch:
         lock = next((lk for lk in stats.locks if lk.key == WRITE_LOCK), None)
         holder: int | None = None
         held = 0.0
+        alive = True
         if lock is None or not lock.locked:
             self._held = None
         else:
             holder = lock.holder
+            alive = lock.alive
             seen = self._held
             if seen is None or seen[0] != lock.value or seen[1] != stats.total_bytes:
                 self._held = (lock.value, stats.total_bytes, now)
             else:
                 held = now - seen[2]
-        return QueueFigures(self.path, now, stats, holder, held)
+        try:
+            last = (None if stats.last_index is None
+                    else self._written(q, stats.last_index))
+            lag_time: dict[str, ExcerptTime] = {}
+            reads: dict[str, int] = {}
+            for t in stats.tailers:
+                if t.lag_messages > 0:
+                    oldest = _first_at_or_after(stats, t.index)
+                    if oldest is not None:
+                        lag_time[t.name] = self._written(q, oldest)
+                reads[t.name] = self._count_reads(q, t.name, t.index, stats.first_index)
+        except BaseException:
+            self.close()
+            raise
+        return QueueFigures(self.path, now, stats, holder, held, alive, q.roll_cycle,
+                            last, lag_time, reads)
+
+    def _count_reads(self, q: Queue, name: str, index: int, first: int | None) -> int:
+        seen = self._reads.get(name)
+        if seen is None:
+            total = q.count_excerpts(first, index) if index and first is not None else 0
+        else:
+            total, before = seen
+            if index > before and before:
+                total += q.count_excerpts(before, index)
+            elif index > before and first is not None:  # started since
+                total += q.count_excerpts(first, index)
+        self._reads[name] = (total, index)
+        return total
+
+    def _written(self, q: Queue, index: int) -> ExcerptTime:
+        """When the excerpt at ``index`` (or the next one) was written."""
+        rc = q.roll_cycle
+        payload: bytes | None = None
+        r = self._reader
+        if r is None:
+            r = self._reader = q.tailer()
+        try:
+            if r.move_to_index(index):
+                ex = r.read_nowait()
+                if ex is not None:
+                    payload = ex.payload
+        except ChronicleError:
+            payload = None
+        if payload is not None:
+            try:
+                h = call_history(payload)
+            except WireError:
+                h = None
+            if h is not None and h.timings:
+                age = (time.monotonic_ns() - h.timings[-1]) / 1e9
+                return ExcerptTime(max(0.0, age), "history")
+        start_ms = rc.resolve_epoch(q.epoch) + (index >> rc.cycle_shift) * rc.length_ms
+        return ExcerptTime(max(0.0, time.time() - start_ms / 1000.0), "cycle")
 
     def close(self) -> None:
         """Let go of the queue (a later look opens it again)."""
+        r, self._reader = self._reader, None
+        if r is not None:
+            r.close()
         q, self._queue = self._queue, None
         if q is not None:
             q.close()
+
+
+def _first_at_or_after(stats: QueueStats, index: int) -> int | None:
+    """The index of the first excerpt at ``index`` or after (a tailer's next
+    index may be one past the end of its cycle); None when there is none."""
+    for c in stats.cycles:
+        if c.last_index is None or c.first_index is None or c.last_index < index:
+            continue
+        return max(index, c.first_index)
+    return None
 
 
 class RateTracker:

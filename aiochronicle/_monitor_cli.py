@@ -11,7 +11,11 @@ names the extra when it is missing.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
+import hashlib
+import hmac
+import ipaddress
 import json
 import math
 import os
@@ -83,23 +87,167 @@ def _plot_file(text: str) -> str:
 # --------------------------------------------------------------------------
 
 
+class WebConfig:
+    """A web config file in the format of Prometheus' exporter-toolkit:
+    ``tls_server_config`` (``cert_file``, ``key_file``, relative to the
+    file) and ``basic_auth_users`` (user: bcrypt hash)."""
+
+    def __init__(self, path: str) -> None:
+        """Read ``path``.
+
+        Raises:
+            ChronicleError: the file is missing, not YAML, or has keys or
+                values of the wrong kind.
+        """
+        try:
+            import yaml  # type: ignore[import-untyped]
+        except ImportError as exc:
+            raise _need("pyyaml", exc) from None
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError) as exc:
+            raise ChronicleError(f"bad web config {path}: {exc}") from None
+        doc = {} if doc is None else doc
+        if not isinstance(doc, dict):
+            raise ChronicleError(f"bad web config {path}: expected a mapping")
+        unknown = set(doc) - {"tls_server_config", "basic_auth_users", "http_server_config"}
+        if unknown:
+            raise ChronicleError(f"bad web config {path}: unknown keys {sorted(unknown)}")
+        base = os.path.dirname(os.path.abspath(path))
+        tls = doc.get("tls_server_config") or {}
+        self.cert: str | None = None
+        self.key: str | None = None
+        if tls:
+            if not isinstance(tls, dict) or not tls.get("cert_file") or not tls.get("key_file"):
+                raise ChronicleError(f"bad web config {path}: tls_server_config needs "
+                                     "cert_file and key_file")
+            self.cert = os.path.join(base, str(tls["cert_file"]))
+            self.key = os.path.join(base, str(tls["key_file"]))
+        users = doc.get("basic_auth_users") or {}
+        if not isinstance(users, dict) or not all(
+                isinstance(u, str) and isinstance(h, str) for u, h in users.items()):
+            raise ChronicleError(f"bad web config {path}: basic_auth_users maps user "
+                                 "names to bcrypt hashes")
+        self.users: dict[str, bytes] = {u: h.encode() for u, h in users.items()}
+        if self.users:
+            try:
+                import bcrypt  # noqa: F401  (checked before serving)
+            except ImportError as exc:
+                raise _need("bcrypt", exc) from None
+        self._ok: set[bytes] = set()  # digests of credentials checked good
+        self._ok_lock = threading.Lock()
+
+    def allowed(self, header: str | None) -> bool:
+        """True if the ``Authorization`` header names a user and its password
+        (always, when there are no users)."""
+        if not self.users:
+            return True
+        if not header or not header.startswith("Basic "):
+            return False
+        try:
+            user, _, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return False
+        hashed = self.users.get(user)
+        if hashed is None:
+            return False
+        digest = hashlib.sha256(b"\0".join((user.encode(), password.encode(), hashed))).digest()
+        with self._ok_lock:
+            if any(hmac.compare_digest(digest, d) for d in self._ok):
+                return True
+        import bcrypt
+        try:
+            good = bcrypt.checkpw(password.encode(), hashed)
+        except ValueError:
+            return False
+        if good:
+            with self._ok_lock:
+                self._ok.add(digest)
+        return good
+
+
+def _serve(registry: Any, host: str, port: int, web: WebConfig) -> tuple[Any, threading.Thread]:
+    """An HTTP(S) server of ``registry`` on its own thread, checking ``web``'s users."""
+    import socket
+    import ssl
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    from prometheus_client import make_wsgi_app
+
+    inner = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        if not web.allowed(environ.get("HTTP_AUTHORIZATION")):
+            start_response("401 Unauthorized",
+                           [("WWW-Authenticate", 'Basic realm="aiochronicle"'),
+                            ("Content-Type", "text/plain")])
+            return [b"Unauthorized\n"]
+        return inner(environ, start_response)
+
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = family
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = make_server(host, port, app, Server, handler_class=Quiet)
+    if web.cert is not None and web.key is not None:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            ctx.load_cert_chain(web.cert, web.key)
+        except (OSError, ssl.SSLError) as exc:
+            httpd.server_close()
+            raise ChronicleError(f"cannot load the TLS certificate or key: {exc}") from None
+        httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    return httpd, thread
+
+
+def _local(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def cmd_metrics(args: argparse.Namespace) -> int:
     """Serve ``/metrics`` until SIGTERM or SIGINT."""
     try:
-        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
         from . import metrics
     except ImportError as exc:
         raise _need("prometheus-client", exc) from None
+    web = WebConfig(args.web_config) if args.web_config else None
     registry = CollectorRegistry()
-    collector = metrics.QueueCollector(args.queues)
+    collector = metrics.QueueCollector(args.queues, wait=True)
     registry.register(collector)
+    ProcessCollector(registry=registry)
     stop = _stop_on_signals()
-    server, thread = start_http_server(args.port, args.host, registry)
+    if web is None:
+        server, thread = start_http_server(args.port, args.host, registry)
+    else:
+        server, thread = _serve(registry, args.host, args.port, web)
     try:
         host, port = args.host, server.server_port
+        if not _local(host) and (web is None or web.cert is None or not web.users):
+            sys.stderr.write(f"warning: serving {host} beyond this host without "
+                             f"{'TLS and basic auth' if web is None else 'TLS or basic auth'}"
+                             " (--web-config)\n")
+            sys.stderr.flush()
         shown = f"[{host}]" if ":" in host else host
-        sys.stdout.write(f"serving http://{shown}:{port}/metrics for "
+        scheme = "https" if web is not None and web.cert is not None else "http"
+        sys.stdout.write(f"serving {scheme}://{shown}:{port}/metrics for "
                          f"{len(args.queues)} queue{'s' if len(args.queues) != 1 else ''}\n")
         sys.stdout.flush()
         while not stop.wait(3600):
@@ -124,6 +272,8 @@ def _rate(r: float | None) -> str:
 def _lock_text(f: QueueFigures) -> str:
     if f.write_lock_holder is None:
         return "free"
+    if not f.write_lock_alive:
+        return f"held by dead process {f.write_lock_holder} (seen {f.write_lock_held:.1f}s)"
     return f"held by {f.write_lock_holder} for {f.write_lock_held:.1f}s"
 
 
@@ -167,7 +317,7 @@ def cmd_top(args: argparse.Namespace) -> int:
         from rich.table import Table
     except ImportError as exc:
         raise _need("rich", exc) from None
-    watches = [QueueWatch(p) for p in args.queues]
+    watches = [QueueWatch(p, wait=True) for p in args.queues]
     rates = RateTracker()
     out: TextIO = sys.stdout
     tty = out.isatty()
@@ -339,14 +489,22 @@ def add_parsers(sub: Any, seconds: Callable[[str], float]) -> None:
 
     m = add("metrics", cmd_metrics, "serve queues' figures to Prometheus (/metrics)",
             "Serve /metrics in the Prometheus text format for one or more queues, read "
-            "again at each\nscrape: excerpts, last index, each named tailer's lag, cycle "
-            "files, disk bytes and\nthe write lock.  Nothing is locked or written.  "
-            "Stops on SIGTERM or Ctrl-C.\nNeeds prometheus-client (the monitor extra).")
+            "again at each\nscrape: excerpts, indices (as cycle and sequence), each named "
+            "tailer's lag (excerpts,\nbytes, seconds) and reads, cycle files, disk bytes, "
+            "the write lock (its holder alive\nor dead) and the exporter's own figures.  "
+            "A queue that does not exist yet is reported\ndown until it appears.  Nothing "
+            "is locked or written.  Stops on SIGTERM or Ctrl-C.\nNeeds prometheus-client "
+            "(the monitor extra).")
     m.add_argument("queues", nargs="+", metavar="QUEUE", help="queue directories")
     m.add_argument("--port", type=_port, required=True,
                    help="TCP port (0: any free one; the first line printed says which)")
     m.add_argument("--host", default="127.0.0.1",
-                   help="address to bind (default 127.0.0.1: this host only)")
+                   help="address to bind (default 127.0.0.1: this host only; beyond it, "
+                        "use --web-config)")
+    m.add_argument("--web-config", metavar="FILE",
+                   help="TLS and basic auth, in the web config format of Prometheus' "
+                        "exporter-toolkit (tls_server_config: cert_file, key_file; "
+                        "basic_auth_users: user: bcrypt hash)")
 
     t = add("top", cmd_top, "live view of append rate, readers' rates and lag",
             "A live table of queues (excerpts, append rate, cycles, disk, write lock) and "

@@ -56,10 +56,11 @@ __all__ = ["DEFAULT_LATENCY_BUCKETS", "PipelineCollector", "QueueCollector", "Se
 
 _log = logging.getLogger("aiochronicle.metrics")
 
-#: histogram buckets (seconds) for per-hop latency: 1 us to 1 s
+#: histogram buckets (seconds) for per-hop latency: 1 us to 10 minutes
 DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
     1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
-    1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0)
+    1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    600.0)
 
 
 class QueueCollector(Collector):
@@ -70,30 +71,58 @@ class QueueCollector(Collector):
     ``aiochronicle_queue_up``
         1 when the last look at the queue succeeded, else 0 (the other
         figures of the queue are then left out).
-    ``aiochronicle_excerpts_total``, ``aiochronicle_last_index``,
-    ``aiochronicle_first_index``, ``aiochronicle_bytes_written``
-        excerpts in the cycle files (retention lowers it), the index of the
-        last and first excerpt (-1 when empty), bytes written.
+    ``aiochronicle_excerpts_total``, ``aiochronicle_bytes_written``
+        excerpts in the cycle files (retention lowers it), bytes written.
+    ``aiochronicle_last_index_cycle``, ``..._sequence``,
+    ``aiochronicle_first_index_cycle``, ``..._sequence``
+        the last and first excerpt's index as its cycle and sequence (exact
+        integers; absent when empty).
+    ``aiochronicle_last_index``, ``aiochronicle_first_index``
+        deprecated: the same indices as one float64 (-1 when empty), exact
+        only below 2**53 (not so for MINUTELY, TEST_SECONDLY and other short
+        cycles); use the cycle and sequence gauges.
+    ``aiochronicle_last_excerpt_age_seconds``
+        how long ago the last excerpt was written (see the lag in seconds).
     ``aiochronicle_cycle_files``, ``aiochronicle_disk_bytes``, ``aiochronicle_file_size_bytes``
         cycle files, the disk blocks allocated to them (``st_blocks * 512``)
         and their apparent size (sparse files' holes counted).
     ``aiochronicle_named_tailer_lag_excerpts``, ``..._lag_bytes``,
     ``aiochronicle_named_tailer_index`` (labels ``queue``, ``tailer``)
-        how far each named tailer is behind the end, and its next index.
-    ``aiochronicle_write_lock_held_seconds``, ``aiochronicle_write_lock_holder``
-        how long the write lock has been seen held with no excerpt written
-        (0 when free) and the PID holding it (0 when free).
+        how far each named tailer is behind the end, and its next index
+        (deprecated float64, as ``last_index``; ``..._index_cycle`` and
+        ``..._index_sequence`` are exact).
+    ``aiochronicle_named_tailer_lag_seconds{queue, tailer, source}``
+        how long ago the oldest excerpt the tailer has still to read was
+        written (0 when it has read everything): ``source="history"`` from
+        the excerpt's message history (exact, same host), ``"cycle"`` from
+        the start of its cycle when it carries none (an upper bound).
+    ``aiochronicle_named_tailer_reads_total``
+        excerpts the named tailer was seen to read (a counter for ``rate()``).
+    ``aiochronicle_write_lock_held_seconds``, ``aiochronicle_write_lock_holder``,
+    ``aiochronicle_write_lock_holder_alive``, ``aiochronicle_write_lock_dead_seconds``
+        how long the write lock has been seen held by a live process with
+        no excerpt written (0 when free or dead), the PID holding it (0 when
+        free), 1 when that process is alive (0 when it is dead or the lock is
+        free), and how long a dead process has been seen holding it.
+    ``aiochronicle_exporter_scrape_duration_seconds``,
+    ``aiochronicle_exporter_scrape_errors_total``, ``aiochronicle_exporter_scrapes_total``
+        the collector's own figures: the last collection's time, the looks
+        at a queue that failed, the collections made.
     """
 
-    def __init__(self, paths: Iterable[str]) -> None:
-        """Collect the queues at ``paths`` (each must exist now).
+    def __init__(self, paths: Iterable[str], *, wait: bool = False) -> None:
+        """Collect the queues at ``paths`` (each must exist now, unless
+        ``wait``: a missing queue is reported down until it appears).
 
         Raises:
             NoSuchQueueError, NotAQueueError, QueueAccessError: a path is not
                 a readable queue.
         """
-        self._watches = [QueueWatch(p) for p in paths]
+        self._watches = [QueueWatch(p, wait=wait) for p in paths]
         self._lock = threading.Lock()
+        self._errors = 0
+        self._scrapes = 0
+        self._last_duration = 0.0
 
     def describe(self) -> Iterable[Any]:
         """Nothing up front: the figures are read only when scraped."""
@@ -114,11 +143,27 @@ class QueueCollector(Collector):
                     out.append((w.path, w.figures()))
                 except Exception as exc:  # a queue gone or damaged: report it down
                     _log.warning("cannot read queue %s: %s", w.path, exc)
+                    self._errors += 1
                     out.append((w.path, None))
         return out
 
     def collect(self) -> Iterator[Any]:
         """The metrics, from a fresh look at every queue."""
+        started = time.perf_counter()
+        yield from self._queue_metrics()
+        with self._lock:
+            self._scrapes += 1
+            self._last_duration = time.perf_counter() - started
+            errors, scrapes, took = self._errors, self._scrapes, self._last_duration
+        c = CounterMetricFamily("aiochronicle_exporter_scrape_errors",
+                                "looks at a queue that failed", value=errors)
+        yield c
+        yield CounterMetricFamily("aiochronicle_exporter_scrapes", "collections made",
+                                  value=scrapes)
+        yield GaugeMetricFamily("aiochronicle_exporter_scrape_duration_seconds",
+                                "seconds the last collection took", value=took)
+
+    def _queue_metrics(self) -> Iterator[Any]:
         looks = self.looks()
         q = ["queue"]
         up = GaugeMetricFamily("aiochronicle_queue_up", "1 if the queue could be read", labels=q)
@@ -142,7 +187,33 @@ class QueueCollector(Collector):
                                  "excerpt written (0: free)", labels=q)
         holder = GaugeMetricFamily("aiochronicle_write_lock_holder",
                                    "PID holding the write lock (0: free)", labels=q)
+        alive = GaugeMetricFamily("aiochronicle_write_lock_holder_alive",
+                                  "1 if the write lock's holder is a live process "
+                                  "(0: dead or free)", labels=q)
+        dead = GaugeMetricFamily("aiochronicle_write_lock_dead_seconds",
+                                 "seconds the write lock has been seen held by a dead "
+                                 "process (0: free or alive)", labels=q)
+        cyc = {k: GaugeMetricFamily(f"aiochronicle_{k}_index_cycle",
+                                    f"cycle of the {k} excerpt's index", labels=q)
+               for k in ("last", "first")}
+        seq = {k: GaugeMetricFamily(f"aiochronicle_{k}_index_sequence",
+                                    f"sequence of the {k} excerpt's index", labels=q)
+               for k in ("last", "first")}
+        age = GaugeMetricFamily("aiochronicle_last_excerpt_age_seconds",
+                                "seconds since the last excerpt was written",
+                                labels=["queue", "source"])
         qt = ["queue", "tailer"]
+        t_cyc = GaugeMetricFamily("aiochronicle_named_tailer_index_cycle",
+                                  "cycle of the next index a named tailer reads", labels=qt)
+        t_seq = GaugeMetricFamily("aiochronicle_named_tailer_index_sequence",
+                                  "sequence of the next index a named tailer reads",
+                                  labels=qt)
+        lag_s = GaugeMetricFamily("aiochronicle_named_tailer_lag_seconds",
+                                  "seconds since the oldest excerpt a named tailer has "
+                                  "still to read was written (0: none)",
+                                  labels=["queue", "tailer", "source"])
+        reads = CounterMetricFamily("aiochronicle_named_tailer_reads",
+                                    "excerpts a named tailer was seen to read", labels=qt)
         lag = GaugeMetricFamily("aiochronicle_named_tailer_lag_excerpts",
                                 "excerpts a named tailer has still to read", labels=qt)
         lag_bytes = GaugeMetricFamily("aiochronicle_named_tailer_lag_bytes",
@@ -162,14 +233,35 @@ class QueueCollector(Collector):
             files.add_metric([path], len(s.cycles))
             disk.add_metric([path], s.disk_bytes)
             apparent.add_metric([path], s.file_bytes)
-            held.add_metric([path], f.write_lock_held)
+            is_held = f.write_lock_holder is not None
+            held.add_metric([path], f.write_lock_held if f.write_lock_alive else 0)
             holder.add_metric([path], f.write_lock_holder or 0)
+            alive.add_metric([path], 1 if is_held and f.write_lock_alive else 0)
+            dead.add_metric([path], 0 if f.write_lock_alive else f.write_lock_held)
+            rc = f.roll_cycle
+            if rc is not None:
+                for k, ix in (("last", s.last_index), ("first", s.first_index)):
+                    if ix is not None:
+                        cyc[k].add_metric([path], ix >> rc.cycle_shift)
+                        seq[k].add_metric([path], rc.to_sequence(ix))
+            if f.last_excerpt is not None:
+                age.add_metric([path, f.last_excerpt.source], f.last_excerpt.age)
             for t in s.tailers:
                 lag.add_metric([path, t.name], t.lag_messages)
                 lag_bytes.add_metric([path, t.name], t.lag_bytes)
                 index.add_metric([path, t.name], t.index)
-        yield from (up, excerpts, last, first, written, files, disk, apparent, held, holder, lag,
-                    lag_bytes, index)
+                if rc is not None:
+                    t_cyc.add_metric([path, t.name], t.index >> rc.cycle_shift)
+                    t_seq.add_metric([path, t.name], rc.to_sequence(t.index))
+                lt = f.tailer_lag_time.get(t.name)
+                if lt is None:
+                    lag_s.add_metric([path, t.name, "none"], 0.0)
+                else:
+                    lag_s.add_metric([path, t.name, lt.source], lt.age)
+                reads.add_metric([path, t.name], f.tailer_reads.get(t.name, 0))
+        yield from (up, excerpts, last, first, written, files, disk, apparent, held, holder,
+                    alive, dead, *cyc.values(), *seq.values(), age, lag, lag_bytes, index,
+                    t_cyc, t_seq, lag_s, reads)
 
 
 class ServiceMetrics(Collector):
