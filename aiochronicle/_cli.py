@@ -490,7 +490,7 @@ def _yaml_documents(name: str, fh: TextIO) -> Iterator[tuple[str, str]]:
 def _require_yaml() -> None:
     """YAML input needs PyYAML, which only the ``yaml`` extra installs."""
     try:
-        import yaml  # noqa: F401 (msgspec.yaml decodes with it)
+        importlib.import_module("yaml")  # msgspec.yaml decodes with it
     except ImportError:
         raise InputError('--format yaml needs PyYAML, which aiochronicle installs only with '
                          'its yaml extra: pip install "aiochronicle[yaml]"') from None
