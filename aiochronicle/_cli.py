@@ -565,6 +565,15 @@ def _yaml_documents(name: str, fh: TextIO) -> Iterator[tuple[str, str]]:
         yield f"{name} line {start}", "".join(buf)
 
 
+def _require_yaml() -> None:
+    """YAML input needs PyYAML, which only the ``yaml`` extra installs."""
+    try:
+        importlib.import_module("yaml")  # msgspec.yaml decodes with it
+    except ImportError:
+        raise InputError('--format yaml needs PyYAML, which aiochronicle installs only with '
+                         'its yaml extra: pip install "aiochronicle[yaml]"') from None
+
+
 def _messages(args: argparse.Namespace) -> Iterator[bytes]:
     fmt = args.format
     for name, fh in _sources(args.files):
@@ -574,7 +583,7 @@ def _messages(args: argparse.Namespace) -> Iterator[bytes]:
             for where, doc in _yaml_documents(name, fh):
                 try:
                     obj = msgspec.yaml.decode(doc.encode())
-                except (msgspec.DecodeError, ImportError) as exc:
+                except msgspec.DecodeError as exc:
                     raise InputError(f"{where}: invalid YAML: {exc}") from None
                 for item in obj if isinstance(obj, list) and args.method is None else [obj]:
                     yield encode_calls(item, args.method, where)
@@ -608,6 +617,8 @@ def cmd_write(args: argparse.Namespace) -> int:
     path = args.path
     if os.path.exists(path) and not os.path.isdir(path):
         raise NotAQueueError(f"{path} is not a directory")
+    if args.format == "yaml":
+        _require_yaml()
     rc = RollCycles.by_name(args.roll_cycle) if args.roll_cycle else None
     q = open_queue(path, roll_cycle=rc)
     first = last = None

@@ -1,8 +1,13 @@
 """Pytest fixtures for testing your own services against aiochronicle.
 
-Installing aiochronicle registers this module as a pytest plugin (through the
-``pytest11`` entry point), so the fixtures below are available in any test
-suite without a ``conftest.py``:
+The plugin is opt-in, so installing aiochronicle changes no other project's
+pytest sessions.  Enable it for a test suite in its top-level ``conftest.py``
+(or a test module)::
+
+    pytest_plugins = ["aiochronicle.testing"]
+
+or on the command line (``pytest -p aiochronicle.testing``, also as ``addopts``
+in the pytest configuration).  It provides these fixtures:
 
 ``chronicle_queue_dir``
     A fresh, empty directory for one queue (under pytest's ``tmp_path``).
@@ -31,10 +36,6 @@ Example::
         inbound = chronicle_queue_factory("in", source_id=1)
         outbound = chronicle_queue_factory("out", roll_cycle=aiochronicle.RollCycles.FAST_HOURLY)
         ...
-
-If the plugin is disabled
-(``-p no:aiochronicle``), enable it per test module with
-``pytest_plugins = ["aiochronicle.testing"]``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,16 @@
 #!/usr/bin/env bash
-# Set everything up and run the whole test suite (what CI runs).
+# Set everything up and run the whole test suite (what CI runs: .ci/run).
+#
+# Structure (every test runs at least once against the package under test):
+#   1. setup (.venv, editable install: the C core compiled from the checkout, the jar),
+#      the Java interop programs, ruff, mypy;
+#   2. the whole suite against that install (slow end-to-end cases included);
+#   3. scripts/test_installed.py: the sdist and wheel as pip builds them, the wheel
+#      repaired and installed in a fresh venv with no compiler, and the tests of what
+#      the install decides (packaging, the console script, the native modules as
+#      shipped, the jar and Spark registration, the package metadata, plus a
+#      representative set of queue behaviour): its INSTALL_TESTS.  The rest ran in 2
+#      on the same sources; `scripts/test_installed.py --whole-suite` runs them all again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # clang builds the libFuzzer target of the native core (gcc builds everything else);
@@ -31,6 +42,5 @@ bash scripts/setup.sh
 .venv/bin/python -m pytest "$@"
 # what users install: the sdist and a wheel from `python -m build` (isolated), the wheel
 # repaired by auditwheel and installed with the spark extra in a fresh venv with no C
-# compiler on PATH, and the suite again against it (less the tests marked `checkout`,
-# which compile the native sources or build the package: see the script's docstring)
+# compiler on PATH, and the install-dependent tests against it (see the script's docstring)
 .venv/bin/python scripts/test_installed.py -q

@@ -1,16 +1,27 @@
 """What users install is what we test: build the sdist and a wheel as pip would
 (``python -m build``: isolated, the wheel built from the sdist), repair the wheel with
 ``auditwheel``, install it with the ``spark`` and ``dev`` extras in a fresh venv whose
-PATH has no C compiler, and run the test suite against the installed package.
+PATH has no C compiler, and run the tests that depend on the install against it.
 
-The suite runs from a copy of the repository without the package, its native sources
+The whole suite has already run against the package built from the checkout (the
+editable install of ``scripts/setup.sh``: same C sources, same Python files); what can
+differ in the wheel is how it is put together.  So this pass runs the tests of what the
+install decides (``INSTALL_TESTS``): the package imported is the wheel's, with its
+native modules and no compiler; the ``aiochronicle`` console script and ``python -m``;
+the JVM reader's jar and its Spark registration; the package metadata as pytest and
+pip see it (the opt-in pytest plugin); the export list and layers of the files shipped;
+plus a representative set of queue behaviour (appending, tailing, rolling, async
+waiting, Java's byte format) run through the installed native core.  ``--whole-suite``
+runs every test again instead (a release check; about twice the time).
+
+The tests run from a copy of the repository without the package, its native sources
 or its build files (so nothing on ``sys.path`` but the venv holds ``aiochronicle``),
 less the tests marked ``checkout``: the ones that compile the native sources (sanitizer
 builds, fuzz targets: they need a compiler and ``native/``) or build the package
 itself (``tests/test_packaging.py``, which the steps here do for real).
 
-Usage: ``python scripts/test_installed.py [pytest arguments]`` (scripts/test.sh runs it);
-the artifacts are left in ``dist/`` and ``wheelhouse/``.
+Usage: ``python scripts/test_installed.py [--whole-suite] [pytest arguments]``
+(scripts/test.sh runs it); the artifacts are left in ``dist/`` and ``wheelhouse/``.
 """
 
 from __future__ import annotations
@@ -33,6 +44,21 @@ JAR = "aiochronicle/spark/aiochronicle-spark.jar"
 # or read, and pyproject.toml for pytest's settings
 COPIED = ("tests", "examples", "bench", "docs", "interop", "scripts", "README.md",
           "CHANGELOG.md", "mkdocs.yml", "pyproject.toml", "LICENSE")
+# the tests of what the install decides (see the docstring); the checkout pass ran them all
+INSTALL_TESTS = (
+    "tests/test_package_under_test.py",   # the wheel's package and native core, no compiler
+    "tests/test_testing_plugin.py",       # the wheel's metadata: the plugin is opt-in
+    "tests/test_cli.py",                  # the console script and `python -m aiochronicle`
+    "tests/test_native_boundary.py",      # the native modules as the wheel ships them
+    "tests/test_exports.py",              # the public names of the files shipped
+    "tests/test_layers.py",               # the layers of the files shipped
+    "tests/spark/test_spark_register.py", # the jar and its Spark registration
+    # a representative set of queue behaviour through the installed core
+    "tests/test_queue_api.py",
+    "tests/test_async.py",
+    "tests/test_rolling.py",
+    "tests/test_java_fixtures.py",
+)
 # C compilers (and their target-prefixed names) left off the venv's PATH
 COMPILER = re.compile(r"^(.*-)?(cc|c\+\+|c89|c99|gcc|g\+\+|cpp|clang|clang\+\+|tcc)(-[\d.]+)?$")
 
@@ -92,6 +118,10 @@ def path_without_compilers(work: Path) -> str:
 
 
 def main(pytest_args: list[str]) -> int:
+    whole = "--whole-suite" in pytest_args
+    pytest_args = [a for a in pytest_args if a != "--whole-suite"]
+    missing = [t for t in INSTALL_TESTS if not (ROOT / t).is_file()]
+    assert not missing, f"INSTALL_TESTS names files that do not exist: {missing}"
     sdist, wheel = build()
     repaired = repair(wheel)
     say(f"built {sdist.name}, {wheel.name}, repaired to {repaired.name}")
@@ -116,9 +146,11 @@ def main(pytest_args: list[str]) -> int:
             else:
                 shutil.copy2(src, copy / name)
         env["AIOCHRONICLE_INSTALLED"] = site
-        say(f"running the suite against {site} (no C compiler on PATH)")
+        selected = [] if whole else list(INSTALL_TESTS)
+        say(f"running {'the whole suite' if whole else 'the install tests'} against {site} "
+            "(no C compiler on PATH)")
         r = subprocess.run([py, "-m", "pytest", "-p", "no:cacheprovider", "-m", "not checkout",
-                            *pytest_args], cwd=copy, env=env, check=False)
+                            *pytest_args, *selected], cwd=copy, env=env, check=False)
         return r.returncode
 
 

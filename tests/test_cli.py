@@ -380,6 +380,25 @@ def test_write_method_calls_as_java_writes_them(tmp_path: Path) -> None:
     assert r.stdout == "event: [ two, two ]\n"
 
 
+def test_write_yaml_without_pyyaml_names_the_extra(tmp_path: Path) -> None:
+    """PyYAML comes only with the ``yaml`` extra: without it, YAML input is a one-line
+    error naming the extra (the interpreter runs with ``yaml`` unimportable), before
+    the queue is created; the other formats work as before."""
+    q = tmp_path / "q"
+    block = ("import sys; sys.modules['yaml'] = None; "
+             "from aiochronicle._cli import main; sys.exit(main(sys.argv[1:]))")
+
+    def run_without_yaml(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", block, *args], input=stdin,
+                              capture_output=True, text=True, timeout=60)
+
+    line = assert_one_line_error(run_without_yaml("write", str(q), "--yaml", stdin="a: 1\n"))
+    assert 'pip install "aiochronicle[yaml]"' in line
+    assert not q.exists()
+    assert run_without_yaml("write", str(q), "--json", "-q", stdin='{"a": [1]}\n').returncode == 0
+    assert len(payloads(q)) == 1
+
+
 def test_write_bad_input(tmp_path: Path) -> None:
     q = tmp_path / "q"
     line = assert_one_line_error(run("write", str(q), "--json", stdin='{"ok": 1}\nnot json\n'))

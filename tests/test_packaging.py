@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -81,9 +82,24 @@ def test_wheel_contents(wheel: Path) -> None:
                    for n in names), sorted(names)
         (ep,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         entry_points = zf.read(ep).decode()
+        (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        metadata = zf.read(meta).decode()
     assert "aiochronicle = aiochronicle.__main__:main" in entry_points
-    assert "[pytest11]" in entry_points
-    assert "aiochronicle = aiochronicle.testing" in entry_points
+    # the pytest plugin is opt-in (-p aiochronicle.testing): no pytest11 entry point that
+    # would load the package into every pytest session of the environment
+    assert "pytest11" not in entry_points and "aiochronicle.testing" not in entry_points
+    requires = {line.split(":", 1)[1].strip() for line in metadata.splitlines()
+                if line.startswith("Requires-Dist:")}
+    by_name = {r.split(";")[0].split(">")[0].split("=")[0].split("[")[0].strip().lower(): r
+               for r in requires if "extra ==" not in r}
+    # `pip install aiochronicle` pulls no PyYAML: only extras have it (yaml; metrics and monitor for --web-config; dev)
+    assert "pyyaml" not in by_name, sorted(requires)
+    assert any(r.lower().startswith("pyyaml") and 'extra == "yaml"' in r for r in requires)
+    # uvloop only where it ships wheels: CPython on Linux and macOS
+    uvloop = by_name["uvloop"]
+    for marker in ('sys_platform == "linux"', 'sys_platform == "darwin"',
+                   'platform_python_implementation == "CPython"'):
+        assert marker in uvloop, uvloop
 
 
 def test_installed_wheel_works_from_an_empty_directory(wheel: Path, tmp_path: Path) -> None:
@@ -122,7 +138,8 @@ def test_a_stale_native_core_is_refused(wheel: Path, tmp_path: Path) -> None:
 
 
 def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
-    """``pip install .`` from the sdist compiles the cffi core: its sources are all there."""
+    """``pip install .`` from the sdist compiles the cffi core: its sources are all there,
+    and the JVM reader's jar too, so no Maven (or Java) is needed."""
     sdist_dir = tmp_path / "sdist"
     code = ("import sys; from setuptools import build_meta; "
             "print(build_meta.build_sdist(sys.argv[1]))")
@@ -139,9 +156,26 @@ def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
                    "native/wirecall.c", "native/wire.c", "native/wire.h"):
         assert needed in names, needed
     out = tmp_path / "wheel"
+    # a PATH with no Maven and no Java: the wheel is built from what the sdist carries
+    no_jvm = tmp_path / "bin"
+    no_jvm.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for entry in os.scandir(d):
+            link = no_jvm / entry.name
+            if entry.name in {"mvn", "mvnw", "java", "javac", "jar"} or link.exists():
+                continue
+            if entry.is_file() and os.access(entry.path, os.X_OK):
+                link.symlink_to(entry.path)
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"JAVA_HOME", "M2_HOME", "MAVEN_HOME"}}
+    env["PATH"] = str(no_jvm)
+    assert shutil.which("mvn", path=env["PATH"]) is None
+    assert shutil.which("java", path=env["PATH"]) is None
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(sdist), "-w", str(out),
                     "--no-build-isolation", "--no-deps", "-q"],
-                   check=True, cwd=tmp_path, capture_output=True, timeout=600)
+                   check=True, cwd=tmp_path, capture_output=True, timeout=600, env=env)
     (whl,) = out.glob("aiochronicle-*.whl")
     with zipfile.ZipFile(whl) as zf:
         assert any(n.startswith("aiochronicle/_cq") and n.endswith(".so") for n in zf.namelist())

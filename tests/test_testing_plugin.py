@@ -42,26 +42,47 @@ def test_and_then_closed(request):
 '''
 
 
-def test_disabling_the_entry_point_removes_the_fixtures(pytester: pytest.Pytester) -> None:
-    """The fixtures come from the ``pytest11`` entry point named ``aiochronicle``."""
+def test_without_opting_in_there_are_no_fixtures(pytester: pytest.Pytester) -> None:
+    """The plugin is opt-in: installing aiochronicle registers no ``pytest11`` entry point."""
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:aiochronicle",
-                                           "-q")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(failed=1, errors=4)  # the last test needs the one before
     result.stdout.fnmatch_lines(["*fixture 'chronicle_*' not found*"])
 
 
-def test_fixtures_through_the_entry_point(pytester: pytest.Pytester) -> None:
+def test_fixtures_through_dash_p(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p",
+                                           "aiochronicle.testing", "-q")
     result.assert_outcomes(passed=5)
 
 
 def test_fixtures_through_pytest_plugins(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user='pytest_plugins = ["aiochronicle.testing"]\n' + USER_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:aiochronicle",
-                                           "-q")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=5)
+
+
+def test_an_unrelated_session_does_not_import_aiochronicle(pytester: pytest.Pytester) -> None:
+    """Another project's test run, in an environment where aiochronicle is installed
+    (scripts/test_installed.py runs this against the wheel), loads none of it: its
+    conftest looks at ``sys.modules`` when the session ends."""
+    pytester.makeconftest("""
+        import sys
+
+        def pytest_sessionfinish(session):
+            loaded = sorted(m for m in sys.modules if m.split(".")[0] == "aiochronicle")
+            print("AIOCHRONICLE_MODULES", loaded)
+    """)
+    pytester.makepyfile(test_other="def test_nothing_to_do_with_queues():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "-q")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*AIOCHRONICLE_MODULES []*"])
+    # and the check sees a session that does load it
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p",
+                                           "aiochronicle.testing", "-s", "-q")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*AIOCHRONICLE_MODULES *'aiochronicle.testing'*"])
 
 
 FACTORY_TESTS = '''
@@ -105,7 +126,8 @@ def test_all_closed_afterwards():
 
 def test_queue_factory(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_factory=FACTORY_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p",
+                                           "aiochronicle.testing", "-q")
     result.assert_outcomes(passed=3)
 
 
