@@ -92,7 +92,8 @@ def test_wheel_contents(wheel: Path) -> None:
                 if line.startswith("Requires-Dist:")}
     by_name = {r.split(";")[0].split(">")[0].split("=")[0].split("[")[0].strip().lower(): r
                for r in requires if "extra ==" not in r}
-    # `pip install aiochronicle` pulls no PyYAML: only extras have it (yaml; metrics and monitor for --web-config; dev)
+    # `pip install aiochronicle` pulls no PyYAML: only extras have it (yaml, dev, and
+    # metrics and monitor for --web-config)
     assert "pyyaml" not in by_name, sorted(requires)
     assert any(r.lower().startswith("pyyaml") and 'extra == "yaml"' in r for r in requires)
     # uvloop only where it ships wheels: CPython on Linux and macOS
