@@ -153,6 +153,12 @@ int cq_notify_sockname(int64_t ident, char *out) {
 void cq_notify_park(int64_t *parked, int slot) {
     if (slot < 0 || slot >= CQ_NOTIFY_SLOTS) return;
     __atomic_fetch_or(parked, (int64_t)(1ull << slot), __ATOMIC_SEQ_CST);
+    /* the bit must be visible before the owner looks for data again (an
+     * acquire load of a header, not a seq_cst one): C11 orders that store and
+     * that load only through a seq_cst fence, which pairs with the one in
+     * cq_notify_commit.  x86's locked RMW is such a fence already; arm64's
+     * LDSETAL/LDAXR-STLXR is not one by the C11 model */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 void cq_notify_unpark(int64_t *parked, int slot) {
@@ -319,7 +325,7 @@ int cq_notify_commit(cq_notify_watch *n) {
     }
     if (n->cell == NULL && n->parked == NULL) return moved;
     /* the commit must be visible before we look for waiters (pairs with the
-     * fence in cq_notify_arm and the barrier of cq_notify_park) */
+     * fence in cq_notify_arm and the one in cq_notify_park) */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     int rc = CQ_NOTIFY_IDLE;
     if (n->parked != NULL && notify_parked(n) == CQ_NOTIFY_WOKE) rc = CQ_NOTIFY_WOKE;

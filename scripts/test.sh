@@ -7,6 +7,21 @@ if ! command -v clang >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-ge
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null) \
     || echo "note: clang could not be installed; the libFuzzer test will be skipped"
 fi
+# arm64: the C core and its C tests cross-compiled and run under qemu-user
+# (make -C native test-arm64, run by tests/test_native_arm64.py in the suite)
+if ! { command -v aarch64-linux-gnu-gcc && command -v qemu-aarch64-static; } >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      gcc-aarch64-linux-gnu qemu-user-static >/dev/null) \
+      || echo "note: gcc-aarch64-linux-gnu/qemu-user-static could not be installed"
+  fi
+fi
+if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64-static >/dev/null 2>&1; then
+  echo "arm64: tests/test_native_arm64.py runs the C tests under qemu-aarch64 (in pytest below)"
+else
+  echo "arm64 C tests skipped: no aarch64-linux-gnu-gcc or qemu-aarch64-static" \
+    "(not root, or no apt-get: apt-get install gcc-aarch64-linux-gnu qemu-user-static)"
+fi
 bash scripts/setup.sh
 # the Java interop programs, against each pinned Chronicle Queue (Maven; fails loudly)
 .venv/bin/python interop/jvm.py

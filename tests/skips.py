@@ -21,6 +21,9 @@ REASONS: dict[str, str] = {
     "mount": "no permission to mount a filesystem here",
     # the libFuzzer targets of the native core are built with clang (gcc has no libFuzzer)
     "clang": "no clang for the libFuzzer target",
+    # the arm64 run of the C core: a cross compiler and qemu-user (Debian packages
+    # gcc-aarch64-linux-gnu and qemu-user-static; scripts/test.sh installs them as root)
+    "arm64": "no arm64 cross compiler or qemu-aarch64-static",
     # uvloop does not support Windows (the package depends on it everywhere else)
     "uvloop": "uvloop is not available on this platform",
 }
