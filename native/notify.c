@@ -4,15 +4,14 @@
 #define _GNU_SOURCE
 #include "notify.h"
 #include "atomic.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,16 +40,11 @@ uint64_t cq_mono_ns(void) { return cq_now_ns(); }
 /* ------------------------------------------------------------------ */
 /* futex                                                               */
 
-static long futex(const uint32_t *word, int op, uint32_t val, const struct timespec *ts) {
-    return syscall(SYS_futex, word, op, val, ts, NULL, 0);
-}
-
 int cq_futex_wait(const uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
-    struct timespec ts;
-    ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
-    ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
-    if (futex(word, FUTEX_WAIT, expected, &ts) == 0) return CQ_WAIT_WOKEN;
-    switch (errno) {
+    int e = cq_plat_wait(word, expected, timeout_ns);
+    if (e == 0) return CQ_WAIT_WOKEN;
+    errno = e;
+    switch (e) {
     case ETIMEDOUT: return CQ_WAIT_TIMEOUT;
     case EAGAIN: return CQ_WAIT_CHANGED;
     case EINTR: return CQ_WAIT_INTERRUPTED;
@@ -59,8 +53,10 @@ int cq_futex_wait(const uint32_t *word, uint32_t expected, uint64_t timeout_ns) 
 }
 
 int cq_futex_wake(const uint32_t *word, int n) {
-    long r = futex(word, FUTEX_WAKE, (uint32_t)n, NULL);
-    return r < 0 ? cq_fail(CQ_ERRNO) : (int)r;
+    int r = cq_plat_wake(word, n);
+    if (r >= 0) return r;
+    errno = -r;
+    return cq_fail(CQ_ERRNO);
 }
 
 /* ------------------------------------------------------------------ */
@@ -124,7 +120,7 @@ static int notify_cell(int64_t *cell) {
             break;
     }
     uint32_t *word = (uint32_t *)cq_notify_word(cell);
-    futex(word, FUTEX_WAKE, INT_MAX, NULL);
+    cq_plat_wake(word, INT_MAX);
     return CQ_NOTIFY_WOKE;
 }
 
@@ -139,15 +135,11 @@ int cq_notify(int64_t *cell) {
 /* event-loop owners: parked bits and datagrams                        */
 
 #define SOCK_PREFIX "aiochronicle.notify."
+/* where the abstract namespace is missing (platform.h) */
+#define SOCK_PATH_PREFIX "/tmp/aiochronicle.n."
 
 int cq_notify_sockname(int64_t ident, char *out) {
-    static const char hex[] = "0123456789abcdef";
-    size_t plen = sizeof(SOCK_PREFIX) - 1;
-    out[0] = '\0'; /* the abstract namespace */
-    memcpy(out + 1, SOCK_PREFIX, plen);
-    uint64_t v = (uint64_t)ident;
-    for (int i = 0; i < 16; i++) out[1 + plen + (size_t)i] = hex[(v >> (60 - 4 * i)) & 0xF];
-    return (int)(1 + plen + 16);
+    return cq_plat_sockname(SOCK_PREFIX, SOCK_PATH_PREFIX, (uint64_t)ident, out);
 }
 
 void cq_notify_park(int64_t *parked, int slot) {
