@@ -167,7 +167,7 @@ void cq_notify_watch_close(cq_notify_watch *n) {
 static int watch_socket(cq_notify_watch *n) {
     int32_t s = __atomic_load_n(&n->sock, __ATOMIC_ACQUIRE);
     if (s != 0) return s > 0 ? s - 1 : -1;
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = cq_plat_dgram_socket();
     if (fd < 0) return -1; /* out of descriptors: the owners' parks end on their timers */
     int32_t expected = 0;
     if (!__atomic_compare_exchange_n(&n->sock, &expected, fd + 1, 0, __ATOMIC_ACQ_REL,
@@ -191,7 +191,7 @@ static void wake_owner(cq_notify_watch *n, int fd, int i) {
     /* sendto gives the bytes sent (1), not 0: testing `== 0` took every
      * delivered wake-up for a failure, and a stale errno of ECONNREFUSED (from
      * an earlier refused send) then freed the slot of a live owner */
-    if (sendto(fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&addr, alen) >= 0)
+    if (sendto(fd, &one, 1, MSG_DONTWAIT | CQ_MSG_NOSIGNAL, (struct sockaddr *)&addr, alen) >= 0)
         return;
     /* EAGAIN: its queue is full, so a wake-up is pending anyway.  Refused or
      * no such name: the owner is gone; free its slot unless it changed */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -126,4 +127,21 @@ int cq_plat_sockname(const char *prefix_abstract, const char *prefix_path, uint6
 #endif
     for (int i = 0; i < 16; i++) out[n + (size_t)i] = hex[(ident >> (60 - 4 * i)) & 0xF];
     return (int)(n + 16);
+}
+
+int cq_plat_dgram_socket(void) {
+#ifndef CQ_PORTABLE
+    return socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+#else
+    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    if (fd < 0) return -1;
+    int fl = fcntl(fd, F_GETFL);
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+#endif
 }

@@ -41,4 +41,18 @@ int cq_plat_reserve(int fd, uint64_t off, uint64_t len);
 int cq_plat_sockname(const char *prefix_abstract, const char *prefix_path, uint64_t ident,
                      char *out);
 
+/* A non-blocking, close-on-exec AF_UNIX datagram socket: its fd, or -1
+ * (errno set).  Linux makes it in one call; the portable path sets the flags
+ * with fcntl (macOS has no SOCK_CLOEXEC/SOCK_NONBLOCK). */
+int cq_plat_dgram_socket(void);
+
+/* sendto's flag against SIGPIPE where there is one (macOS has none, and its
+ * AF_UNIX datagram sends raise no SIGPIPE). */
+#include <sys/socket.h>
+#ifdef MSG_NOSIGNAL
+#define CQ_MSG_NOSIGNAL MSG_NOSIGNAL
+#else
+#define CQ_MSG_NOSIGNAL 0
+#endif
+
 #endif

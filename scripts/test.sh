@@ -30,6 +30,9 @@ bash scripts/setup.sh
 # the examples use only the public API, and type-check against it strictly
 .venv/bin/python -m mypy --strict examples
 .venv/bin/python -m pytest "$@"
+# the portable build of the core (CQ_PORTABLE=1: the code macOS runs), in a directory
+# of its own, under the tests of what the platform layer changes (native/platform.h)
+bash scripts/test_portable.sh
 # what users install: the sdist and a wheel from `python -m build` (isolated), the wheel
 # repaired by auditwheel and installed with the spark extra in a fresh venv with no C
 # compiler on PATH, and the suite again against it (less the tests marked `checkout`,

@@ -9,6 +9,7 @@ if the portable one was.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -39,10 +40,8 @@ def test_notify_socket_names_follow_the_platform_path() -> None:
     # an owner binds it and a sender reaches it, as the notify protocol does
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as owner, \
             socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(name)
-        except FileNotFoundError:
-            pass
         owner.bind(name)
         try:
             sender.sendto(b"\1", name)
