@@ -349,7 +349,8 @@ def cas64(ptr: Any, expected: int, value: int) -> bool:
 
 
 def notify_sockname(ident: int) -> bytes:
-    """The abstract socket name of a notify slot owner."""
+    """The socket name of a notify slot owner (abstract, or a path in the
+    portable build: native/platform.h)."""
     buf = ffi.new("char[40]")
     n = lib.cq_notify_sockname(ident, buf)
     return bytes(ffi.buffer(buf, n))

@@ -83,6 +83,15 @@ def _cas_slot(slot_ptr: Any, expected: int, value: int) -> bool:
 def _sockname(ident: int) -> bytes:
     return notify_sockname(ident)
 
+
+def _unlink_sockname(ident: int) -> None:
+    """Remove the owner's socket file where names are paths (the portable
+    build, native/platform.h); abstract names vanish with their socket."""
+    name = _sockname(ident)
+    if not name.startswith(b"\0"):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
 #: how long one futex wait of the helper thread lasts (it then re-arms)
 WAIT_SLICE_NS = 100_000_000
 #: how far ahead a waiter announces itself: appenders wake until then
@@ -184,6 +193,7 @@ class LoopWaker:
         notify_unpark(parked, slot)
         if sock is not None:
             sock.close()
+        _unlink_sockname(ident)
 
     def close(self) -> None:
         """Free the slot, stop watching the socket and wake the parked tasks
@@ -288,6 +298,7 @@ class Notifier:
             try:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
                 sock.setblocking(False)
+                _unlink_sockname(ident)
                 sock.bind(_sockname(ident))
             except OSError:
                 self._wakers[loop] = None

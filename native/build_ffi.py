@@ -9,6 +9,9 @@ Environment toggles:
 * ``AIOCHRONICLE_SANITIZE=1`` builds with AddressSanitizer and
   UndefinedBehaviorSanitizer (run the tests with ``LD_PRELOAD`` of libasan).
 * ``AIOCHRONICLE_DEBUG=1`` builds without optimisation and with asserts.
+* ``CQ_PORTABLE=1`` builds the platform layer's portable path (native/platform.h:
+  no futexes, no size-keeping fallocate, no abstract sockets), the code macOS
+  runs; ``lib.cq_platform()`` says which path a build has.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ def _version() -> str:
     return match.group(1)
 
 
-HEADERS = ["codes.h", "notify.h", "cq.h", "pause.h"]
-SOURCES = ["notify.c", "cq.c", "pause.c"]
+HEADERS = ["codes.h", "platform.h", "notify.h", "cq.h", "pause.h"]
+SOURCES = ["platform.c", "notify.c", "cq.c", "pause.c"]
 HOT_SOURCES = ["hot.c", "wirecall.c", "wire.c", *SOURCES]
 """The sources of ``aiochronicle._hot`` (setup.py's C API extension), in native/."""
 
@@ -65,6 +68,8 @@ def compile_flags() -> tuple[list[str], list[str]]:
         args += ["-O0", "-g"]
     else:
         args += ["-O2"]
+    if os.environ.get("CQ_PORTABLE", "") not in ("", "0"):
+        args += ["-DCQ_PORTABLE"]
     return args, link
 
 

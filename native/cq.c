@@ -6,6 +6,7 @@
 #include "cq.h"
 #include "atomic.h"
 #include "notify.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -265,12 +266,10 @@ int cq_release_pages(uint8_t *base, uint64_t from, uint64_t to) {
 
 int cq_reserve(int fd, uint64_t off, uint64_t len) {
     if (len == 0) return CQ_OK;
-    int r;
-    do {
-        r = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
-    } while (r != 0 && errno == EINTR);
-    if (r == 0) return CQ_OK;
-    return cq_fail(errno == ENOSPC || errno == EDQUOT ? CQ_NO_SPACE : CQ_ERRNO);
+    int e = cq_plat_reserve(fd, off, len);
+    if (e == 0) return CQ_OK;
+    errno = e;
+    return cq_fail(e == ENOSPC || e == EDQUOT ? CQ_NO_SPACE : CQ_ERRNO);
 }
 
 /* Fault in (writably) the pages of [from, to): pretouching ahead of a writer. */

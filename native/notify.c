@@ -4,15 +4,14 @@
 #define _GNU_SOURCE
 #include "notify.h"
 #include "atomic.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,16 +40,11 @@ uint64_t cq_mono_ns(void) { return cq_now_ns(); }
 /* ------------------------------------------------------------------ */
 /* futex                                                               */
 
-static long futex(const uint32_t *word, int op, uint32_t val, const struct timespec *ts) {
-    return syscall(SYS_futex, word, op, val, ts, NULL, 0);
-}
-
 int cq_futex_wait(const uint32_t *word, uint32_t expected, uint64_t timeout_ns) {
-    struct timespec ts;
-    ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
-    ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
-    if (futex(word, FUTEX_WAIT, expected, &ts) == 0) return CQ_WAIT_WOKEN;
-    switch (errno) {
+    int e = cq_plat_wait(word, expected, timeout_ns);
+    if (e == 0) return CQ_WAIT_WOKEN;
+    errno = e;
+    switch (e) {
     case ETIMEDOUT: return CQ_WAIT_TIMEOUT;
     case EAGAIN: return CQ_WAIT_CHANGED;
     case EINTR: return CQ_WAIT_INTERRUPTED;
@@ -59,8 +53,10 @@ int cq_futex_wait(const uint32_t *word, uint32_t expected, uint64_t timeout_ns) 
 }
 
 int cq_futex_wake(const uint32_t *word, int n) {
-    long r = futex(word, FUTEX_WAKE, (uint32_t)n, NULL);
-    return r < 0 ? cq_fail(CQ_ERRNO) : (int)r;
+    int r = cq_plat_wake(word, n);
+    if (r >= 0) return r;
+    errno = -r;
+    return cq_fail(CQ_ERRNO);
 }
 
 /* ------------------------------------------------------------------ */
@@ -124,7 +120,7 @@ static int notify_cell(int64_t *cell) {
             break;
     }
     uint32_t *word = (uint32_t *)cq_notify_word(cell);
-    futex(word, FUTEX_WAKE, INT_MAX, NULL);
+    cq_plat_wake(word, INT_MAX);
     return CQ_NOTIFY_WOKE;
 }
 
@@ -139,20 +135,22 @@ int cq_notify(int64_t *cell) {
 /* event-loop owners: parked bits and datagrams                        */
 
 #define SOCK_PREFIX "aiochronicle.notify."
+/* where the abstract namespace is missing (platform.h) */
+#define SOCK_PATH_PREFIX "/tmp/aiochronicle.n."
 
 int cq_notify_sockname(int64_t ident, char *out) {
-    static const char hex[] = "0123456789abcdef";
-    size_t plen = sizeof(SOCK_PREFIX) - 1;
-    out[0] = '\0'; /* the abstract namespace */
-    memcpy(out + 1, SOCK_PREFIX, plen);
-    uint64_t v = (uint64_t)ident;
-    for (int i = 0; i < 16; i++) out[1 + plen + (size_t)i] = hex[(v >> (60 - 4 * i)) & 0xF];
-    return (int)(1 + plen + 16);
+    return cq_plat_sockname(SOCK_PREFIX, SOCK_PATH_PREFIX, (uint64_t)ident, out);
 }
 
 void cq_notify_park(int64_t *parked, int slot) {
     if (slot < 0 || slot >= CQ_NOTIFY_SLOTS) return;
     __atomic_fetch_or(parked, (int64_t)(1ull << slot), __ATOMIC_SEQ_CST);
+    /* the bit must be visible before the owner looks for data again (an
+     * acquire load of a header, not a seq_cst one): C11 orders that store and
+     * that load only through a seq_cst fence, which pairs with the one in
+     * cq_notify_commit.  x86's locked RMW is such a fence already; arm64's
+     * LDSETAL/LDAXR-STLXR is not one by the C11 model */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 void cq_notify_unpark(int64_t *parked, int slot) {
@@ -169,7 +167,7 @@ void cq_notify_watch_close(cq_notify_watch *n) {
 static int watch_socket(cq_notify_watch *n) {
     int32_t s = __atomic_load_n(&n->sock, __ATOMIC_ACQUIRE);
     if (s != 0) return s > 0 ? s - 1 : -1;
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = cq_plat_dgram_socket();
     if (fd < 0) return -1; /* out of descriptors: the owners' parks end on their timers */
     int32_t expected = 0;
     if (!__atomic_compare_exchange_n(&n->sock, &expected, fd + 1, 0, __ATOMIC_ACQ_REL,
@@ -193,7 +191,7 @@ static void wake_owner(cq_notify_watch *n, int fd, int i) {
     /* sendto gives the bytes sent (1), not 0: testing `== 0` took every
      * delivered wake-up for a failure, and a stale errno of ECONNREFUSED (from
      * an earlier refused send) then freed the slot of a live owner */
-    if (sendto(fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&addr, alen) >= 0)
+    if (sendto(fd, &one, 1, MSG_DONTWAIT | CQ_MSG_NOSIGNAL, (struct sockaddr *)&addr, alen) >= 0)
         return;
     /* EAGAIN: its queue is full, so a wake-up is pending anyway.  Refused or
      * no such name: the owner is gone; free its slot unless it changed */
@@ -319,7 +317,7 @@ int cq_notify_commit(cq_notify_watch *n) {
     }
     if (n->cell == NULL && n->parked == NULL) return moved;
     /* the commit must be visible before we look for waiters (pairs with the
-     * fence in cq_notify_arm and the barrier of cq_notify_park) */
+     * fence in cq_notify_arm and the one in cq_notify_park) */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     int rc = CQ_NOTIFY_IDLE;
     if (n->parked != NULL && notify_parked(n) == CQ_NOTIFY_WOKE) rc = CQ_NOTIFY_WOKE;

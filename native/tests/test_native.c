@@ -2252,6 +2252,12 @@ static void t_notify_walk_bounded(void) {
 
 static void t_notify_sockname(void) {
     char out[40];
+#ifdef CQ_PORTABLE
+    /* a path where the abstract namespace is missing (platform.h) */
+    CHECK_EQ(cq_notify_sockname(0x0123456789ABCDEFll, out), 36);
+    CHECK(memcmp(out, "/tmp/aiochronicle.n.0123456789abcdef", 36) == 0);
+    return;
+#endif
     static const char want[] = "\0aiochronicle.notify.0123456789abcdef";
     CHECK_EQ(cq_notify_sockname(0x0123456789ABCDEFll, out), sizeof want - 1);
     CHECK(memcmp(out, want, sizeof want - 1) == 0);
