@@ -10,8 +10,9 @@ by hand with ``python jvm/build.py``.
 
 Without Maven (or when Maven fails) it falls back to ``javac`` against the jars of
 a PySpark installed beside it; with neither nothing is built, ``build()`` returns
-None and says why, and ``aiochronicle.spark.register`` warns that Spark reads use
-the Python data source.
+None and says why, and ``setup.py`` fails the package build unless
+``AIOCHRONICLE_NO_JAR=1`` asks for a package without the jar (whose
+``aiochronicle.spark.register`` then warns that Spark reads use the Python data source).
 """
 
 from __future__ import annotations

@@ -206,3 +206,34 @@ def test_cibuildwheel_configuration(wheel: Path, tmp_path: Path) -> None:
     without = subprocess.run([sys.executable, *command[1:]], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=120)
     assert without.returncode == 1, without.stderr
+
+
+def spark_install_commands() -> list[tuple[str, str]]:
+    """The ``pip install`` lines of the README's and docs/spark.md's shell blocks that
+    install a wheel (with its comment cut off), with the file they come from."""
+    found = []
+    for doc in (ROOT / "README.md", ROOT / "docs" / "spark.md"):
+        text = doc.read_text()
+        for block in text.split("```bash\n")[1:]:
+            for line in block.split("```")[0].splitlines():
+                command = line.split("  #")[0].strip()
+                if command.startswith("pip install") and ".whl" in command:
+                    found.append((doc.name, command))
+    return found
+
+
+def test_the_docs_wheel_install_commands_run_as_printed(wheel: Path, tmp_path: Path) -> None:
+    """Each printed ``pip install`` of a wheel runs in a directory holding the wheel, as
+    printed, in bash (with ``--dry-run --no-index`` added: this venv already has every
+    dependency, so pip resolves the extras without installing or downloading anything)."""
+    commands = spark_install_commands()
+    assert ("spark.md", 'pip install "$(ls aiochronicle-*.whl)[spark]"') in commands, commands
+    assert any("[spark]" in c for doc, c in commands if doc == "README.md"), commands
+    (tmp_path / wheel.name).write_bytes(wheel.read_bytes())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    for doc, command in commands:
+        r = subprocess.run(["bash", "-c", f"{command} --dry-run --no-index"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (doc, command, r.stdout + r.stderr)
+        assert "Would install aiochronicle" in r.stdout, (doc, command, r.stdout)

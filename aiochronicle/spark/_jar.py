@@ -10,8 +10,8 @@ __all__ = ["JVM_SOURCE", "NO_JAR", "jar_path", "not_serving"]
 JVM_SOURCE = "io.aiochronicle.spark.ChronicleSource"
 """The JVM data source's class (``format("chronicle")`` when its jar is loaded)."""
 
-NO_JAR = ("this aiochronicle install carries no aiochronicle-spark.jar (it was built where "
-          "neither Maven nor javac with PySpark was available: jvm/build.py)")
+NO_JAR = ("this aiochronicle install carries no aiochronicle-spark.jar (it was built with "
+          "AIOCHRONICLE_NO_JAR=1, which a build without Maven or javac needs: jvm/build.py)")
 
 
 def jar_path() -> Path | None:

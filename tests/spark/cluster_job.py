@@ -5,7 +5,7 @@ standalone cluster, set up as the docs say (``session_config`` + ``register``).
     python cluster_job.py SPEC.json RESULT.json     # the driver
     python cluster_job.py --writer QUEUE            # the streaming part's appender
 
-Each part (batch, s3, stream, and a batch read again in a second session)
+Each part (batch, s3, stream, a damaged queue's error, and a batch read again in a second session)
 records its results or its error in RESULT, so
 the test of one part fails alone.  The rows of batch reads carry the pid of the
 JVM that scanned them (``reflect`` runs in the scan's task) and that JVM's
@@ -173,6 +173,15 @@ def stream(spark: Any, spec: dict[str, Any]) -> dict[str, Any]:
         w.wait(60)
 
 
+def damaged(spark: Any, path: str) -> dict[str, Any]:
+    """A JVM read of a damaged queue: the error PySpark raises, as the user sees it."""
+    try:
+        spark.read.format("chronicle").option("engine", "jvm").load(path).collect()
+    except Exception as e:
+        return {"raised": f"{type(e).__name__}: {e}"[:20000]}
+    return {"raised": None}
+
+
 def part(result: dict[str, Any], name: str, run: Callable[[], Any]) -> None:
     try:
         result[name] = run()
@@ -193,6 +202,7 @@ def main() -> None:
         part(result, "batch", lambda: scanned(spark, spec["queue"]))
         part(result, "s3", lambda: scanned(spark, spec["s3"]["url"]))
         part(result, "stream", lambda: stream(spark, spec))
+        part(result, "damaged", lambda: damaged(spark, spec["damaged"]))
         # a new session on the same driver JVM, whose classes the old one loaded
         spark.stop()
         spark = session(spec)

@@ -79,6 +79,24 @@ def _queue(path: Path) -> None:
                 clock.advance_millis(DAY * (1 if i == 999 else 2))
 
 
+def _damaged_queue(path: Path) -> None:
+    """A queue whose last excerpt's header claims ~1 GiB past the end of its file."""
+    with ac.open_queue(path, time_provider=ac.SetTimeProvider(T0)) as q:
+        a = q.appender()
+        for i in range(5):
+            a.append(b"e%d" % i)
+    (cycle_file,) = path.glob("*.cq4")
+    with open(cycle_file, "r+b") as f:
+        pos, last = 0, -1
+        while (word := int.from_bytes(f.read(4), "little")) not in (0, 0xC0000000):
+            if not word & 0x40000000:
+                last = pos
+            pos = (pos + 4 + (word & 0x3FFFFFFF) + 3) & ~3
+            f.seek(pos)
+        f.seek(last)
+        f.write((0x3FFFFFF0).to_bytes(4, "little"))
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Run the job once on a fresh cluster and S3 server; its results."""
@@ -88,6 +106,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("cluster")
     queue = tmp / "q"
     _queue(queue)
+    _damaged_queue(tmp / "damaged")
     creds = {"access.key": "test-key", "secret.key": "test-secret"}
     with s3_server() as endpoint, standalone_cluster(tmp / "cluster", memory="512m") as master:
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
@@ -97,6 +116,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         for f in sorted(queue.iterdir()):
             s3.upload_file(str(f), "bucket", f"queue/{f.name}")
         spec = {"master": master, "tmp": str(tmp), "queue": str(queue),
+                "damaged": str(tmp / "damaged"),
                 "s3": {"url": "s3a://bucket/queue",
                        "settings": {"endpoint": endpoint, "endpoint.region": "us-east-1",
                                     "path.style.access": "true",
@@ -160,6 +180,17 @@ def test_a_queue_in_s3_reads_through_s3a(job: dict[str, Any]) -> None:
     got = _ok(job, "s3")
     assert got["rows"] == _library(job["spec"]["queue"])
     _on_executor(job, got)
+
+
+def test_a_corrupt_queue_error_keeps_its_name_through_register(job: dict[str, Any]) -> None:
+    """The executor's CorruptQueueException reaches the driver, whose JVM has the jar
+    only through register()'s ADD JAR, with its class name and message (Spark reported
+    a failure whose class the driver cannot load as UnknownReason)."""
+    raised = _ok(job, "damaged")["raised"]
+    assert raised is not None
+    assert ("io.aiochronicle.spark.CorruptQueueException: an excerpt runs past the end of "
+            "the file") in raised, raised[:3000]
+    assert "UnknownReason" not in raised, raised[:3000]
 
 
 def test_a_restarted_stream_holds_every_appended_index_once(job: dict[str, Any]) -> None:

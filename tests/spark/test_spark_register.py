@@ -120,3 +120,34 @@ def test_engine_jvm_on_the_python_source_says_why(spark: Any, tmp_path: Path) ->
         reader.option("engine", "gpu").load(str(tmp_path / "q")).collect()
     rows = reader.option("engine", "python").load(str(tmp_path / "q")).collect()
     assert len(rows) == 5
+
+
+JOB = textwrap.dedent("""
+    import sys
+    from pyspark.sql import SparkSession
+    from aiochronicle.spark import jvm_reader_loaded, register
+    spark = SparkSession.builder.config("spark.ui.enabled", "false").getOrCreate()
+    loaded_at_start = jvm_reader_loaded(spark)
+    register(spark)
+    df = spark.read.format("chronicle").option("engine", "jvm").load(sys.argv[1])
+    print("JOB", loaded_at_start, df.count())
+    spark.stop()
+""")
+
+
+def test_the_docs_spark_submit_command_runs_as_printed(tmp_path: Path) -> None:
+    """docs/spark.md's ``spark-submit --jars "$(python -c ...)" job.py``, run by bash as
+    printed (a ``job.py`` of ours reading a queue), with this interpreter's ``python``
+    and PySpark's ``spark-submit`` first on PATH: the job's JVM has the reader from the
+    start."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "spark.md").read_text()
+    (command,) = [ln for ln in text.splitlines()
+                  if ln.startswith("spark-submit --jars ") and ln.endswith(" job.py")]
+    expected = _queue(tmp_path / "q")
+    (tmp_path / "job.py").write_text(JOB)
+    env = dict(_env(), PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    r = subprocess.run(["bash", "-c", f"{command} {tmp_path / 'q'}"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"JOB True {len(expected)}" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]

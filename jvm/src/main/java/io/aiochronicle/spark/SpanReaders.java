@@ -250,7 +250,7 @@ final class SpanReaders implements PartitionReaderFactory {
                 at = f.align(body + len);
                 if (decoder != null && !decoder.read(b, off, len, n, decoded) && decoder.failOnError()) {
                     // metadata too, as the Python source decodes every row it gives
-                    throw new IOException("excerpt " + (base + s) + " of " + span.files[piece]
+                    throw new IOException("excerpt 0x" + Long.toHexString(base + s) + " of " + span.files[piece]
                             + " is not a " + decoder.expected());
                 }
                 if (views) {
