@@ -62,7 +62,12 @@ def test_tail_from_time_by_message_history(tmp_path):
         w = q.appender().method_writer(Orders, record_history=True)
         for i in range(20):
             w.on_order(Order(i, 0))
+        # a pause either side of the instant: the CLI maps the wall clock onto
+        # this host's monotonic clock (the histories' timings) in its own
+        # process, a few microseconds apart from this one's
+        time.sleep(0.05)
         mid_wall_ns = time.time_ns()
+        time.sleep(0.05)
         for i in range(20, 40):
             w.on_order(Order(i, 0))
     r = run("tail", path, "--from-time", str(mid_wall_ns), "--json", "-x", "1")

@@ -311,8 +311,10 @@ def killed_run(request: pytest.FixtureRequest,
         deadline = time.monotonic() + 60
         while True:
             figures = _scrape(url)
-            if figures.get('aiochronicle_service_lag_excerpts{input="%s",service="router"}'
-                           % (queues / "orders")) == 0.0:
+            if (figures.get('aiochronicle_service_lag_excerpts{input="%s",service="router"}'
+                            % (queues / "orders")) == 0.0
+                    and figures.get('aiochronicle_service_inputs_handled_total'
+                                    '{service="gateway"}') == TICKS // BURST + 1):
                 break
             assert time.monotonic() < deadline, figures
         result["metrics"] = figures
