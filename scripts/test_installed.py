@@ -52,6 +52,7 @@ INSTALL_TESTS = (
     "tests/test_native_boundary.py",      # the native modules as the wheel ships them
     "tests/test_exports.py",              # the public names of the files shipped
     "tests/test_layers.py",               # the layers of the files shipped
+    "tests/test_typing.py",               # users' mypy --strict against the wheel's types
     "tests/spark/test_spark_register.py", # the jar and its Spark registration
     # a representative set of queue behaviour through the installed core
     "tests/test_queue_api.py",
