@@ -6,7 +6,6 @@ any number of processes read every excerpt in one total order; nothing is
 consumed by reading.
 """
 
-from ._appender import Appender as Appender
 from ._check import CheckFinding as CheckFinding
 from ._check import check_queue as check_queue
 from ._clock import SetTimeProvider as SetTimeProvider
@@ -60,14 +59,16 @@ from ._listeners import add_store_file_listener as add_store_file_listener
 from ._locks import lock_states as lock_states
 from ._locks import unlock_queue as unlock_queue
 from ._methodreader import MethodCall as MethodCall
-from ._methodreader import MethodReader as MethodReader
 from ._methodreader import MethodReaderStatistics as MethodReaderStatistics
 from ._methods import method_id as method_id
 from ._pauser import Pauser as Pauser
 from ._pauser import PauserMode as PauserMode
 from ._pauser import PauserStatistics as PauserStatistics
-from ._pretoucher import Pretoucher as Pretoucher
+from ._queue import Appender as Appender
+from ._queue import MethodReader as MethodReader
+from ._queue import Pretoucher as Pretoucher
 from ._queue import Queue as Queue
+from ._queue import Tailer as Tailer
 from ._queue import open_queue as open_queue
 from ._queue import set_queue_codec as set_queue_codec
 from ._reading import ReadingDocument as ReadingDocument
@@ -101,7 +102,6 @@ from ._stats import CycleStats as CycleStats
 from ._stats import QueueStats as QueueStats
 from ._stats import TailerStats as TailerStats
 from ._stats import queue_stats as queue_stats
-from ._tailer import Tailer as Tailer
 from ._version import __version__ as __version__
 from ._writelock import LockState as LockState
 

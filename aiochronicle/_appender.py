@@ -86,19 +86,9 @@ RESERVE_STEP = 1 << 20
 
 
 class Appender(HotAppender, _CycleFileUser):
-    """Writes excerpts to the end of a queue; safe with other appenders in any
-    thread or process (they serialise on ``chronicle.write.lock`` as Java does).
-
-    Payloads are copied into the mapped file under the lock; anything that has
-    to be encoded is encoded before the lock is taken.
-
-    One appender belongs to one thread at a time (as Java's, which are
-    thread-local): give each writing thread its own from :meth:`Queue.appender`.
-    Closing it, or its queue, is safe from any thread and from a signal
-    handler: an append in progress finishes or raises
-    :class:`QueueClosedError`, and the cycle file is let go when the last
-    call leaves it.
-    """
+    """The appender's writing, below the queue: the public class is
+    :class:`aiochronicle.Appender` (``_queue.Appender``), which subclasses this
+    one to name its queue."""
 
     def __init__(self, cycles: Cycles, queue: QueueView, notify: bool = False) -> None:
         """An appender writing ``cycles`` (a writable queue's), made by

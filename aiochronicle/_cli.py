@@ -34,7 +34,7 @@ from ._excerpt import TailerDirection
 from ._locks import lock_states, unlock_queue
 from ._monitor_cli import add_parsers as _add_monitor_parsers
 from ._pauser import Pauser
-from ._queue import Queue, is_queue_dir, open_existing_queue, open_queue
+from ._queue import Queue, Tailer, is_queue_dir, open_existing_queue, open_queue
 from ._render import DecodedPayload, decoder_names, get_decoder
 from ._repair import files_to_repair, repair_queue
 from ._replication import ReplicationSink, ReplicationSource
@@ -43,7 +43,6 @@ from ._rollcycles import RollCycles
 from ._search import find_field, history_time
 from ._services_cli import add_parsers as _add_service_parsers
 from ._stats import QueueStats, queue_stats
-from ._tailer import Tailer
 from ._version import __version__
 from ._wire import WireWriter
 

@@ -220,33 +220,10 @@ _Live = list[_Target]
 
 
 class MethodReader(HotReader):
-    """Reads excerpts from a tailer and calls the matching handler methods.
-
-    Create one with :meth:`Tailer.method_reader`.  Every public method of every
-    handler is a target; several handlers with the same method are called in
-    order.  Argument types come from the handler's annotations, or from the
-    interface it inherits.
-
-    * :meth:`read_one` handles one excerpt (sync handlers only);
-      :meth:`read_available` handles all there are now.
-    * ``await`` :meth:`run` handles excerpts as they come, waiting with the
-      tailer's pauser; ``async for call in reader`` does the same and yields a
-      :class:`MethodCall` per dispatched call.  Handlers may be ``async def``.
-    * An event no handler knows is skipped and counted; an excerpt that cannot
-      be decoded goes to ``on_error(exc, excerpt)`` (default: log a warning)
-      and reading goes on.  Exceptions raised by handlers propagate (the tailer
-      has already moved past that excerpt).
-
-    Calls written in msgpack, JSON and BinaryWire (including Java's) are all
-    recognised by their first byte, whatever the queue records.
-
-    Reading ahead: on an unnamed forward tailer (unless ``batch=False``) the
-    reader takes excerpts from the tailer in batches (``read_many``) and hands
-    them out one by one, so the tailer's position may be ahead of the calls
-    handled so far; the excerpts in between stay with the reader (nothing is
-    lost if a handler raises).  A named tailer is read one excerpt at a time, so
-    the index it persists is always that of the last call handled.
-    """
+    """Method dispatch over a :class:`MethodSource`, below the user objects:
+    the public class is :class:`aiochronicle.MethodReader` (``_queue.MethodReader``),
+    which subclasses this one to name its tailer; :meth:`Tailer.method_reader`
+    makes one."""
 
     # slots: attribute reads on a subclass of a C type without them take
     # CPython's generic path (measured 10% of a BinaryWire read_one())
@@ -279,8 +256,8 @@ class MethodReader(HotReader):
             if any(inspect.iscoroutinefunction(fn) for h in meta_handlers
                    for fn in public_functions(type(h)).values()):
                 raise TypeError("metadata handlers must be plain (not async) methods")
-            self.metadata_reader = MethodReader(source, *meta_handlers, on_error=on_error,
-                                                interfaces=interfaces, batch=False)
+            self.metadata_reader = type(self)(source, *meta_handlers, on_error=on_error,
+                                              interfaces=interfaces, batch=False)
             source = _MetadataRouted(source, self.metadata_reader)
             batch = False  # the kind of each excerpt is needed: read one at a time
         self._interfaces = tuple(interfaces)

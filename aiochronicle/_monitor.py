@@ -27,11 +27,10 @@ from ._errors import ChronicleError, NoSuchQueueError, WireError
 from ._excerpt import Batch
 from ._history import MessageHistory
 from ._methods import call_history
-from ._queue import Queue, open_existing_queue
+from ._queue import Queue, Tailer, open_existing_queue
 from ._rollcycles import RollCycle
 from ._settings import METADATA_FILE
 from ._stats import QueueStats, SealedCycles, TailerStats, queue_stats
-from ._tailer import Tailer
 from ._writelock import WRITE_LOCK
 
 __all__ = [

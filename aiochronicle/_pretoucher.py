@@ -15,19 +15,9 @@ __all__ = ["Pretoucher"]
 
 
 class Pretoucher:
-    """Faults in (and reserves disk for) the pages just ahead of the writers, and
-    creates the next cycle's file shortly before the roll, so appenders meet
-    neither page faults nor file creation on their hot path.
-
-    Call :meth:`execute` periodically from a thread of your own, or
-    :meth:`start` a background thread that does it every ``interval`` seconds.
-
-    A full disk is the writers' error, not the pretoucher's: both ways it is
-    counted in :attr:`errors` and the pass ends early (:meth:`execute`
-    returns False), and the appender that needs the blocks raises
-    :class:`DiskFullError` with nothing written.  Pretouching resumes once
-    there is room again.
-    """
+    """The pretoucher's work, below the queue: the public class is
+    :class:`aiochronicle.Pretoucher` (``_queue.Pretoucher``), which subclasses
+    this one to name its queue."""
 
     def __init__(self, cycles: Cycles, queue: QueueView, headroom: int, preroll: float) -> None:
         """A pretoucher of ``cycles``, made by ``queue`` (:meth:`Queue.pretoucher`,

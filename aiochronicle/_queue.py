@@ -1,21 +1,31 @@
 """The queue: a directory of cycle files and its ``metadata.cq4t``, opened
-for appending and tailing (:func:`open_queue`)."""
+for appending and tailing (:func:`open_queue`); and the user objects as users
+hold them.
+
+The machinery of the appender, tailer, pretoucher and method reader lives in
+their own modules, below this one, typed against what they need of the queue
+(``_queueview.QueueView``) or of a tailer (``_methodreader.MethodSource``).
+Here the public classes subclass them and name each other: an appender's,
+tailer's or pretoucher's ``queue`` is a :class:`Queue`, a method reader's
+``tailer`` a :class:`Tailer`, and the factories return these classes.  Each
+variant (named, acknowledged, listened ...) is both its machinery's subclass
+and the public class's, chosen when the object is made.
+"""
 
 from __future__ import annotations
 
 import os
 import warnings
 import weakref
+from collections.abc import Callable, Iterable
 from datetime import time, tzinfo
 from typing import Any
 
-from ._appender import (
-    Appender,
-    AppenderListener,
-    _ClockedAppender,
-    _ListenedAppender,
-    _SyncedAppender,
-)
+from ._appender import Appender as AppenderParts
+from ._appender import AppenderListener
+from ._appender import _ClockedAppender as _ClockedParts
+from ._appender import _ListenedAppender as _ListenedParts
+from ._appender import _SyncedAppender as _SyncedParts
 from ._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
 from ._codecs import Codec, Codecs, record_codec, recorded_codec
 from ._cycles import Cycles
@@ -30,12 +40,13 @@ from ._errors import (
     ReadOnlyQueueError,
     RollCycleMismatchWarning,
 )
-from ._excerpt import TailerDirection
+from ._excerpt import Excerpt, TailerDirection
 from ._mapped import list_dir
+from ._methodreader import MethodReader as MethodReaderParts
 from ._native import UNLOCKED
 from ._notify import close_notifier
 from ._pauser import Pauser
-from ._pretoucher import Pretoucher
+from ._pretoucher import Pretoucher as PretoucherParts
 from ._resource import _Resource
 from ._rollcycles import (
     CycleNamer,
@@ -67,10 +78,14 @@ from ._settings import (
 )
 from ._store import open_store
 from ._tablestore import TableStore
-from ._tailer import Tailer, _AckedNamedTailer, _AckedTailer, _NamedTailer
+from ._tailer import Tailer as TailerParts
+from ._tailer import _AckedNamedTailer as _AckedNamedParts
+from ._tailer import _AckedTailer as _AckedParts
+from ._tailer import _NamedTailer as _NamedParts
 from ._writelock import recover_dead_locks
 
-__all__ = ["Queue", "is_queue_dir", "open_existing_queue", "open_queue", "set_queue_codec"]
+__all__ = ["Appender", "MethodReader", "Pretoucher", "Queue", "Tailer", "is_queue_dir",
+           "open_existing_queue", "open_queue", "set_queue_codec"]
 
 
 # -- fork ----------------------------------------------------------------------
@@ -92,6 +107,162 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+
+# -- the user objects as users hold them ----------------------------------------
+
+
+class Appender(AppenderParts):
+    """Writes excerpts to the end of a queue; safe with other appenders in any
+    thread or process (they serialise on ``chronicle.write.lock`` as Java does).
+
+    Payloads are copied into the mapped file under the lock; anything that has
+    to be encoded is encoded before the lock is taken.
+
+    One appender belongs to one thread at a time (as Java's, which are
+    thread-local): give each writing thread its own from :meth:`Queue.appender`.
+    Closing it, or its queue, is safe from any thread and from a signal
+    handler: an append in progress finishes or raises
+    :class:`QueueClosedError`, and the cycle file is let go when the last
+    call leaves it.
+    """
+
+    #: the queue that made this appender
+    queue: Queue
+
+
+class _ClockedAppender(_ClockedParts, Appender):
+    """An appender on a queue with a Python clock."""
+
+
+class _SyncedAppender(_SyncedParts, Appender):
+    """An appender on a queue with a sync mode."""
+
+
+class _ListenedAppender(_ListenedParts, Appender):
+    """An appender with listeners."""
+
+
+class Tailer(TailerParts):
+    """Reads excerpts in index order; never consumes them.
+
+    ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
+    nothing new yet.  A tailer belongs to one thread (or one event loop) at a
+    time; any number of tailers can read the same queue.  Closing it, or its
+    queue, is safe from any thread and from a signal handler: a read in
+    progress finishes or raises :class:`QueueClosedError`, the next one
+    raises it, and the cycle file is let go when the last read leaves it.
+    """
+
+    #: the queue that made this tailer
+    queue: Queue
+
+    def method_reader(self, *handlers: object,
+                      on_error: Callable[[Exception, Excerpt], None] | None = None,
+                      ignore_first_arg: Callable[[str, Any], bool] | None = None,
+                      history: bool | None = None,
+                      interfaces: Iterable[type] = (),
+                      batch: bool | None = None,
+                      default_handler: Callable[[str | int, Any], Any] | None = None,
+                      metadata_handlers: Iterable[object] = ()) -> MethodReader:
+        """A reader dispatching the method calls in this tailer's excerpts to the
+        handlers' methods of the same names (see :class:`MethodReader`).
+
+        ``on_error(exc, excerpt)`` gets excerpts that cannot be decoded (default:
+        log and go on); ``ignore_first_arg(method, first_arg)`` returning True
+        skips a call before its other arguments are decoded; ``history`` tracks
+        message history (default: when the message carries one or this queue's
+        source_id is not 0).  ``interfaces`` lend their annotations and
+        ``@method_id`` numbers to handler methods of the same names (handlers
+        that subclass their interface get them anyway).  ``batch`` (default:
+        for an unnamed tailer) reads excerpts ahead in batches, so this tailer's
+        position may run ahead of the calls handled so far.
+        ``default_handler(event, args)`` (Java's default parselet: routers,
+        gateways) gets every event no handler has a method for, with its
+        arguments decoded untyped (one as itself, none as None or ``""``,
+        several as a list); it may be ``async def``.  ``metadata_handlers``
+        get the calls in metadata excerpts (Java's ``metaDataHandler``); they
+        need a tailer made with ``include_metadata=True``.
+
+        Raises:
+            ValueError: ``metadata_handlers`` on a tailer that skips metadata.
+            TypeError: no handler (nor default handler), or unusable handlers.
+        """
+        metadata_handlers = tuple(metadata_handlers)
+        return MethodReader(self._reader_source(bool(metadata_handlers)), *handlers,
+                            on_error=on_error, ignore_first_arg=ignore_first_arg,
+                            history=history, interfaces=interfaces, batch=batch,
+                            default_handler=default_handler,
+                            metadata_handlers=metadata_handlers)
+
+
+class _NamedTailer(_NamedParts, Tailer):
+    """A named tailer."""
+
+
+class _AckedTailer(_AckedParts, Tailer):
+    """A tailer that reads only what a replica acknowledged."""
+
+
+class _AckedNamedTailer(_AckedNamedParts, _AckedTailer, _NamedTailer):
+    """A named tailer that reads only what a replica acknowledged."""
+
+
+class MethodReader(MethodReaderParts):
+    """Reads excerpts from a tailer and calls the matching handler methods.
+
+    Create one with :meth:`Tailer.method_reader`.  Every public method of every
+    handler is a target; several handlers with the same method are called in
+    order.  Argument types come from the handler's annotations, or from the
+    interface it inherits.
+
+    * :meth:`read_one` handles one excerpt (sync handlers only);
+      :meth:`read_available` handles all there are now.
+    * ``await`` :meth:`run` handles excerpts as they come, waiting with the
+      tailer's pauser; ``async for call in reader`` does the same and yields a
+      :class:`MethodCall` per dispatched call.  Handlers may be ``async def``.
+    * An event no handler knows is skipped and counted; an excerpt that cannot
+      be decoded goes to ``on_error(exc, excerpt)`` (default: log a warning)
+      and reading goes on.  Exceptions raised by handlers propagate (the tailer
+      has already moved past that excerpt).
+
+    Calls written in msgpack, JSON and BinaryWire (including Java's) are all
+    recognised by their first byte, whatever the queue records.
+
+    Reading ahead: on an unnamed forward tailer (unless ``batch=False``) the
+    reader takes excerpts from the tailer in batches (``read_many``) and hands
+    them out one by one, so the tailer's position may be ahead of the calls
+    handled so far; the excerpts in between stay with the reader (nothing is
+    lost if a handler raises).  A named tailer is read one excerpt at a time, so
+    the index it persists is always that of the last call handled.
+    """
+
+    __slots__ = ()
+
+    #: the tailer this reader reads
+    tailer: Tailer
+    #: the reader of the metadata excerpts' calls (``metadata_handlers``), or None
+    metadata_reader: MethodReader | None
+
+
+class Pretoucher(PretoucherParts):
+    """Faults in (and reserves disk for) the pages just ahead of the writers, and
+    creates the next cycle's file shortly before the roll, so appenders meet
+    neither page faults nor file creation on their hot path.
+
+    Call :meth:`execute` periodically from a thread of your own, or
+    :meth:`start` a background thread that does it every ``interval`` seconds.
+
+    A full disk is the writers' error, not the pretoucher's: both ways it is
+    counted in :attr:`errors` and the pass ends early (:meth:`execute`
+    returns False), and the appender that needs the blocks raises
+    :class:`DiskFullError` with nothing written.  Pretouching resumes once
+    there is room again.
+    """
+
+    #: the queue that made this pretoucher
+    queue: Queue
 
 
 class Queue(_Resource):

@@ -64,7 +64,6 @@ from itertools import accumulate
 from types import TracebackType
 from typing import Any
 
-from ._appender import Appender
 from ._cycles import Cycles
 from ._errors import (
     AppendLockedError,
@@ -75,10 +74,9 @@ from ._errors import (
 )
 from ._excerpt import Batch
 from ._pauser import Pauser
-from ._queue import Queue, open_queue
+from ._queue import Appender, Queue, Tailer, open_queue
 from ._rollcycles import RollCycle, make_roll_cycle
 from ._tablestore import Cell
-from ._tailer import Tailer
 from ._writelock import APPEND_LOCK, release_lock, take_lock
 
 __all__ = [

@@ -37,12 +37,10 @@ from ._codecs import CodecError
 from ._errors import NondeterministicHandlerError, ServiceError, ServiceHandlerError
 from ._excerpt import Excerpt, TailerDirection
 from ._history import MessageHistory
-from ._methodreader import MethodReader
 from ._methods import JSON_RAWS, MP_ENC, msgpack_history
 from ._methodwriter import make_method_writer
 from ._pauser import Pauser
-from ._queue import Queue, open_queue
-from ._tailer import Tailer
+from ._queue import MethodReader, Queue, Tailer, open_queue
 from ._wire import PlainReader, WireError
 
 __all__ = ["Service", "ServiceInput", "ServiceOutput", "ServiceStatistics", "SnapshotPolicy"]

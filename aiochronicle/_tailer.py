@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ._aio import AsyncTailerMixin
@@ -24,7 +24,6 @@ from ._excerpt import (
     TailerState,
     batch_of,
 )
-from ._methodreader import MethodReader
 from ._native import (
     BAD_STATE,
     CORRUPT,
@@ -77,15 +76,9 @@ _OUT_INDEX = TAILER_INDEX_WORD
 
 
 class Tailer(AsyncTailerMixin, _CycleFileUser):
-    """Reads excerpts in index order; never consumes them.
-
-    ``read_nowait()`` returns the next :class:`Excerpt` or None when there is
-    nothing new yet.  A tailer belongs to one thread (or one event loop) at a
-    time; any number of tailers can read the same queue.  Closing it, or its
-    queue, is safe from any thread and from a signal handler: a read in
-    progress finishes or raises :class:`QueueClosedError`, the next one
-    raises it, and the cycle file is let go when the last read leaves it.
-    """
+    """The tailer's reading, below the queue: the public class is
+    :class:`aiochronicle.Tailer` (``_queue.Tailer``), which subclasses this one
+    to name its queue and its method readers."""
 
     def __init__(self, cycles: Cycles, queue: QueueView, name: str | None,
                  direction: TailerDirection, include_metadata: bool) -> None:
@@ -859,46 +852,18 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
             raise ReadOnlyQueueError(f"queue {self._cycles.path} has no {ACK_KEY} value")
         return meta.ptr(ACK_KEY, -1)
 
-    def method_reader(self, *handlers: object,
-                      on_error: Callable[[Exception, Excerpt], None] | None = None,
-                      ignore_first_arg: Callable[[str, Any], bool] | None = None,
-                      history: bool | None = None,
-                      interfaces: Iterable[type] = (),
-                      batch: bool | None = None,
-                      default_handler: Callable[[str | int, Any], Any] | None = None,
-                      metadata_handlers: Iterable[object] = ()) -> MethodReader:
-        """A reader dispatching the method calls in this tailer's excerpts to the
-        handlers' methods of the same names (see :class:`MethodReader`).
-
-        ``on_error(exc, excerpt)`` gets excerpts that cannot be decoded (default:
-        log and go on); ``ignore_first_arg(method, first_arg)`` returning True
-        skips a call before its other arguments are decoded; ``history`` tracks
-        message history (default: when the message carries one or this queue's
-        source_id is not 0).  ``interfaces`` lend their annotations and
-        ``@method_id`` numbers to handler methods of the same names (handlers
-        that subclass their interface get them anyway).  ``batch`` (default:
-        for an unnamed tailer) reads excerpts ahead in batches, so this tailer's
-        position may run ahead of the calls handled so far.
-        ``default_handler(event, args)`` (Java's default parselet: routers,
-        gateways) gets every event no handler has a method for, with its
-        arguments decoded untyped (one as itself, none as None or ``""``,
-        several as a list); it may be ``async def``.  ``metadata_handlers``
-        get the calls in metadata excerpts (Java's ``metaDataHandler``); they
-        need a tailer made with ``include_metadata=True``.
+    def _reader_source(self, metadata: bool) -> _ReaderSource:
+        """This tailer as a method reader reads it (``Tailer.method_reader``,
+        which the public :class:`~aiochronicle.Tailer` defines: it names the
+        public reader).  ``metadata``: the reader has metadata handlers.
 
         Raises:
-            ValueError: ``metadata_handlers`` on a tailer that skips metadata.
-            TypeError: no handler (nor default handler), or unusable handlers.
+            ValueError: metadata handlers on a tailer that skips metadata.
         """
-        if metadata_handlers and not self._c.include_meta:
+        if metadata and not self._c.include_meta:
             raise ValueError("metadata_handlers need a tailer that reads metadata: "
                              "queue.tailer(include_metadata=True)")
-        source = _ReaderSource(self, self._save, self._wait, self._gone)
-        return MethodReader(source, *handlers, on_error=on_error,
-                            ignore_first_arg=ignore_first_arg, history=history,
-                            interfaces=interfaces, batch=batch,
-                            default_handler=default_handler,
-                            metadata_handlers=metadata_handlers)
+        return _ReaderSource(self, self._save, self._wait, self._gone)
 
     def _table_store(self) -> TableStore | None:
         """The queue's metadata table store (the notify values live there)."""

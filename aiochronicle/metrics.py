@@ -42,15 +42,12 @@ except ImportError as exc:  # the optional "metrics" extra
     raise ImportError("aiochronicle.metrics needs prometheus-client: "
                       "pip install 'aiochronicle[metrics]'") from exc
 
-from ._appender import Appender
 from ._errors import QueueClosedError
 from ._history import MessageHistory
-from ._methodreader import MethodReader
 from ._monitor import QueueFigures, QueueWatch, hop_names
 from ._pauser import Pauser
-from ._queue import Queue
+from ._queue import Appender, MethodReader, Queue, Tailer
 from ._runner import ServiceFigures
-from ._tailer import Tailer
 
 __all__ = ["DEFAULT_LATENCY_BUCKETS", "PipelineCollector", "QueueCollector", "ServiceMetrics"]
 

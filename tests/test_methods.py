@@ -1099,7 +1099,7 @@ def test_mypy_sees_the_proxy_as_the_interface() -> None:
     notes = [ln for ln in lines if "Revealed type" in ln]
     errors = [ln for ln in lines if ": error:" in ln]
     assert notes and all("check_method_writer.Quotes" in n for n in notes[:1]), out.stdout
-    assert 'Revealed type is "aiochronicle._methodreader.MethodReader"' in out.stdout
+    assert 'Revealed type is "aiochronicle._queue.MethodReader"' in out.stdout
     # exactly the deliberate mistakes are reported, on the lines marked "# E:"
     marked = [i + 1 for i, ln in enumerate(target.read_text().splitlines()) if "# E:" in ln]
     got = sorted(int(e.split(":")[1]) for e in errors)

@@ -48,7 +48,7 @@ from .._wire import WireWriter
 
 if TYPE_CHECKING:
     from .._excerpt import Batch
-    from .._tailer import Tailer
+    from .._queue import Tailer
 
 __all__ = [
     "JVM_MSGPACK",

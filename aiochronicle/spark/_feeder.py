@@ -35,8 +35,7 @@ import pyarrow as pa
 from .._codecs import Codecs
 from .._excerpt import Batch, Excerpt
 from .._pauser import Pauser
-from .._queue import Queue, open_queue
-from .._tailer import Tailer
+from .._queue import Queue, Tailer, open_queue
 from ._columns import Layout
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from ._jar import not_serving
 from ._sink import ChronicleStreamWriter, ChronicleWriter
 
 if TYPE_CHECKING:
-    from .._tailer import Tailer
+    from .._queue import Tailer
 
 __all__ = [
     "ChronicleDataSource",
