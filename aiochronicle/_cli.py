@@ -29,7 +29,7 @@ from typing import Any, NoReturn, TextIO
 from ._check import CheckFinding, check_queue
 from ._codecs import CODEC_KEY, codec_of, payload_decoder
 from ._dump import dump_path
-from ._errors import ChronicleError, NoSuchIndexError, NotAQueueError
+from ._errors import ChronicleError, InputError, NoSuchIndexError, NotAQueueError, UsageError
 from ._excerpt import TailerDirection
 from ._locks import lock_states, unlock_queue
 from ._monitor_cli import add_parsers as _add_monitor_parsers
@@ -51,12 +51,6 @@ __all__ = ["build_parser", "main"]
 PROG = "aiochronicle"
 
 
-class UsageError(Exception):
-    """A bad command line noticed after parsing (exit status 2)."""
-
-
-class InputError(Exception):
-    """Bad input data (exit status 1)."""
 
 
 # --------------------------------------------------------------------------

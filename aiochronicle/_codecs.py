@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, overload
 import msgspec
 import msgspec.inspect as mi
 
-from ._errors import ChronicleError, ReadOnlyQueueError
+from ._errors import CodecError, CodecMismatchError, ReadOnlyQueueError
 from ._history import MessageHistory
 from ._native import WireDecoder, WireEncoder
 from ._render import (
@@ -96,14 +96,6 @@ CODEC_KEY: Final = "aiochronicle.codec"
 
 HISTORY_EXT: Final = 72
 """The msgpack extension type carrying a message history (``'H'``)."""
-
-
-class CodecError(ChronicleError, ValueError):
-    """A payload could not be encoded or decoded by a codec."""
-
-
-class CodecMismatchError(ChronicleError, ValueError):
-    """The queue records a different codec than the one asked for."""
 
 
 # --------------------------------------------------------------------------

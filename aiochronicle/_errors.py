@@ -8,11 +8,17 @@ import os
 __all__ = [
     "AppendLockedError",
     "ChronicleError",
+    "CodecError",
+    "CodecMismatchError",
     "CorruptQueueError",
     "DiskFullError",
+    "DivergenceError",
     "HeaderlessCycleError",
     "IllegalIndexError",
+    "IncompatibleQueueError",
     "IndexFullError",
+    "InputError",
+    "JvmReaderWarning",
     "MessageTooLargeError",
     "NativeBuildError",
     "NoFallocateWarning",
@@ -26,13 +32,17 @@ __all__ = [
     "QueueClosedError",
     "QueueOSError",
     "ReadOnlyQueueError",
+    "ReplicationAuthError",
     "ReplicationError",
+    "ReplicationGapError",
+    "ReplicationProtocolError",
     "ReplicationTimeoutError",
     "RollCycleMismatchWarning",
     "ServiceError",
     "ServiceHandlerError",
     "UnalignedCycleError",
     "UnknownRollCycleError",
+    "UsageError",
     "WireError",
     "WriteLockLostError",
     "WriteLockTimeoutError",
@@ -157,6 +167,14 @@ class UnknownRollCycleError(ChronicleError, ValueError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class CodecError(ChronicleError, ValueError):
+    """A payload could not be encoded or decoded by a codec."""
+
+
+class CodecMismatchError(ChronicleError, ValueError):
+    """The queue records a different codec than the one asked for."""
+
+
 class WireError(ChronicleError, ValueError):
     """Malformed, truncated or unsupported BinaryWire data.
 
@@ -181,6 +199,36 @@ class ReplicationError(ChronicleError):
 
 class ReplicationTimeoutError(ReplicationError, TimeoutError):
     """No replica acknowledged an index in time (``Appender.wait_replicated``)."""
+
+
+class ReplicationAuthError(ReplicationError):
+    """The peer failed authentication (wrong or missing shared secret, or the
+    source could not prove it knows the secret)."""
+
+
+class DivergenceError(ReplicationError):
+    """The sink's queue holds different bytes than the source's at the same
+    index (or indices the source never had): the histories diverged.  The sink
+    stops instead of continuing; ``index`` is where it was found."""
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class ReplicationGapError(ReplicationError):
+    """The source no longer holds what the sink needs next (its older cycles
+    were deleted), so the sink cannot catch up without a gap."""
+
+
+class IncompatibleQueueError(ReplicationError):
+    """The sink's queue has another roll cycle, epoch or index layout than the
+    source's, so the same index would mean different things."""
+
+
+class ReplicationProtocolError(ReplicationError):
+    """A frame that does not follow the protocol (bad checksum, length or
+    kind); the connection is dropped and the sink resumes after reconnecting."""
 
 
 class UnalignedCycleError(ChronicleError):
@@ -260,3 +308,20 @@ class ServiceHandlerError(ServiceError):
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.args[0] if self.args else "", self.service, self.source_id,
                              self.index))
+
+
+# -- warnings of the Spark data source ---------------------------------------------
+
+class JvmReaderWarning(UserWarning):
+    """:func:`register` could not give the session the JVM reader (the message says
+    why): ``format("chronicle")`` reads with the Python data source."""
+
+
+# -- the command line's own (exit statuses), never raised to a caller of the API ------
+
+class UsageError(Exception):
+    """A bad command line noticed after parsing (exit status 2)."""
+
+
+class InputError(Exception):
+    """Bad input data (exit status 1)."""

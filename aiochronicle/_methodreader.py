@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 import msgspec
 
-from ._codecs import CodecError, Codecs, typed_reader, wire_call_decoder
-from ._errors import QueueClosedError
+from ._codecs import Codecs, typed_reader, wire_call_decoder
+from ._errors import CodecError, QueueClosedError
 from ._excerpt import Batch, Excerpt, TailerDirection
 from ._history import CURRENT, Incoming, MessageHistory, check_history
 from ._methods import (

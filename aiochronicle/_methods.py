@@ -24,7 +24,8 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from ._codecs import HISTORY_EXT, CodecError, register_alias
+from ._codecs import HISTORY_EXT, register_alias
+from ._errors import CodecError
 from ._history import MessageHistory, check_history
 from ._wire import HistoryBytes, PlainReader, WireError
 

@@ -1,11 +1,14 @@
-"""What an appender, tailer or pretoucher holds of the queue that made it.
+"""What the machinery of an appender, tailer or pretoucher holds of the queue
+that made it.
 
 Their ``queue`` attribute is, at run time, the :class:`~aiochronicle.Queue`
-itself.  It is typed as :class:`QueueView`, the queue's public members but
-the factories (``appender()``, ``tailer()``, ``pretoucher()``), so that the
-user objects sit below the queue module, which makes them, without importing
-it even for an annotation.  ``Queue`` satisfies the Protocol; mypy checks it
-where the queue hands itself to the objects it makes.
+itself, and the public classes (``_queue.Appender``, ``_queue.Tailer``,
+``_queue.Pretoucher``, defined beside ``Queue``) type it so.  Below the queue
+module, the machinery types it as :class:`QueueView`, the queue's public
+members but the factories (``appender()``, ``tailer()``, ``pretoucher()``),
+without importing the queue module even for an annotation.  ``Queue``
+satisfies the Protocol; mypy checks it where the queue hands itself to the
+objects it makes.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ __all__ = ["QueueView"]
 
 class QueueView(Protocol):
     """The public members of a :class:`~aiochronicle.Queue` but its
-    factories: the type of ``Appender.queue``, ``Tailer.queue`` and
-    ``Pretoucher.queue`` (each is the queue that made the object)."""
+    factories: what the machinery of an appender, tailer or pretoucher uses of
+    the queue that made it (the public classes type ``.queue`` as ``Queue``)."""
 
     #: when appended excerpts are flushed to disk (``msync``)
     sync_mode: SyncMode

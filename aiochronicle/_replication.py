@@ -68,8 +68,13 @@ from ._cycles import Cycles
 from ._errors import (
     AppendLockedError,
     ChronicleError,
+    DivergenceError,
     IllegalIndexError,
+    IncompatibleQueueError,
+    ReplicationAuthError,
     ReplicationError,
+    ReplicationGapError,
+    ReplicationProtocolError,
     ReplicationTimeoutError,
 )
 from ._excerpt import Batch
@@ -139,36 +144,6 @@ _LITTLE = sys.byteorder == "little"
 
 
 # -- errors ------------------------------------------------------------------------------
-
-class ReplicationAuthError(ReplicationError):
-    """The peer failed authentication (wrong or missing shared secret, or the
-    source could not prove it knows the secret)."""
-
-
-class DivergenceError(ReplicationError):
-    """The sink's queue holds different bytes than the source's at the same
-    index (or indices the source never had): the histories diverged.  The sink
-    stops instead of continuing; ``index`` is where it was found."""
-
-    def __init__(self, message: str, index: int | None = None) -> None:
-        super().__init__(message)
-        self.index = index
-
-
-class ReplicationGapError(ReplicationError):
-    """The source no longer holds what the sink needs next (its older cycles
-    were deleted), so the sink cannot catch up without a gap."""
-
-
-class IncompatibleQueueError(ReplicationError):
-    """The sink's queue has another roll cycle, epoch or index layout than the
-    source's, so the same index would mean different things."""
-
-
-class ReplicationProtocolError(ReplicationError):
-    """A frame that does not follow the protocol (bad checksum, length or
-    kind); the connection is dropped and the sink resumes after reconnecting."""
-
 
 class _Shutdown(ReplicationError):
     """The source is shutting down (the sink reconnects)."""

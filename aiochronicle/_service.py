@@ -33,8 +33,12 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from ._codecs import CodecError
-from ._errors import NondeterministicHandlerError, ServiceError, ServiceHandlerError
+from ._errors import (
+    CodecError,
+    NondeterministicHandlerError,
+    ServiceError,
+    ServiceHandlerError,
+)
 from ._excerpt import Excerpt, TailerDirection
 from ._history import MessageHistory
 from ._methods import JSON_RAWS, MP_ENC, msgpack_history

@@ -3,12 +3,15 @@ all shown as ``aiochronicle.X``, and every error derives from ``ChronicleError``
 
 from __future__ import annotations
 
+import ast
 import enum
 import errno
 import importlib
 import inspect
 import pickle
 import pkgutil
+import re
+from pathlib import Path
 
 import pytest
 
@@ -261,3 +264,39 @@ def test_a_failed_system_call_of_the_native_core_is_a_named_error() -> None:
     assert isinstance(caught.value, OSError)
     assert caught.value.errno == errno.ENOMEM and caught.value.filename == "/q/x.cq4"
     assert "syncing: " in str(caught.value)
+
+
+def _classes_defined() -> list[tuple[str, str]]:
+    """(module, class name) of every class defined at the top of a package module."""
+    root = Path(aiochronicle.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        module = ".".join(("aiochronicle", *parts))
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                found.append((module, node.name))
+    return found
+
+
+def test_every_exception_class_lives_in_errors() -> None:
+    """The package's exceptions and warnings are defined in one module,
+    ``aiochronicle._errors`` (and shown as ``aiochronicle.X``); what stays
+    elsewhere is a module's private signal (an underscore name) that no other
+    module names."""
+    root = Path(aiochronicle.__file__).parent
+    sources = {p: p.read_text() for p in root.rglob("*.py")}
+    elsewhere = []
+    for module, name in _classes_defined():
+        cls = getattr(importlib.import_module(module), name)
+        if module == "aiochronicle._errors" or not issubclass(cls, BaseException):
+            continue
+        own = Path(inspect.getfile(importlib.import_module(module)))
+        named_elsewhere = [p.name for p, text in sources.items()
+                           if p != own and re.search(rf"\b{name}\b", text)]
+        if not name.startswith("_") or named_elsewhere:
+            elsewhere.append(f"{module}.{name} {named_elsewhere}")
+    assert elsewhere == []
+    # and the check sees the exceptions it is about
+    assert ("aiochronicle._errors", "CodecError") in _classes_defined()

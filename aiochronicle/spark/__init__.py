@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._errors import JvmReaderWarning
 from ._jar import JVM_SOURCE, NO_JAR, jar_path
 
 if TYPE_CHECKING:
@@ -82,10 +83,8 @@ _WHERE = {
 }
 
 
-class JvmReaderWarning(UserWarning):
-    """:func:`register` could not give the session the JVM reader (the message says
-    why): ``format("chronicle")`` reads with the Python data source."""
-
+#: defined with the package's other exceptions; shown where users find it
+JvmReaderWarning.__module__ = __name__
 
 _warned: list[str] = []  # the reason register() warned with, once per process
 
