@@ -7,12 +7,15 @@ into ``tmp_path`` and never write there.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from loops import KINDS, loop_factory
 from skips import listed, under_ci
 
 # interop/jvm.py builds and runs the Java interop programs (tests/test_java_live.py)
@@ -101,3 +104,36 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _UNLISTED_SKIPS and under_ci() and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(params=KINDS)
+def run(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """``run(coro)`` runs a coroutine on a fresh loop of each kind (asyncio,
+    uvloop), in debug mode unless the test module sets ``LOOP_DEBUG = False``
+    (or the call says ``debug=False``); the test fails if the loop's exception
+    handler was called (a task whose error nobody retrieved, ...)."""
+    factory = loop_factory(request.param)
+    default_debug: bool = getattr(request.module, "LOOP_DEBUG", True)
+    errors: list[dict[str, Any]] = []
+
+    def runner(coro: Awaitable[Any], debug: bool | None = None) -> Any:
+        with asyncio.Runner(loop_factory=factory,
+                            debug=default_debug if debug is None else debug) as r:
+            r.get_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+            return r.run(coro)  # type: ignore[arg-type]
+
+    yield runner
+    assert not errors, f"the event loop reported: {errors}"
+
+
+@pytest.fixture
+def endpoint() -> Iterator[list[Any]]:
+    """The ``aiochronicle metrics`` children a test starts (``test_monitor.Endpoint``,
+    each with its ``proc``): the test appends them; any still running afterwards
+    is killed and reaped."""
+    made: list[Any] = []
+    yield made
+    for e in made:
+        if e.proc.poll() is None:
+            e.proc.kill()
+            e.proc.communicate(timeout=60)

@@ -10,12 +10,11 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
-from loops import KINDS, loop_factory
 from workers import append_when_parked, parked
 
 import aiochronicle as ac
@@ -32,23 +31,6 @@ PAUSERS: dict[str, Callable[[], ac.Pauser]] = {
     "yielding": ac.Pauser.yielding,
     "millis": lambda: ac.Pauser.millis(1),
 }
-
-
-@pytest.fixture(params=KINDS)
-def run(request: pytest.FixtureRequest) -> Iterator[Callable[[Awaitable[Any]], Any]]:
-    """Run a coroutine on a fresh loop of each kind, in debug mode; the test fails
-    if the loop's exception handler was called."""
-    factory = loop_factory(request.param)
-    errors: list[dict[str, Any]] = []
-
-    def runner(coro: Awaitable[Any], debug: bool = True) -> Any:
-        with asyncio.Runner(loop_factory=factory, debug=debug) as r:
-            loop = r.get_loop()
-            loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
-            return r.run(coro)  # type: ignore[arg-type]
-
-    yield runner
-    assert not errors, f"the event loop reported: {errors}"
 
 
 @pytest.fixture(params=sorted(PAUSERS))

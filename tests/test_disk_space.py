@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import threading
 
+import mounts
 import pytest
-import skips
 from prometheus_client import CollectorRegistry
 
 import aiochronicle as ac
@@ -72,16 +71,8 @@ def test_fraction_of_the_size(tmp_path):
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        skips.skip("mount", f"tmpfs: {r.stderr.strip()}")
-    try:
+    with mounts.tmpfs(tmp_path / "tmpfs", "8m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_a_filling_disk_warns_then_recovers(small_tmpfs, watch_log):

@@ -11,8 +11,8 @@ import textwrap
 import time
 import uuid
 
+import mounts
 import pytest
-import skips
 
 import aiochronicle as ac
 
@@ -22,16 +22,8 @@ T0 = 1_637_251_500_000
 @pytest.fixture
 def small_fs(tmp_path):
     """A 3 MiB tmpfs of our own (this needs root, which CI and dev machines have)."""
-    mnt = tmp_path / "smallfs"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        skips.skip("mount", f"a small tmpfs: {r.stderr.strip()}")
-    try:
+    with mounts.tmpfs(tmp_path / "smallfs", "3m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 FULL_DISK = textwrap.dedent(
@@ -198,18 +190,9 @@ def read_only_view(tmp_path):
     src = tmp_path / "src"
     view = tmp_path / "view"
     src.mkdir()
-    view.mkdir()
-    r = subprocess.run(["mount", "--bind", str(src), str(view)], capture_output=True, text=True)
-    if r.returncode != 0:
-        skips.skip("mount", f"a bind mount: {r.stderr.strip()}")
-    try:
-        r = subprocess.run(["mount", "-o", "remount,ro,bind", str(view)], capture_output=True,
-                           text=True)
-        if r.returncode != 0:
-            skips.skip("mount", f"a read-only remount: {r.stderr.strip()}")
+    with mounts.mounted(["--bind", str(src)], view, "a bind mount"):
+        mounts.remount_read_only(view)
         yield src, view
-    finally:
-        subprocess.run(["umount", "-l", str(view)], check=False)
 
 
 def test_reader_without_write_permission(read_only_view):

@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 import msgspec
 import pytest
-from loops import KINDS, loop_factory
 
 import aiochronicle as ac
 from aiochronicle._codecs import recorded_codec
@@ -68,21 +67,6 @@ P2 = Price("GBPUSD", 1.3, 1.4, 7)
 def queue(tmp_path: Path) -> Iterator[ac.Queue]:
     with ac.open_queue(tmp_path / "q") as q:
         yield q
-
-
-@pytest.fixture(params=KINDS)
-def run(request: pytest.FixtureRequest) -> Iterator[Callable[[Awaitable[Any]], Any]]:
-    """Run a coroutine on each loop, in debug mode, failing on loop errors."""
-    factory = loop_factory(request.param)
-    errors: list[dict[str, Any]] = []
-
-    def runner(coro: Awaitable[Any]) -> Any:
-        with asyncio.Runner(loop_factory=factory, debug=True) as r:
-            r.get_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx))
-            return r.run(coro)  # type: ignore[arg-type]
-
-    yield runner
-    assert not errors, f"the event loop reported: {errors}"
 
 
 # --------------------------------------------------------------------------

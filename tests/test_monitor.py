@@ -21,7 +21,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -97,16 +96,6 @@ class Endpoint:
         self.proc.send_signal(sig)
         out, err = self.proc.communicate(timeout=TIMEOUT)
         return self.proc.returncode, out, err
-
-
-@pytest.fixture
-def endpoint() -> Iterator[list[Endpoint]]:
-    made: list[Endpoint] = []
-    yield made
-    for e in made:
-        if e.proc.poll() is None:
-            e.proc.kill()
-            e.proc.communicate(timeout=TIMEOUT)
 
 
 def q_(queue: str, **labels: str) -> tuple[tuple[str, str], ...]:

@@ -17,7 +17,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
@@ -30,16 +29,6 @@ from aiochronicle.metrics import DEFAULT_LATENCY_BUCKETS
 
 MINUTE = 60_000
 START = 19_000 * 86_400_000 + 7 * MINUTE
-
-
-@pytest.fixture
-def endpoint() -> Iterator[list[Endpoint]]:
-    made: list[Endpoint] = []
-    yield made
-    for e in made:
-        if e.proc.poll() is None:
-            e.proc.kill()
-            e.proc.communicate(timeout=TIMEOUT)
 
 
 def test_indices_above_2_53_are_exact(tmp_path: Path, endpoint: list[Endpoint]) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import promtool
@@ -86,16 +85,6 @@ def test_every_metric_of_the_pack_is_served(tmp_path: Path,
     assert "aiochronicle_hop_latency_seconds_bucket" in named
     assert named - FROM_PROMETHEUS - served == set()
     e.stop()
-
-
-@pytest.fixture
-def endpoint() -> Iterator[list[Endpoint]]:
-    made: list[Endpoint] = []
-    yield made
-    for e in made:
-        if e.proc.poll() is None:
-            e.proc.kill()
-            e.proc.communicate(timeout=TIMEOUT)
 
 
 @pytest.mark.slow

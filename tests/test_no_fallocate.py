@@ -16,8 +16,8 @@ import subprocess
 import sys
 import textwrap
 
+import mounts
 import pytest
-import skips
 from test_durability import FULL_DISK
 from test_monitor import Endpoint
 
@@ -43,22 +43,11 @@ NO_FALLOCATE_C = textwrap.dedent(
 )
 
 
-def _mount(args: list[str], mnt: str, what: str) -> None:
-    r = subprocess.run(["mount", *args, mnt], capture_output=True, text=True)
-    if r.returncode != 0:
-        skips.skip("mount", f"{what}: {r.stderr.strip()}")
-
-
 @pytest.fixture
 def small_tmpfs(tmp_path):
     """A 3 MiB tmpfs of our own (mounting needs root, which CI has)."""
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    _mount(["-t", "tmpfs", "-o", "size=3m", "tmpfs"], str(mnt), "tmpfs")
-    try:
+    with mounts.tmpfs(tmp_path / "tmpfs", "3m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.fixture
@@ -71,13 +60,9 @@ def small_ext2(tmp_path):
     with open(image, "wb") as f:
         f.truncate(8 << 20)
     subprocess.run([mkfs, "-q", "-F", "-m", "0", str(image)], check=True, capture_output=True)
-    mnt = tmp_path / "ext2"
-    mnt.mkdir()
-    _mount(["-o", "loop", str(image)], str(mnt), "an ext2 loop device")
-    try:
+    with mounts.mounted(["-o", "loop", str(image)], tmp_path / "ext2",
+                        "an ext2 loop device") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.fixture(scope="module")

@@ -19,12 +19,11 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from loops import KINDS, loop_factory
 
 import aiochronicle as ac
 import aiochronicle._replication as rep
@@ -34,22 +33,8 @@ HOUR = 3_600_000
 SECRET = b"correct horse battery staple"
 LOOPBACK = "127.0.0.1"
 Run = Callable[..., Any]
-
-
-@pytest.fixture(params=KINDS)
-def run(request: pytest.FixtureRequest) -> Iterator[Run]:
-    """Run a coroutine on a fresh loop of each kind; fail on anything the loop's
-    exception handler receives (a task whose error nobody retrieved, ...)."""
-    factory = loop_factory(request.param)
-    errors: list[dict[str, Any]] = []
-
-    def runner(coro: Awaitable[Any]) -> Any:
-        with asyncio.Runner(loop_factory=factory) as r:
-            r.get_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx))
-            return r.run(coro)  # type: ignore[arg-type]
-
-    yield runner
-    assert not errors, f"the event loop reported: {errors}"
+#: the conftest ``run`` fixture runs these without asyncio's debug mode
+LOOP_DEBUG = False
 
 
 def _open(path: Path, clock: ac.TimeProvider | None = None, **kw: Any) -> ac.Queue:
