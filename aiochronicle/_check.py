@@ -33,7 +33,7 @@ from ._headerless import HEADERLESS_LIMITATION
 from ._mapped import list_dir, open_regular
 from ._native import HDR_EOF, HDR_META, HDR_NOT_COMPLETE, UNLOCKED
 from ._native import HDR_LENGTH_MASK as LENGTH_MASK
-from ._queue import Queue, open_existing_queue
+from ._queue import Queue, cycles_of, open_existing_queue
 from ._rebuild import rebuild_metadata
 from ._rollcycles import cycle_shift_for
 from ._salvage import (
@@ -506,7 +506,7 @@ def _checked(path: str, run: Callable[[Cycles], list[CheckFinding]]) -> list[Che
             raise
         return [_bad_metadata(path, f"unreadable: {exc}", exc.offset)]
     try:
-        return run(q.cycle_files)
+        return run(cycles_of(q))
     finally:
         q.close()
 

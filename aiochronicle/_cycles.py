@@ -70,7 +70,7 @@ class Cycles:
 
     The queue makes one once it knows its roll cycle and epoch, and gives it
     (not itself) to its appenders, tailers and pretouchers; the tools in this
-    package reach it through ``Queue.cycle_files``.  Thread-safe: the store
+    package reach it through ``_queue.cycles_of(queue)``.  Thread-safe: the store
     cache is guarded by :attr:`lock`.
     """
 

@@ -19,7 +19,7 @@ from ._headerless import HEADERLESS_LIMITATION, is_headerless
 from ._mapped import list_dir, open_regular
 from ._native import HDR_EOF, HDR_META, HDR_NOT_COMPLETE, OK
 from ._native import HDR_LENGTH_MASK as LENGTH_MASK
-from ._queue import open_existing_queue
+from ._queue import cycles_of, open_existing_queue
 from ._render import DecodedPayload, hexdump, render_document
 from ._rollcycles import CycleNamer, RollCycle
 from ._store import unwritten_age
@@ -378,14 +378,14 @@ def dump_path(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
                     continue
                 if lo > first:
                     from_seq = rc.to_sequence(lo)
-                    st = q.cycle_files.acquire(cyc)
+                    st = cycles_of(q).acquire(cyc)
                     if st is not None:
                         try:
                             code, pos = st.seek(from_seq)
                             if code == 0:
                                 start_pos = pos
                         finally:
-                            q.cycle_files.release(st)
+                            cycles_of(q).release(st)
                 if hi is not None and hi <= last:
                     to_seq = rc.to_sequence(hi)
             base = done
@@ -394,7 +394,7 @@ def dump_path(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
                 if progress is not None:
                     progress(base + min(pos, size), total)
 
-            st = q.cycle_files.acquire(cyc) if cyc is not None and not ranged else None
+            st = cycles_of(q).acquire(cyc) if cyc is not None and not ranged else None
             try:
                 shown += dump_file(out, p, decoder=decoder, roll_cycle=rc, cycle=cyc,
                                    from_seq=from_seq, to_seq=to_seq, data_only=ranged,
@@ -406,7 +406,7 @@ def dump_path(out: TextIO, path: str, *, decoder: Callable[[bytes], DecodedPaylo
                 refused = refused or exc
             finally:
                 if st is not None:
-                    q.cycle_files.release(st)
+                    cycles_of(q).release(st)
             done += sizes[p]
         if refused is not None:
             raise refused

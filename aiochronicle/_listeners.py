@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from ._cycles import Cycles
-from ._queue import Queue
+from ._queue import Queue, cycles_of
 
 __all__ = ["StoreFileListener", "add_store_file_listener", "files_open_by_processes"]
 
@@ -119,7 +119,7 @@ def add_store_file_listener(q: Queue, listener: StoreFileListener, *,
     the file.  Returns a function that removes the listener (its ``flush()``
     waits for queued background calls).
     """
-    files = q.cycle_files
+    files = cycles_of(q)
     hub = _HUBS.get(id(files))
     if hub is None or hub.files is not files:
         hub = _ListenerHub(files)

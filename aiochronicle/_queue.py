@@ -84,8 +84,8 @@ from ._tailer import _AckedTailer as _AckedParts
 from ._tailer import _NamedTailer as _NamedParts
 from ._writelock import recover_dead_locks
 
-__all__ = ["Appender", "MethodReader", "Pretoucher", "Queue", "Tailer", "is_queue_dir",
-           "open_existing_queue", "open_queue", "set_queue_codec"]
+__all__ = ["Appender", "MethodReader", "Pretoucher", "Queue", "Tailer", "cycles_of",
+           "is_queue_dir", "open_existing_queue", "open_queue", "set_queue_codec"]
 
 
 # -- fork ----------------------------------------------------------------------
@@ -103,7 +103,7 @@ _OPEN_QUEUES: weakref.WeakKeyDictionary[Queue, weakref.WeakSet[Appender | Tailer
 def _after_fork_in_child() -> None:
     for q, children in list(_OPEN_QUEUES.items()):
         held = [st for child in list(children) if (st := child.after_fork()) is not None]
-        q.cycle_files.after_fork(held)
+        cycles_of(q).after_fork(held)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -650,13 +650,6 @@ class Queue(_Resource):
     def _check_open(self) -> None:
         self._cycles.check_open()
 
-    @property
-    def cycle_files(self) -> Cycles:
-        """The object that owns this queue's cycle files, ``metadata.cq4t``, the
-        write lock and rolling (for this package's tools; not part of the user
-        API, which is this class's other members)."""
-        return self._cycles
-
     # -- user objects ----------------------------------------------------
     def appender(self, *, listener: AppenderListener | None = None) -> Appender:
         """A new appender (one per thread that writes).
@@ -842,6 +835,14 @@ class Queue(_Resource):
             self._cycles.done_with_meta()
 
 
+def cycles_of(queue: Queue) -> Cycles:
+    """The object that owns ``queue``'s cycle files, ``metadata.cq4t``, the
+    write lock and rolling: what this package's tools (dump, the operations,
+    replication, services) are given to work on an open queue.  Not a member
+    of :class:`Queue`: users never need it."""
+    return queue._cycles  # noqa: SLF001  (the queue's own module)
+
+
 def set_queue_codec(queue: Queue, codec: Codec | str) -> Codec:
     """Record ``codec`` in ``queue``'s metadata (creating the key); returns it.
 
@@ -850,7 +851,7 @@ def set_queue_codec(queue: Queue, codec: Codec | str) -> Codec:
         ReadOnlyQueueError: the queue is open read-only.
         QueueClosedError: the queue is closed.
     """
-    files = queue.cycle_files
+    files = cycles_of(queue)
     meta = files.use_meta()
     try:
         return record_codec(meta, codec, queue.path)

@@ -15,6 +15,7 @@ from ._check import CheckFinding, RepairContext, metadata_findings, open_for_che
 from ._dump import Progress
 from ._errors import QueueBusyError
 from ._mapped import open_regular
+from ._queue import cycles_of
 from ._rebuild import rebuild_metadata
 from ._tablestore import TableStore
 from ._writelock import WRITE_LOCK, lock_states_in, release_lock, take_lock
@@ -103,7 +104,7 @@ def repair_queue(path: str, *, backup_dir: str | None = None, lock_timeout: floa
     """
     rebuilt = _rebuild_bad_metadata(path, backup_dir)
     q = open_for_check(path)
-    files = q.cycle_files
+    files = cycles_of(q)
     backed: set[str] = set()
     if backup_dir is not None:
         # before anything changes (taking the lock from a dead holder changes metadata)

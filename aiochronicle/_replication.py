@@ -79,7 +79,7 @@ from ._errors import (
 )
 from ._excerpt import Batch
 from ._pauser import Pauser
-from ._queue import Appender, Queue, Tailer, open_queue
+from ._queue import Appender, Queue, Tailer, cycles_of, open_queue
 from ._rollcycles import RollCycle, make_roll_cycle
 from ._tablestore import Cell
 from ._writelock import APPEND_LOCK, release_lock, take_lock
@@ -700,7 +700,7 @@ class ReplicationSource:
         if self._queue is None:
             self._queue = open_queue(self._queue_arg, **self._queue_options)  # type: ignore[arg-type]
         q = self._queue
-        meta = q.cycle_files.meta
+        meta = cycles_of(q).meta
         if meta is None or q.read_only:
             raise ReplicationError(f"a replication source needs a writable queue: {q.path}")
         # byte pointers for cq_max64 (valid while the queue is open)
@@ -1085,7 +1085,7 @@ class ReplicationSink:
                     w.sync()
             w.close()
         if q is not None and not q.closed:
-            self._unlock(q.cycle_files)
+            self._unlock(cycles_of(q))
         if q is not None and self._owns_queue:
             q.close()
             self._queue = None
@@ -1106,9 +1106,9 @@ class ReplicationSink:
         q = self._queue
         self._check_layout(q.roll_cycle, q.epoch, want, epoch)
         if self._writer is None:
-            if q.read_only or q.cycle_files.meta is None:
+            if q.read_only or cycles_of(q).meta is None:
                 raise IncompatibleQueueError(f"the sink's queue {q.path} is read-only")
-            self._lock(q.cycle_files)
+            self._lock(cycles_of(q))
             self._writer = _SinkWriter(q)
             assert self._opened is not None
             self._opened.set()

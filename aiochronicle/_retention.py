@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ._cycles import Cycles
 from ._dump import Progress
 from ._listeners import files_open_by_processes
-from ._queue import Queue, open_existing_queue
+from ._queue import Queue, cycles_of, open_existing_queue
 from ._stats import allocated_bytes, named_tailer_keys
 from ._tablestore import TableStore
 
@@ -108,7 +108,7 @@ class Retention:
         """What :meth:`apply` would do now, oldest file first."""
         q, own = self._open()
         try:
-            return self._plan(q.cycle_files, progress)
+            return self._plan(cycles_of(q), progress)
         finally:
             if own:
                 q.close()
@@ -194,7 +194,7 @@ class Retention:
         with self._lock:
             q, own = self._open()
             try:
-                plan = self._plan(q.cycle_files, None)
+                plan = self._plan(cycles_of(q), None)
                 if dry_run:
                     return plan
                 go = [d for d in plan if d.action != "keep"]
@@ -222,7 +222,7 @@ class Retention:
                         self.on_removed(done)
                 out += plan[len(out):]
                 if any(d.done for d in out):
-                    self._update_listing(q.cycle_files)
+                    self._update_listing(cycles_of(q))
                 return out
             finally:
                 if own:

@@ -44,7 +44,7 @@ from ._history import MessageHistory
 from ._methods import JSON_RAWS, MP_ENC, msgpack_history
 from ._methodwriter import make_method_writer
 from ._pauser import Pauser
-from ._queue import MethodReader, Queue, Tailer, open_queue
+from ._queue import MethodReader, Queue, Tailer, cycles_of, open_queue
 from ._wire import PlainReader, WireError
 
 __all__ = ["Service", "ServiceInput", "ServiceOutput", "ServiceStatistics", "SnapshotPolicy"]
@@ -627,7 +627,7 @@ class Service:
                                    "queues with one")
             out = _Output(oc, q, ctx)
             self._outputs.append(out)
-            writers[oc.name] = make_method_writer(out, oc.interface, q.cycle_files.meta, q.path,
+            writers[oc.name] = make_method_writer(out, oc.interface, cycles_of(q).meta, q.path,
                                                   q.source_id, codec=oc.codec,
                                                   record_history=True)
         handler = self._handler = self._factory(**writers)

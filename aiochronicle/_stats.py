@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ._queue import Queue, open_existing_queue
+from ._queue import Queue, cycles_of, open_existing_queue
 from ._tablestore import TableStore
 from ._writelock import LockState, lock_states_in
 
@@ -137,7 +137,7 @@ def queue_stats(path: str | Queue, *, sealed: SealedCycles | None = None) -> Que
     """
     own = not isinstance(path, Queue)
     q = open_existing_queue(path) if isinstance(path, str) else path
-    files = q.cycle_files
+    files = cycles_of(q)
     try:
         rc = q.roll_cycle
         cycles: list[CycleStats] = []

@@ -19,6 +19,7 @@ from workers import append_when_parked, parked
 
 import aiochronicle as ac
 from aiochronicle._notify import PARKED_KEY, SLOTS, _sockname, notifier_for, slot_key
+from aiochronicle._queue import cycles_of
 
 T = TypeVar("T")
 Run = Callable[..., T]
@@ -362,7 +363,7 @@ def test_notify_wakes_an_async_reader_from_another_process(run: Run[None],
             assert ex.payload == b"wake up"
             assert time.monotonic() - t0 < 10
             assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
-            n = notifier_for(q.cycle_files.meta)
+            n = notifier_for(cycles_of(q).meta)
             assert n is not None and n._thread is None  # the loop's socket woke it
             await asyncio.get_running_loop().run_in_executor(None, proc.join, 20)
 
@@ -394,7 +395,7 @@ def test_notify_parks_on_the_loop_and_frees_its_slot_on_close(run: Run[None],
         t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
         reader = asyncio.create_task(t.read())
         await parked(t.pauser)
-        n = notifier_for(q.cycle_files.meta)
+        n = notifier_for(cycles_of(q).meta)
         assert n is not None
         assert n._thread is None  # no helper thread: the loop watches a socket
         owners = _owner_slots(q)
@@ -409,7 +410,7 @@ def test_notify_parks_on_the_loop_and_frees_its_slot_on_close(run: Run[None],
         await q.aclose()
         with pytest.raises(ac.QueueClosedError):
             await asyncio.wait_for(reader, 10)
-        assert notifier_for(q.cycle_files.meta) is None  # a closed queue gets no new one
+        assert notifier_for(cycles_of(q).meta) is None  # a closed queue gets no new one
         with ac.open_queue(tmp_path) as again:
             assert _owner_slots(again) == {}  # the slot is free again
 
@@ -425,7 +426,7 @@ def test_notify_arms_and_reads_in_one_call(run: Run[None], tmp_path: Path) -> No
         with ac.open_queue(tmp_path) as q:
             a = q.appender()
             t = q.tailer(pauser=ac.Pauser.notify())
-            n = notifier_for(q.cycle_files.meta)
+            n = notifier_for(cycles_of(q).meta)
             assert n is not None
             w = n.loop_waker()
             assert w is not None
@@ -501,7 +502,7 @@ def test_notify_falls_back_to_the_helper_thread_when_every_slot_is_taken(
         t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
         reader = asyncio.create_task(t.read())
         await parked(t.pauser)
-        n = notifier_for(q.cycle_files.meta)
+        n = notifier_for(cycles_of(q).meta)
         assert n is not None
         thread = n._thread
         assert thread is not None and thread.is_alive()

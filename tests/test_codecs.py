@@ -29,6 +29,7 @@ from aiochronicle._codecs import (
     recorded_codec,
     writer_for,
 )
+from aiochronicle._queue import cycles_of
 from aiochronicle._render import decode_auto
 from aiochronicle._wire import EmptyBody, HistoryBytes, PlainReader, Typed, WireError, WireWriter
 
@@ -296,7 +297,7 @@ def test_opening_a_queue_does_not_create_the_codec_key(tmp_path: Path) -> None:
         q.appender().append_text("hello")
         before = (tmp_path / "metadata.cq4t").read_bytes()
         assert q.codec is ac.Codecs.BINARY_WIRE  # no record: BinaryWire
-        assert recorded_codec(q.cycle_files.meta) is None
+        assert recorded_codec(cycles_of(q).meta) is None
         assert q.tailer().method_reader(_Sink()).read_available() == 1
     with ac.open_queue(tmp_path) as q:
         assert q.codec is ac.Codecs.BINARY_WIRE

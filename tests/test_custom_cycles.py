@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import aiochronicle as ac
+from aiochronicle._queue import cycles_of
 
 FIVE = ac.RollCycle.custom("H34B_FIVE_SECONDS", "yyyyMMdd-HHmmss'5'", 5000, 65536, 16)
 
@@ -88,7 +89,7 @@ def test_a_zoned_queue_reopens_with_its_zone(tmp_path: Path) -> None:
     with ac.open_queue(tmp_path, roll_time=time(0, 0), roll_time_zone=ZoneInfo("Europe/London"),
                        time_provider=clock) as q, q.appender() as app:
         app.append(b"x")
-        assert q.cycle_files.span_ms(q.current_cycle())[1] - clock.current_time_millis() \
+        assert cycles_of(q).span_ms(q.current_cycle())[1] - clock.current_time_millis() \
             == 22 * 3_600_000  # the rest of a 23-hour day
     with ac.open_queue(tmp_path, time_provider=clock) as q:  # the stored zone wins
         assert q.roll_time == time(0, 0) and q.roll_time_zone == ZoneInfo("Europe/London")

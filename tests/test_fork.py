@@ -17,6 +17,7 @@ import pytest
 PRELUDE = textwrap.dedent("""
     import os, signal, sys, threading, time
     import aiochronicle as ac
+    from aiochronicle._queue import cycles_of
 
     path = sys.argv[1]
     q = ac.open_queue(path, lock_timeout=20.0)
@@ -77,7 +78,7 @@ SCENARIOS = {
     "lock_held_by_another_thread": """
         holding, release = threading.Event(), threading.Event()
         def hold():
-            with q.cycle_files.lock:
+            with cycles_of(q).lock:
                 holding.set()
                 release.wait()
         th = threading.Thread(target=hold)
@@ -193,7 +194,7 @@ SCENARIOS = {
         q2 = ac.open_queue(path + "2", block_size=1 << 16)
         a2 = q2.appender()
         a2.append(b"small")
-        st = q2.cycle_files.acquire(q2.cycles()[0])
+        st = cycles_of(q2).acquire(q2.cycles()[0])
         holding, release = threading.Event(), threading.Event()
         def hold():
             with st.file._grow_lock:
@@ -215,7 +216,7 @@ SCENARIOS = {
         finally:
             release.set()
             th.join()
-        q2.cycle_files.release(st)
+        cycles_of(q2).release(st)
         assert os.waitstatus_to_exitcode(status) == 0, status
     """,
     # a thread of the parent was inside a tailer's call (opening the next
@@ -237,7 +238,7 @@ SCENARIOS = {
             if what == "on_acquired" and threading.current_thread() is th:
                 inside.set()
                 release.wait()
-        q2.cycle_files.listeners.append(listener)
+        cycles_of(q2).listeners.append(listener)
         th = threading.Thread(target=t2.read_nowait)
         th.start()
         inside.wait()

@@ -16,6 +16,7 @@ from test_java_live import JAVA_OWN_WARNINGS, VERSIONS, _warnings, java, java_ex
 
 import aiochronicle as ac
 import jvm
+from aiochronicle._queue import cycles_of
 
 __all__ = ["java"]  # the session fixture that builds the Java programs
 
@@ -157,9 +158,9 @@ def test_zone_days_start_where_java_time_puts_them(java: None, zone: str, at: st
         assert q.epoch == (hh * 60 + mm) * 60_000
         seen = []
         for day, cycle, start in starts:
-            assert q.cycle_files.span_ms(cycle)[0] == start
+            assert cycles_of(q).span_ms(cycle)[0] == start
             if seen and seen[-1][0] == cycle - 1:  # consecutive days: 23, 24 or 25 hours
-                assert q.cycle_files.span_ms(cycle - 1)[1] == start
+                assert cycles_of(q).span_ms(cycle - 1)[1] == start
             for t, want in ((start - 1, cycle - 1), (start, cycle)):
                 clock.set_millis(max(t, clock.current_time_millis()))
                 if clock.current_time_millis() != t:

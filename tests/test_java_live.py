@@ -27,6 +27,7 @@ from workers import open_q
 import aiochronicle as ac
 import jvm
 from aiochronicle._notify import SLOTS, notifier_for, slot_key
+from aiochronicle._queue import cycles_of
 from aiochronicle._rollcycles import CycleNamer
 
 VERSIONS = list(jvm.VERSIONS)
@@ -306,7 +307,7 @@ def test_java_works_beside_the_notify_values(java: None, version: str,
     q = tmp_path / "q"
     with ac.open_queue(str(q)) as queue:
         queue.appender().append_text("python 1")
-        assert notifier_for(queue.cycle_files.meta) is not None  # creates every notify value
+        assert notifier_for(cycles_of(queue).meta) is not None  # creates every notify value
         queue.table_store_put(slot_key(3), 12345 << 32 | 678)
     before = _table(q)
     assert sum(1 for _, _, d in before if b"aiochronicle.notify" in d) == 2 + SLOTS

@@ -25,12 +25,13 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 BUILDER = textwrap.dedent(
     """
     import sys, aiochronicle as ac
+    from aiochronicle._queue import cycles_of
     from aiochronicle._store import _build_aside
     path, cycle = sys.argv[1], int(sys.argv[2])
     with ac.open_queue(path, roll_cycle=ac.RollCycles.FAST_DAILY) as q:
         rc = q.roll_cycle
         tmp, f, _ = _build_aside(q.cycle_path(cycle), cycle, rc.index_count,
-                                 rc.index_spacing, q.block_size, q.cycle_files.overlap)
+                                 rc.index_spacing, q.block_size, cycles_of(q).overlap)
         print(tmp, flush=True)
         sys.stdin.readline()  # killed here
     """
@@ -129,6 +130,7 @@ def test_missing_eof_is_still_reported_when_data_follows_the_empty_cycle(tmp_pat
 CLOSE_UNMAPS = textwrap.dedent(
     """
     import os, sys, aiochronicle as ac
+    from aiochronicle._queue import cycles_of
 
     def meta_in_use():
         maps = [line for line in open("/proc/self/maps") if "metadata.cq4t" in line]
@@ -146,7 +148,7 @@ CLOSE_UNMAPS = textwrap.dedent(
     # closed inside a `with` of the write lock (a store file listener may):
     # the lock is released on the way out, so the word stays mapped till then
     q = ac.open_queue(sys.argv[1])
-    with q.cycle_files.write_lock:
+    with cycles_of(q).write_lock:
         q.close()
     print(*meta_in_use())
     print(*[(s.key, s.locked) for s in ac.lock_states(sys.argv[1])])

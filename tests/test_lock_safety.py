@@ -21,6 +21,7 @@ import warnings
 import pytest
 
 import aiochronicle as ac
+from aiochronicle._queue import cycles_of
 from aiochronicle._tablestore import TableStore
 from aiochronicle._writelock import (
     APPEND_LOCK,
@@ -257,7 +258,7 @@ def test_lock_timeout_restarts_when_the_lock_changes_hands(tmp_path):
                 time.sleep(hold)  # how long a holder holds: the thing under test
                 assert child.poll() is None, child.communicate()
                 # a plain store (table_store_put only ever raises a value)
-                q.cycle_files.meta.set("chronicle.write.lock", sleepers[(n + 1) % 2].pid)
+                cycles_of(q).meta.set("chronicle.write.lock", sleepers[(n + 1) % 2].pid)
             time.sleep(hold)
             assert child.poll() is None, child.communicate()
             assert q.table_store_get("chronicle.write.lock") == sleepers[handovers % 2].pid

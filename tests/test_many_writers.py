@@ -11,6 +11,7 @@ import threading
 from workers import make_message, open_q, parse_message
 
 import aiochronicle as ac
+from aiochronicle._queue import cycles_of
 
 WORKERS = os.path.join(os.path.dirname(__file__), "workers.py")
 
@@ -97,8 +98,8 @@ def test_append_lock_held_by_live_process_refuses_appends(tmp_path):
     try:
         with open_q(path) as q:
             q.appender().append(b"before")
-            assert q.cycle_files.meta is not None
-            q.cycle_files.meta.set("chronicle.append.lock", holder.pid)
+            assert cycles_of(q).meta is not None
+            cycles_of(q).meta.set("chronicle.append.lock", holder.pid)
             app = q.appender()
             try:
                 app.append(b"refused")
@@ -123,10 +124,10 @@ def test_write_lock_of_dead_process_is_recovered(tmp_path):
     dead.wait()
     with open_q(path) as q:
         q.appender().append(b"one")
-        assert q.cycle_files.meta is not None
-        q.cycle_files.meta.set("chronicle.write.lock", dead.pid)
+        assert cycles_of(q).meta is not None
+        cycles_of(q).meta.set("chronicle.write.lock", dead.pid)
         assert q.appender().append(b"two") >= 0
-        assert q.cycle_files.meta.get("chronicle.write.lock") == -(1 << 63)
+        assert cycles_of(q).meta.get("chronicle.write.lock") == -(1 << 63)
 
 
 def test_write_lock_of_live_process_times_out_then_modes(tmp_path):
@@ -135,8 +136,8 @@ def test_write_lock_of_live_process_times_out_then_modes(tmp_path):
     try:
         with open_q(path, lock_timeout=0.3) as q:
             q.appender().append(b"one")
-            assert q.cycle_files.meta is not None
-            q.cycle_files.meta.set("chronicle.write.lock", holder.pid)
+            assert cycles_of(q).meta is not None
+            cycles_of(q).meta.set("chronicle.write.lock", holder.pid)
             try:
                 q.appender().append(b"two")
             except ac.WriteLockTimeoutError as exc:

@@ -23,6 +23,7 @@ import pytest
 import aiochronicle as ac
 from aiochronicle._codecs import recorded_codec
 from aiochronicle._native import WriterMethod
+from aiochronicle._queue import cycles_of
 
 CODECS = ["msgpack", "json", "binary_wire"]
 
@@ -1051,7 +1052,7 @@ def test_chained_calls_are_one_excerpt(queue: ac.Queue) -> None:
     with ac.open_queue(queue.path + "-mp") as q2:
         with pytest.raises(TypeError, match="binary_wire"):
             q2.appender().method_writer(To, codec="msgpack")
-        assert recorded_codec(q2.cycle_files.meta) is None  # nothing recorded by the failure
+        assert recorded_codec(cycles_of(q2).meta) is None  # nothing recorded by the failure
         q2.appender().method_writer(To).to("x").say("y")  # the default for chains
         assert q2.codec is ac.Codecs.BINARY_WIRE
 

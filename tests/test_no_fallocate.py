@@ -22,6 +22,7 @@ from test_durability import FULL_DISK
 from test_monitor import Endpoint
 
 import aiochronicle as ac
+from aiochronicle._queue import cycles_of
 
 T0 = 1_637_251_500_000
 
@@ -221,14 +222,14 @@ def test_readers_on_a_full_tmpfs_with_a_hole_after_the_data(small_tmpfs, tmp_pat
         app = q.appender()
         for i in range(300):
             app.append(b"excerpt %d " % i + b"y" * 50)
-        st = q.cycle_files.acquire(q.cycles()[-1])
+        st = cycles_of(q).acquire(q.cycles()[-1])
         end = st.end()[0]
-        q.cycle_files.release(st)
+        cycles_of(q).release(st)
         room = 4096 - end % 4096
         app.append(b"z" * (room - 4 if room >= 8 else room + 4092))
-        st = q.cycle_files.acquire(q.cycles()[-1])
+        st = cycles_of(q).acquire(q.cycles()[-1])
         end = st.end()[0]
-        q.cycle_files.release(st)
+        cycles_of(q).release(st)
         assert end % 4096 == 0
         total = q.entry_count()
     path = str(small_tmpfs / "q")

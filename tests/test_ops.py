@@ -20,6 +20,7 @@ import pytest
 
 import aiochronicle as ac
 from aiochronicle import _cli, _dump, _listeners, _queue, _render, _salvage
+from aiochronicle._queue import cycles_of
 from aiochronicle._tablestore import TableStore
 
 DAY = 86_400_000
@@ -295,22 +296,22 @@ def damage(qdir: Path) -> dict[str, object]:
     # the first index page is the metadata document right before the first excerpt
     pos1 = data_positions(f1)
     with ac.open_queue(qdir, read_only=True) as q:
-        st = q.cycle_files.acquire(19001)
+        st = cycles_of(q).acquire(19001)
         assert st is not None
         i2i = st.file.load64(st.layout.i2i_off)
         page = _salvage.index_array(st, _salvage.index_array(st, i2i, "index2index").values[0],
                                     "index")
-        q.cycle_files.release(st)
+        cycles_of(q).release(st)
     assert page is not None and page.values[:3] == tuple(pos1[:3])
     put(f1, page.value_offset(1), bytes(8))  # hole at sequence 1
     put(f1, page.value_offset(2), struct.pack("<q", pos1[5]))  # sequence 2 -> wrong place
     # cycle 2: writePosition left behind, and a writer died mid-excerpt at the end
     pos2 = data_positions(f2)
     with ac.open_queue(qdir, read_only=True) as q:
-        st = q.cycle_files.acquire(19002)
+        st = cycles_of(q).acquire(19002)
         assert st is not None
         wp_off = st.layout.wp_off
-        q.cycle_files.release(st)
+        cycles_of(q).release(st)
     put(f2, wp_off, struct.pack("<q", pos2[4]))
     end2 = end_position(f2)
     put(f2, end2, struct.pack("<I", 0x80000010) + b"partial!")
@@ -472,7 +473,7 @@ def test_retention_by_age_keeps_current_and_needed(tmp_path: Path) -> None:
         assert [d.cycle for d in removed] == [19000, 19001]
         assert not files[0].exists() and not files[1].exists() and files[2].exists()
         assert q.cycles()[0] == 19002
-        meta = q.cycle_files.meta
+        meta = cycles_of(q).meta
         assert meta is not None and meta.get("listing.lowestCycle") == 19002
         t.move_to_index(q.roll_cycle.to_index(19002, 1))
         assert t.read_nowait() is not None

@@ -17,6 +17,7 @@ import aiochronicle as ac
 from aiochronicle._native import ffi, lib
 from aiochronicle._notify import NOTIFY_KEY, notifier_for
 from aiochronicle._pauser import PARK, SPIN, YIELD
+from aiochronicle._queue import cycles_of
 
 MS = 1_000_000
 US = 1_000
@@ -316,7 +317,7 @@ def test_appender_finds_the_notify_value_created_after_it(tmp_path: Path) -> Non
         assert q.table_store_get(NOTIFY_KEY) is None  # the metadata stays Java's
         q.tailer("other")  # another key first: the appender's probe walks over it
         a.append(b"x")
-        n = notifier_for(q.cycle_files.meta)
+        n = notifier_for(cycles_of(q).meta)
         assert n is not None and q.table_store_get(NOTIFY_KEY) == 0
         w = a._notify_watch  # type: ignore[attr-defined]
         assert w.cell == ffi.NULL

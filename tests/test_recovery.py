@@ -10,6 +10,7 @@ import textwrap
 import time
 
 import aiochronicle as ac
+from aiochronicle._queue import cycles_of
 
 T0 = 1_637_251_500_000
 UNLOCKED = -(1 << 63)
@@ -20,6 +21,7 @@ def _child(code: str, path: str) -> subprocess.CompletedProcess[str]:
     prelude = textwrap.dedent(
         f"""
         import os, signal, aiochronicle as ac
+        from aiochronicle._queue import cycles_of
         clock = ac.SetTimeProvider({T0})
         q = ac.open_queue({path!r}, time_provider=clock, block_size=256 << 10)
         app = q.appender()
@@ -52,8 +54,8 @@ def test_killed_holding_the_lock_mid_payload(tmp_path):
         """, path)
     assert r.returncode == -9, r.stderr
     with _open(path) as q:
-        assert q.cycle_files.meta is not None
-        holder = q.cycle_files.meta.get("chronicle.write.lock")
+        assert cycles_of(q).meta is not None
+        holder = cycles_of(q).meta.get("chronicle.write.lock")
         # opening the queue already released the dead holder's lock (as Java does)
         assert holder == UNLOCKED
         t0 = time.monotonic()
@@ -68,10 +70,10 @@ def test_dead_lock_holder_found_while_appending(tmp_path):
     with _open(path) as q:
         app = q.appender()
         app.append(b"a")
-        r = _child("app.append(b'b'); q.cycle_files.write_lock.acquire(); die()", path)
+        r = _child("app.append(b'b'); cycles_of(q).write_lock.acquire(); die()", path)
         assert r.returncode == -9, r.stderr
-        assert q.cycle_files.meta is not None
-        assert q.cycle_files.meta.get("chronicle.write.lock") not in (UNLOCKED, os.getpid())
+        assert cycles_of(q).meta is not None
+        assert cycles_of(q).meta.get("chronicle.write.lock") not in (UNLOCKED, os.getpid())
         app.append(b"c")  # waits, sees a dead PID, takes the lock over
         assert _payloads(q) == [b"a", b"b", b"c"]
 
@@ -174,7 +176,7 @@ def test_truncated_table_store_lock_value_is_not_a_crash(tmp_path):
     with _open(path) as q:
         q.appender().append(b"x")
     # a writer's PID left in the lock after a crash, on a queue nobody has open
-    r = _child("app.append(b'y'); q.cycle_files.write_lock.acquire(); die()", path)
+    r = _child("app.append(b'y'); cycles_of(q).write_lock.acquire(); die()", path)
     assert r.returncode == -9
     with _open(path, read_only=True) as q:
         assert _payloads(q) == [b"x", b"y"]

@@ -27,6 +27,7 @@ import pytest
 
 import aiochronicle as ac
 import aiochronicle._replication as rep
+from aiochronicle._queue import cycles_of
 
 T0 = 1_637_251_500_000
 HOUR = 3_600_000
@@ -74,12 +75,12 @@ def assert_same_queue(src: Path, sink: Path) -> int:
         for c in cycles:
             ends = []
             for q in (qa, qb):
-                st = q.cycle_files.acquire(c)
+                st = cycles_of(q).acquire(c)
                 assert st is not None
                 try:
                     pos, _count, eof = st.end()
                 finally:
-                    q.cycle_files.release(st)
+                    cycles_of(q).release(st)
                 ends.append(pos + (4 if eof else 0))
             assert ends[0] == ends[1], f"cycle {c}: data ends at {ends}"
             with open(qa.cycle_path(c), "rb") as fa, open(qb.cycle_path(c), "rb") as fb:
@@ -342,7 +343,7 @@ def test_gap_and_incompatible_queue_are_named_errors(run: Run, tmp_path: Path) -
             later = _fill(src_q, clock, [5], 10)
             first_cycle = src_q.cycles()[0]
             src_q.close()
-            os.remove(tmp_path / "src" / (src_q.cycle_files.namer.name(first_cycle) + ".cq4"))
+            os.remove(tmp_path / "src" / (cycles_of(src_q).namer.name(first_cycle) + ".cq4"))
         with _open(tmp_path / "src", clock) as q2:
             q2.refresh_directory_listing()
             async with ac.ReplicationSource(q2, port=0, secret=SECRET) as src:

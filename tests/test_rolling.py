@@ -19,6 +19,7 @@ import pytest
 from rawfile import raw_documents
 
 import aiochronicle as ac
+from aiochronicle._queue import cycles_of
 
 SECOND = 1000
 HOUR = 3_600_000
@@ -166,7 +167,7 @@ def test_tailer_waits_at_a_cycle_without_eof_until_an_appender_normalises_it(
     clk.advance_millis(HOUR)  # now in H0 + 2: H0 + 1 has no EOF either
     with open_q(qdir, clk) as q:
         t = q.tailer()
-        with q.cycle_files.write_lock:
+        with cycles_of(q).write_lock:
             # no EOF, a live writer, the file changed just now: the writer may
             # still be in H0, so a tailer does not move on (§7.2)
             got = read_all(t)

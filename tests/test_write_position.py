@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import aiochronicle as ac
+from aiochronicle._queue import cycles_of
 
 T0 = 1_637_251_500_000
 
@@ -29,7 +30,7 @@ def test_a_damaged_write_position_sequence_is_not_adopted(tmp_path: Path, writte
         a.append(b"a's first")
         for i in range(written):
             last = other.append(b"excerpt %d" % i)
-        files = q.cycle_files
+        files = cycles_of(q)
         st = files.acquire(q.cycles()[-1])
         assert st is not None
         try:

@@ -22,6 +22,7 @@ import aiochronicle as ac
 from aiochronicle._appender import Appender
 from aiochronicle._native import ffi, lib
 from aiochronicle._notify import NOTIFY_KEY, PARKED_KEY
+from aiochronicle._queue import cycles_of
 
 HEAD = struct.Struct("<IIQI")  # writer, incarnation, n, crc32(body)
 ACK = struct.Struct("<IIQq")  # writer, incarnation, n, index
@@ -216,7 +217,7 @@ def reader_parked(q: ac.Queue) -> bool:
     notify value, or set its loop's bit in ``aiochronicle.notify.parked``): a
     commit from now on wakes it, so an append then is neither lost nor ahead
     of the park."""
-    meta = q.cycle_files.meta
+    meta = cycles_of(q).meta
     assert meta is not None
     off = meta.offset(NOTIFY_KEY)
     if off is not None and lib.cq_notify_until(
@@ -231,7 +232,7 @@ def append_when_parked(path: str, notify: bool = True, ready: Any = None) -> Non
     ``notify=False``: with an appender that never notifies.  ``ready`` is set
     when the appender exists."""
     with ac.open_queue(path) as q:
-        a = q.appender() if notify else Appender(q.cycle_files, q)
+        a = q.appender() if notify else Appender(cycles_of(q), q)
         if ready is not None:
             ready.set()
         deadline = time.monotonic() + 20
