@@ -68,7 +68,7 @@ def _pytest(tmp_path: Path, files: dict[str, str],
             ci: str | None) -> subprocess.CompletedProcess[str]:
     run = tmp_path / "run"
     run.mkdir()
-    for name in ("conftest.py", "skips.py"):
+    for name in ("conftest.py", "skips.py", "loops.py"):  # what conftest.py imports
         shutil.copy(HERE / name, run / name)
     for name, text in files.items():
         (run / name).write_text(text)
