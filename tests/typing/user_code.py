@@ -42,7 +42,14 @@ def objects(path: Path) -> None:
         if excerpt is not None:
             at: int = excerpt.index
             payload: bytes = excerpt.payload
-            print(at, payload)
+            is_meta: bool = excerpt.metadata
+            print(at, payload, is_meta, excerpt.text)
+        with tailer.reading_document() as reading:
+            if reading.present:
+                view: memoryview = reading.payload
+                print(reading.index, bytes(view))
+        for ex in tailer.queue.tailer():                    # iterating what is there
+            print(ex.index)
         moved: bool = tailer.move_to_index(index)
         tailer.to_start()
         tailer.to_end()
@@ -83,7 +90,7 @@ async def service(path: Path) -> None:
         print(got)
         await q.tailer().method_reader(PriceListener()).run()
         for pauser in (ac.Pauser.busy(), ac.Pauser.sleepy(), ac.Pauser.millis(1),
-                       ac.Pauser.yielding(), ac.Pauser.timed_busy()):
+                       ac.Pauser.yielding(), ac.Pauser.timed_busy(), ac.Pauser.notify()):
             t = q.tailer(pauser=pauser)
             mode: ac.PauserMode = t.pauser.mode
             print(mode)
