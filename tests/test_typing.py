@@ -6,6 +6,7 @@ type-checks: ``tailer.queue.appender()``, ``reader.tailer.to_start()`` ..."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -27,3 +28,26 @@ def test_user_code_type_checks_strictly(tmp_path: Path) -> None:
     lines = [ln for ln in out.stdout.splitlines() if "user_code.py" in ln]
     assert lines == [], out.stdout + out.stderr
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_user_code_runs(tmp_path: Path) -> None:
+    """The same paths work at run time: the user's file runs against the package
+    (its objects are the public classes: ``tailer.queue`` is the queue itself,
+    ``reader.tailer`` the tailer, every variant an instance of the public class)."""
+    spec = importlib.util.spec_from_file_location("user_code", ROOT / "tests" / "typing"
+                                                  / "user_code.py")
+    assert spec is not None and spec.loader is not None
+    user = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(user)
+    user.objects(tmp_path / "q")
+    with aiochronicle.open_queue(tmp_path / "q") as q:
+        assert user.annotated(q.tailer(), q.appender(), q.tailer().method_reader(object(),
+                              default_handler=lambda *_: None)) == q.tailer().index
+        for t in (q.tailer(), q.tailer("n"), q.tailer(read_after_replica_acknowledged=True),
+                  q.tailer("m", read_after_replica_acknowledged=True)):
+            assert isinstance(t, aiochronicle.Tailer) and t.queue is q
+            reader = t.method_reader(object(), default_handler=lambda *_: None)
+            assert isinstance(reader, aiochronicle.MethodReader) and reader.tailer is t
+        assert isinstance(q.appender(listener=lambda i, p: None), aiochronicle.Appender)
+        assert q.pretoucher().queue is q
+    assert not hasattr(aiochronicle.Queue, "cycle_files")  # a removed internal name
