@@ -674,9 +674,10 @@ def test_a_sink_without_outputs_resumes_from_its_snapshot(tmp_path: Path) -> Non
     assert seen == list(range(15))
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("case", ["sync", "async", "raises", "skips"])
 def test_inputs_a_notify_wake_up_finds_are_handled_like_read_ones(
-        tmp_path: Path, case: str) -> None:
+        tmp_path: Path, case: str, kind: str) -> None:
     """Parked on ``Pauser.notify()``, the service handles what a wake-up finds
     in the loop's callback: counted, snapshotted, an async handler awaited in
     order, a raising one stopping the service (or skipped) with its index,
@@ -710,7 +711,7 @@ def test_inputs_a_notify_wake_up_finds_are_handled_like_read_ones(
     on_error = "skip" if case == "skips" else "stop"
     if case != "raises":
         _write_ticks(ref / "in", range(3, 12))
-        _run("uvloop", _summer(ref, "snapshots", handler=handler, on_error=on_error).run(
+        _run(kind, _summer(ref, "snapshots", handler=handler, on_error=on_error).run(
             until_end=True))
 
     async def main() -> ac.ServiceStatistics:
@@ -731,12 +732,12 @@ def test_inputs_a_notify_wake_up_finds_are_handled_like_read_ones(
     try:
         if case == "raises":
             with pytest.raises(ac.ServiceHandlerError) as info:
-                _run("uvloop", main())
+                _run(kind, main())
             with ac.open_queue(live / "in") as q:
                 assert q.roll_cycle.to_sequence(info.value.index) == 5
             assert max(o[0] for o in _outs(live / "out")) == 3
             return
-        stats = _run("uvloop", main())
+        stats = _run(kind, main())
     finally:
         Live.svc = Live.seen = None
     assert stats.inputs_handled == 12  # a skipped input is handled (logged, counted)
