@@ -224,12 +224,25 @@ _SNAPSHOTS = ("path", "every_inputs", "every_seconds")
 
 
 def resolve(spec: str) -> Any:
-    """Import ``module:name`` (dotted names after the colon are attributes)."""
+    """Import ``module:name`` (dotted names after the colon are attributes).
+
+    Raises:
+        ValueError: ``spec`` is not ``module:name``, the module cannot be
+            imported (or raised while importing) or has no such name; the
+            message says which.
+    """
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
-        raise ValueError(f"{spec!r} is not module:name")
-    obj: Any = importlib.import_module(module)
+        raise ValueError("must be module:name")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(f"no module {module!r} ({exc})") from None
+    except Exception as exc:  # the module raised while being imported
+        raise ValueError(f"importing {module!r} raised {type(exc).__name__}: {exc}") from None
     for part in name.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module {module!r} has no {name!r}")
         obj = getattr(obj, part)
     return obj
 
@@ -283,21 +296,11 @@ class _Checker:
         return sid
 
     def importable(self, spec: str, path: Path, what: str, *, callable_: bool) -> None:
-        module, sep, name = spec.partition(":")
-        if not sep or not module or not name:
-            raise self.fail(path, f"{what} {spec!r} must be module:name")
         try:
-            mod = importlib.import_module(module)
-        except ImportError as exc:
-            raise self.fail(path, f"{what} {spec!r}: no module {module!r} ({exc})") from None
-        except Exception as exc:  # the module raised while being imported
-            raise self.fail(path, f"{what} {spec!r}: importing {module!r} raised "
-                            f"{type(exc).__name__}: {exc}") from None
-        obj: object = mod
-        for part in name.split("."):
-            if not hasattr(obj, part):
-                raise self.fail(path, f"{what} {spec!r}: module {module!r} has no {name!r}")
-            obj = getattr(obj, part)
+            obj = resolve(spec)
+        except ValueError as exc:
+            sep = " " if str(exc).startswith("must") else ": "
+            raise self.fail(path, f"{what} {spec!r}{sep}{exc}") from None
         if callable_ and not callable(obj):
             raise self.fail(path, f"{what} {spec!r} is not callable")
 

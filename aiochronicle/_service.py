@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -166,6 +166,13 @@ log = logging.getLogger("aiochronicle.service")
 
 _YIELD_EVERY: Final = 256
 """Inputs handled in a row before the event loop gets a turn."""
+
+_BATCH_BYTES: Final = 256 << 10
+"""About the most bytes a live input reads in one batch (of ``_YIELD_EVERY``
+excerpts at most)."""
+
+_PAST_END: Final = object()
+"""What the wake-up callback leaves the pump when an input is past its ``end``."""
 
 
 # --------------------------------------------------------------------------
@@ -384,8 +391,8 @@ class _Output:
 class _Input:
     """One input queue of a running service."""
 
-    __slots__ = ("config", "last", "pending", "queue", "reader", "replay_to", "source_id",
-                 "tailer", "task", "waiting")
+    __slots__ = ("config", "held", "last", "pending", "process", "queue", "reader",
+                 "replay_to", "source_id", "tailer", "task", "waiting")
 
     def __init__(self, config: ServiceInput, queue: Queue, tailer: Tailer,
                  reader: MethodReader) -> None:
@@ -399,6 +406,10 @@ class _Input:
         self.pending: Excerpt | None = None  # read ahead by the replay
         self.waiting = False
         self.task: asyncio.Task[None] | None = None
+        self.process = reader.process
+        #: what the wake-up callback left the pump: an exception to raise, an
+        #: async handler's (awaitable, index), or _PAST_END
+        self.held: Any = None
 
 
 def _raise(exc: Exception, excerpt: Excerpt) -> None:
@@ -504,6 +515,7 @@ class Service:
         self._recovery: float | None = None
         self._inside = 0  # inputs being handled (async handlers may interleave)
         self._snap_queue: Queue | None = None
+        self._snap_append: Callable[[bytes], int] | None = None
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -659,6 +671,7 @@ class Service:
         if self._snap_queue is not None:
             self._snap_queue.close()
             self._snap_queue = None
+        self._snap_append = None
         self._inputs = []
         # outputs stay for the statistics (their queues are closed)
 
@@ -879,58 +892,157 @@ class Service:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    def _step(self, inp: _Input, p: bytes | memoryview, j: int) -> Awaitable[None] | None:
+        """Handle input ``j`` (payload ``p``) of ``inp``: call the handler and,
+        when it is done, count the input and write a snapshot when one is due.
+        Returns an async handler's awaitable (the caller awaits it with
+        :meth:`_finish`); raises what :meth:`_failed` raises."""
+        try:
+            r = inp.process(p, j)
+        except Exception as exc:
+            self._failed(inp, j, exc)
+            r = None
+        if r is not None:
+            return r
+        inp.last = j
+        self._handled += 1
+        if self._handled == self._next_snap:
+            self._write_snapshot()
+        return None
+
+    async def _finish(self, inp: _Input, r: Awaitable[None], j: int) -> None:
+        """Await what an async handler returned for input ``j``, then count it."""
+        self._inside += 1
+        try:
+            await r
+        except Exception as exc:
+            self._failed(inp, j, exc)
+        finally:
+            self._inside -= 1
+        inp.last = j
+        self._handled += 1
+        if self._handled == self._next_snap:
+            self._write_snapshot()
+
     async def _pump(self, inp: _Input) -> None:
-        """Handle ``inp``'s live inputs until the service stops."""
+        """Handle ``inp``'s live inputs until the service stops.
+
+        What is there is read in batches (the tailer's position may run ahead
+        of the inputs handled: a restart resumes from the outputs' history and
+        the snapshot, never from it).  Parked on ``Pauser.notify()`` wake-ups,
+        sync handlers are called right in the loop's wake-up callback (as a
+        method reader's ``run()`` does), with the same bookkeeping."""
         tailer = inp.tailer
-        read = tailer.read_nowait
-        process = inp.reader.process
+        read_many = tailer.read_many
+        wait = tailer._wait  # noqa: SLF001 - the wait a method reader's run() has (MethodSource)
+        loop = asyncio.get_running_loop()
+        step = self._step
+        process = inp.process
         end = inp.config.end
         until_end = self._until_end
+
+        def until() -> bool:
+            return self._stopping or inp.held is not None
+
+        def handle(ex: Excerpt) -> bool:
+            # called from the loop's wake-up callback while the task is parked
+            j = ex.index
+            if end is not None and j > end:
+                inp.held = _PAST_END
+                return False
+            try:  # _step, inlined (a call less per input)
+                try:
+                    r = process(ex.payload, j)
+                except Exception as exc:
+                    self._failed(inp, j, exc)
+                    r = None
+                if r is not None:
+                    inp.held = (r, j)
+                    return False
+                inp.last = j
+                self._handled += 1
+                if self._handled == self._next_snap:
+                    self._write_snapshot()
+            except Exception as exc:  # the task raises it
+                inp.held = exc
+                return False
+            return not self._stopping
+
         since = 0
         ex = inp.pending
         inp.pending = None
+        if ex is not None:
+            if end is not None and ex.index > end:
+                return
+            r = step(inp, ex.payload, ex.index)
+            if r is not None:
+                await self._finish(inp, r, ex.index)
         while not self._stopping:
-            if ex is None:
-                ex = read()
-                if ex is None:
-                    if until_end:
-                        break
-                    inp.waiting = True
+            batch = read_many(_YIELD_EVERY, _BATCH_BYTES)
+            n = len(batch)
+            if n:
+                data = batch.data
+                if not data.readonly:  # dict keys are sliced out of it: hashable
+                    data = memoryview(bytes(data))
+                off, idx = batch.offsets, batch.indices
+                for k in range(n):
+                    j = idx[k]
+                    if end is not None and j > end:
+                        return
+                    # _step, inlined (a call less per input)
                     try:
-                        ex = await tailer.read()
-                    except asyncio.CancelledError:
-                        if self._stopping:  # stop() ended the wait
-                            task = asyncio.current_task()
-                            if task is not None:
-                                task.uncancel()
-                            break
-                        raise
-                    finally:
-                        inp.waiting = False
+                        r = process(data[off[k]:off[k + 1]], j)
+                    except Exception as exc:
+                        self._failed(inp, j, exc)
+                        r = None
+                    if r is not None:
+                        await self._finish(inp, r, j)
+                    else:
+                        inp.last = j
+                        self._handled += 1
+                        if self._handled == self._next_snap:
+                            self._write_snapshot()
+                    if self._stopping:
+                        return
+                since += n
+                if since >= _YIELD_EVERY:
                     since = 0
-            j = ex.index
-            if end is not None and j > end:
+                    await asyncio.sleep(0)
+                continue
+            if until_end:
                 break
-            self._inside += 1
+            inp.waiting = True
             try:
-                r = process(ex.payload, j)
-                if r is not None:
-                    await r
-            except Exception as exc:
-                self._failed(inp, j, exc)
+                got = await wait(until, loop, handle)
+            except asyncio.CancelledError:
+                if self._stopping:  # stop() ended the wait
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+                    got = None
+                else:
+                    raise
             finally:
-                self._inside -= 1
-            ex = None
-            inp.last = j
-            self._handled += 1
-            if self._handled == self._next_snap:
-                self._write_snapshot()
-            since += 1
-            if since >= _YIELD_EVERY:
-                since = 0
-                await asyncio.sleep(0)
-        if end is not None and inp.last >= end and self._until_end:
-            return
+                inp.waiting = False
+            since = 0
+            held = inp.held
+            if held is not None:
+                inp.held = None
+                if held is _PAST_END:
+                    return
+                if isinstance(held, Exception):
+                    raise held
+                r, j = held
+                await self._finish(inp, r, j)
+                continue
+            if got is None:
+                break
+            j = got.index
+            if end is not None and j > end:
+                return
+            r = step(inp, got.payload, j)
+            if r is not None:
+                await self._finish(inp, r, j)
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
         snap = self._snap
@@ -954,7 +1066,9 @@ class Service:
         rec = _SnapshotRecord(self._name, {i.source_id: i.last for i in self._inputs},
                               {o.config.name: o.last for o in self._outputs}, self._handled,
                               now, msgspec.Raw(state))
-        q.appender().append(MP_ENC.encode(rec))
+        if self._snap_append is None:  # one appender for the run (each is set up anew)
+            self._snap_append = q.appender().append
+        self._snap_append(MP_ENC.encode(rec))
         self._snapshots += 1
         self._snap_at = self._handled
         self._snap_written_ns = now

@@ -672,3 +672,75 @@ def test_a_sink_without_outputs_resumes_from_its_snapshot(tmp_path: Path) -> Non
     _write_ticks(tmp_path / "in", range(10, 15))
     _run("asyncio", make().run(until_end=True))
     assert seen == list(range(15))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("case", ["sync", "async", "raises", "skips"])
+def test_inputs_a_notify_wake_up_finds_are_handled_like_read_ones(
+        tmp_path: Path, case: str, kind: str) -> None:
+    """Parked on ``Pauser.notify()``, the service handles what a wake-up finds
+    in the loop's callback: counted, snapshotted, an async handler awaited in
+    order, a raising one stopping the service (or skipped) with its index,
+    the outputs those of a run over the same inputs read at once."""
+    ref, live = tmp_path / "ref", tmp_path / "live"
+    for d in (ref, live):
+        _write_ticks(d / "in", range(3))
+    class Live(Summer):
+        svc: ac.Service | None = None
+        seen: asyncio.Event | None = None
+
+        def on_tick(self, t: Tick) -> None:
+            if t.seq == 5 and case in ("raises", "skips"):
+                raise ValueError("bad tick")
+            super().on_tick(t)
+            Live.after(t)
+
+        @staticmethod
+        def after(t: Tick) -> None:
+            if t.seq == 2 and Live.seen is not None:
+                Live.seen.set()
+            if t.seq == 11 and Live.svc is not None:
+                Live.svc.stop()
+
+    class AsyncLive(AsyncSummer):
+        async def on_tick(self, t: Tick) -> None:  # type: ignore[override]
+            await super().on_tick(t)
+            Live.after(t)
+
+    handler = AsyncLive if case == "async" else Live
+    on_error = "skip" if case == "skips" else "stop"
+    if case != "raises":
+        _write_ticks(ref / "in", range(3, 12))
+        _run(kind, _summer(ref, "snapshots", handler=handler, on_error=on_error).run(
+            until_end=True))
+
+    async def main() -> ac.ServiceStatistics:
+        Live.seen = asyncio.Event()
+        svc = Live.svc = ac.Service(
+            "summer", handler, [ac.ServiceInput(str(live / "in"), 1, (Ticks,))],
+            [ac.ServiceOutput("main", str(live / "out"), Outs, 2)],
+            snapshots=ac.SnapshotPolicy(str(live / "snap"), every_inputs=5,
+                                        every_seconds=None),
+            pauser=ac.Pauser.notify(), on_error=on_error)  # type: ignore[arg-type]
+        task = asyncio.ensure_future(svc.run())
+        await Live.seen.wait()
+        for s in range(3, 12):  # one by one: each may wake the parked service
+            _write_ticks(live / "in", range(s, s + 1))
+            await asyncio.sleep(0)
+        return await task
+
+    try:
+        if case == "raises":
+            with pytest.raises(ac.ServiceHandlerError) as info:
+                _run(kind, main())
+            with ac.open_queue(live / "in") as q:
+                assert q.roll_cycle.to_sequence(info.value.index) == 5
+            assert max(o[0] for o in _outs(live / "out")) == 3
+            return
+        stats = _run(kind, main())
+    finally:
+        Live.svc = Live.seen = None
+    assert stats.inputs_handled == 12  # a skipped input is handled (logged, counted)
+    assert stats.errors == (case == "skips")
+    assert stats.snapshots == 3  # after 5 and 10 inputs, and on stop
+    assert _outs(live / "out") == _outs(ref / "out")
