@@ -238,7 +238,7 @@ def session_config(*, s3a: bool | Mapping[str, str] = False, packages: Iterable[
 
 
 def _cache_file(jar_cache: bool | str | Path) -> Path:
-    if jar_cache is not True:
+    if not isinstance(jar_cache, bool):
         return Path(jar_cache)
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "aiochronicle" / "spark-jars.json"
@@ -281,7 +281,7 @@ def _resolve(packages: list[str], excludes: list[str]) -> list[str]:
     conf = SparkConf(loadDefaults=False).set("spark.jars.packages", ",".join(packages))
     if excludes:
         conf.set("spark.jars.excludes", ",".join(excludes))
-    gateway = launch_gateway(conf)
+    gateway = launch_gateway(conf)  # type: ignore[no-untyped-call]
     try:
         listed = str(gateway.jvm.java.lang.System.getProperty("spark.jars") or "")
     finally:

@@ -82,18 +82,23 @@ def session(spec: dict[str, Any]) -> Any:
              "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
              "spark.sql.shuffle.partitions": "1", "spark.sql.streaming.stopTimeout": "30s",
              "spark.local.dir": str(tmp / "local"),
+             # the executors' Python workers: this interpreter, with this checkout
+             "spark.pyspark.python": sys.executable,
+             "spark.executorEnv.PYTHONPATH": str(Path(__file__).resolve().parents[2]),
              "spark.sql.warehouse.dir": str(tmp / "warehouse")}
     spark = (SparkSession.builder.master(spec["master"]).appName("aiochronicle-cluster-test")
-             .config(map=session_config(s3a=spec["s3"]["settings"])).config(map=small)
+             .config(map=session_config(s3a=spec["s3"]["settings"],
+                                       jar_cache=spec["jar_cache"]))
+             .config(map=small)
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
 
 
-def scanned(spark: Any, path: str) -> dict[str, Any]:
-    """A JVM batch read of ``path``: its rows, plan, and the JVMs that scanned them."""
-    df = spark.read.format("chronicle").option("engine", "jvm").load(path)
+def scanned(spark: Any, path: str, engine: str = "jvm") -> dict[str, Any]:
+    """A batch read of ``path``: its rows, plan, and the JVMs that scanned them."""
+    df = spark.read.format("chronicle").option("engine", engine).load(path)
     plan = str(df._jdf.queryExecution().executedPlan().toString())
     got = df.selectExpr("index", "cycle", "sequence", "hex(payload) as payload",
                         "reflect('java.lang.ProcessHandle', 'current') as pid").collect()
@@ -173,10 +178,10 @@ def stream(spark: Any, spec: dict[str, Any]) -> dict[str, Any]:
         w.wait(60)
 
 
-def damaged(spark: Any, path: str) -> dict[str, Any]:
-    """A JVM read of a damaged queue: the error PySpark raises, as the user sees it."""
+def damaged(spark: Any, path: str, engine: str = "jvm") -> dict[str, Any]:
+    """A read of a damaged queue: the error PySpark raises, as the user sees it."""
     try:
-        spark.read.format("chronicle").option("engine", "jvm").load(path).collect()
+        spark.read.format("chronicle").option("engine", engine).load(path).collect()
     except Exception as e:
         return {"raised": f"{type(e).__name__}: {e}"[:20000]}
     return {"raised": None}
@@ -203,6 +208,9 @@ def main() -> None:
         part(result, "s3", lambda: scanned(spark, spec["s3"]["url"]))
         part(result, "stream", lambda: stream(spark, spec))
         part(result, "damaged", lambda: damaged(spark, spec["damaged"]))
+        # the Python data source register() gave the session, in the executors' Python
+        part(result, "python", lambda: scanned(spark, spec["queue"], "python"))
+        part(result, "damaged_python", lambda: damaged(spark, spec["damaged"], "python"))
         # a new session on the same driver JVM, whose classes the old one loaded
         spark.stop()
         spark = session(spec)
