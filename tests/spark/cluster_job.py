@@ -82,8 +82,7 @@ def session(spec: dict[str, Any]) -> Any:
              "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
              "spark.sql.shuffle.partitions": "1", "spark.sql.streaming.stopTimeout": "30s",
              "spark.local.dir": str(tmp / "local"),
-             # the executors' Python workers: this interpreter, with this checkout
-             "spark.pyspark.python": sys.executable,
+             # the executors' Python workers import this checkout's aiochronicle
              "spark.executorEnv.PYTHONPATH": str(Path(__file__).resolve().parents[2]),
              "spark.sql.warehouse.dir": str(tmp / "warehouse")}
     spark = (SparkSession.builder.master(spec["master"]).appName("aiochronicle-cluster-test")
@@ -199,6 +198,9 @@ def main() -> None:
         writer(sys.argv[2])
         return
     spec = json.loads(Path(sys.argv[1]).read_text())
+    # the Python workers' interpreter, on the driver and the executors (PySpark runs
+    # python3 from PATH otherwise: spark.pyspark.python counts only under spark-submit)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = session(spec)
     result: dict[str, Any] = {"driver_pid": os.getpid()}
     try:

@@ -4,12 +4,14 @@ A master and a worker (one core, executors of 512 MB) started from the
 pip-installed PySpark as separate JVMs on 127.0.0.1, an S3 server (moto's server
 mode, in its own process) holding a copy of a queue, and one job
 (``cluster_job.py``) as its own driver process, set up as docs/spark.md says:
-``session_config(s3a=...)`` (hadoop-aws and the AWS SDK's ``s3`` and
-``s3-transfer-manager`` through ``spark.jars.packages``, resolved by Spark from
-Maven Central and cached in ``~/.ivy2.5.2``) and ``register`` (the jar).  The
+``session_config(s3a=..., jar_cache=...)`` (hadoop-aws and the AWS SDK's ``s3``
+and ``s3-transfer-manager``, resolved once by Spark's Ivy from Maven Central or
+``~/.ivy2.5.2`` and then named in ``spark.jars``) and ``register`` (the jar).  The
 job's batch reads of a multi-cycle queue, from its directory and from
-``s3a://``, and its stream into Parquet, stopped and restarted while another
-process appends, are checked here against the library's own reads.
+``s3a://``, by the JVM reader and by the Python data source, and its stream into
+Parquet, stopped and restarted while another process appends, are checked here
+against the library's own reads.  Then docs/spark.md's S3 recipe runs as printed
+(but for its host names) as a driver of its own, with the job's jar list.
 """
 
 from __future__ import annotations
@@ -183,6 +185,7 @@ def _run_recipe(tmp: Path, endpoint: str, master: str, creds: dict[str, str]) ->
         f"spark.local.dir {tmp / 'recipe-local'}\n")
     env = dict(os.environ, AWS_ACCESS_KEY_ID=creds["access.key"],
                AWS_SECRET_ACCESS_KEY=creds["secret.key"], SPARK_CONF_DIR=str(conf),
+               PYTHONPATH=str(HERE.parents[1]),  # this checkout, from the recipe's directory
                XDG_CACHE_HOME=str(tmp / "cache"))
     with (tmp / "recipe.log").open("w") as log:
         try:
