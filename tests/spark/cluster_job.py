@@ -213,6 +213,10 @@ def main() -> None:
         # the Python data source register() gave the session, in the executors' Python
         part(result, "python", lambda: scanned(spark, spec["queue"], "python"))
         part(result, "damaged_python", lambda: damaged(spark, spec["damaged"], "python"))
+        # damage found by the executors' scans, not by the driver's plan
+        part(result, "damaged_scan", lambda: damaged(spark, spec["damaged_scan"]))
+        part(result, "damaged_scan_python",
+             lambda: damaged(spark, spec["damaged_scan"], "python"))
         # a new session on the same driver JVM, whose classes the old one loaded
         spark.stop()
         spark = session(spec)

@@ -30,6 +30,7 @@ from typing import Any
 
 import boto3  # moto[server] of the dev extra brings it
 import pytest
+from test_spark_damaged import PER_CYCLE, _not_complete, _payload
 from test_spark_jvm import DAY, T0, tailed
 
 import aiochronicle as ac
@@ -101,6 +102,20 @@ def _damaged_queue(path: Path) -> None:
         f.write((0x3FFFFFF0).to_bytes(4, "little"))
 
 
+def _damaged_in_a_sealed_cycle(path: Path) -> None:
+    """3 cycles of 1,000 excerpts whose middle cycle's 501st excerpt header is not
+    complete: the driver plans the read from the index, and the executor that
+    reads that cycle finds the damage."""
+    clock = ac.SetTimeProvider(T0)
+    with ac.open_queue(path, roll_cycle=ac.RollCycles.TEST_SECONDLY, time_provider=clock) as q:
+        a = q.appender()
+        for c in range(3):
+            for i in range(PER_CYCLE):
+                a.append(_payload(c, i))
+            clock.advance_millis(1000)
+    _not_complete(sorted(path.glob("*.cq4"))[1])
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Run the job once on a fresh cluster and S3 server; its results."""
@@ -111,6 +126,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     queue = tmp / "q"
     _queue(queue)
     _damaged_queue(tmp / "damaged")
+    _damaged_in_a_sealed_cycle(tmp / "damaged_scan")
     creds = {"access.key": "test-key", "secret.key": "test-secret"}
     with s3_server() as endpoint, standalone_cluster(tmp / "cluster", memory="512m") as master:
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
@@ -120,7 +136,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         for f in sorted(queue.iterdir()):
             s3.upload_file(str(f), "bucket", f"queue/{f.name}")
         spec = {"master": master, "tmp": str(tmp), "queue": str(queue),
-                "damaged": str(tmp / "damaged"),
+                "damaged": str(tmp / "damaged"), "damaged_scan": str(tmp / "damaged_scan"),
                 "jar_cache": str(tmp / "cache" / "aiochronicle" / "spark-jars.json"),
                 "s3": {"url": "s3a://bucket/queue",
                        "settings": {"endpoint": endpoint, "endpoint.region": "us-east-1",
@@ -308,6 +324,21 @@ def test_the_python_source_from_register_runs_in_the_executors(job: dict[str, An
     assert raised is not None
     assert "CorruptQueueError" in raised, raised[:3000]
     assert "UnknownReason" not in raised, raised[:3000]
+
+
+def test_an_executors_corrupt_queue_error_keeps_its_name(job: dict[str, Any]) -> None:
+    """Damage the driver's plan does not see, found by the executor's scan: the task's
+    failure crosses from the executor's JVM (the jar from register()'s ADD JAR) to the
+    driver's, and the reader's error reaches PySpark by name, from each reader."""
+    raised = _ok(job, "damaged_scan")["raised"]
+    assert raised is not None
+    assert "Lost task" in raised and "executor 0" in raised, raised[:3000]  # on the executor
+    assert "CorruptQueueException" in raised and "corrupt excerpt header" in raised, \
+        raised[:3000]
+    assert "UnknownReason" not in raised, raised[:3000]
+    raised = _ok(job, "damaged_scan_python")["raised"]
+    assert raised is not None
+    assert "CorruptQueueError" in raised and "UnknownReason" not in raised, raised[:3000]
 
 
 def test_a_restarted_stream_holds_every_appended_index_once(job: dict[str, Any]) -> None:
