@@ -29,6 +29,7 @@ imported when this package's members are first used.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -188,7 +189,8 @@ def s3a_packages(hadoop: str | None = None, aws_sdk: str | None = None) -> list[
 
 
 def session_config(*, s3a: bool | Mapping[str, str] = False, packages: Iterable[str] = (),
-                   excludes: Iterable[str] = ()) -> dict[str, str]:
+                   excludes: Iterable[str] = (),
+                   jar_cache: bool | str | Path = False) -> dict[str, str]:
     """Settings for ``SparkSession.builder.config(map=...)`` that bring Maven
     packages to the driver and every executor, and S3A's when ``s3a`` is given.
 
@@ -203,6 +205,17 @@ def session_config(*, s3a: bool | Mapping[str, str] = False, packages: Iterable[
     session, which adds it (``ADD JAR``) for the driver and the executors.  A
     ``spark.jars`` set on PySpark's builder would replace the jars that
     ``spark.jars.packages`` resolved, and executors would miss them.
+
+    ``jar_cache``: resolve the packages once rather than at every driver start.
+    True (a file under ``$XDG_CACHE_HOME/aiochronicle``, else
+    ``~/.cache/aiochronicle``) or a file path: the first call starts a JVM of its
+    own (``spark-submit`` with the packages, so Spark's Ivy resolves them from
+    Maven Central or its cache as a driver would) and writes the jars it resolved
+    to that file; later calls for the same packages read them, and the settings
+    name them in ``spark.jars`` instead of ``spark.jars.packages``, so the driver
+    resolves nothing.  A list whose jars are gone is resolved again.  Under
+    ``spark-submit`` (the JVM is already running) it is ignored: give
+    ``--packages`` there.
     """
     pkgs = list(packages)
     excl = list(excludes)
@@ -213,11 +226,73 @@ def session_config(*, s3a: bool | Mapping[str, str] = False, packages: Iterable[
         if not isinstance(s3a, bool):
             for key, value in s3a.items():
                 conf[f"spark.hadoop.fs.s3a.{key.removeprefix('fs.s3a.')}"] = str(value)
+    if pkgs and jar_cache is not False and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        conf["spark.jars"] = ",".join(_resolved_jars(pkgs, excl, _cache_file(jar_cache)))
+        return conf
     if pkgs:
         conf["spark.jars.packages"] = ",".join(pkgs)
     if excl:
         conf["spark.jars.excludes"] = ",".join(excl)
     return conf
+
+
+def _cache_file(jar_cache: bool | str | Path) -> Path:
+    if not isinstance(jar_cache, bool):
+        return Path(jar_cache)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "aiochronicle" / "spark-jars.json"
+
+
+def _resolved_jars(packages: list[str], excludes: list[str], cache: Path) -> list[str]:
+    """The jars Spark resolves for ``packages`` (less ``excludes``): from ``cache``
+    when it lists them for these packages and this PySpark and they all exist,
+    else resolved now by a JVM of Spark's own and written to ``cache``."""
+    import json
+
+    import pyspark
+
+    key = json.dumps({"pyspark": pyspark.__version__, "packages": packages,
+                      "excludes": excludes})
+    try:
+        kept = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    jars = kept.get(key) if isinstance(kept, dict) else None
+    if isinstance(jars, list) and jars and all(
+            Path(j.removeprefix("file://")).is_file() for j in jars):
+        return [str(j) for j in jars]
+    jars = _resolve(packages, excludes)
+    kept = kept if isinstance(kept, dict) else {}
+    kept[key] = jars
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(kept, indent=1))
+    tmp.replace(cache)
+    return jars
+
+
+def _resolve(packages: list[str], excludes: list[str]) -> list[str]:
+    """Resolve ``packages`` as a driver start does (``spark-submit`` with them, in
+    a JVM of its own that ends here): the local paths of the jars, in Spark's order."""
+    from pyspark import SparkConf
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf(loadDefaults=False).set("spark.jars.packages", ",".join(packages))
+    if excludes:
+        conf.set("spark.jars.excludes", ",".join(excludes))
+    gateway = launch_gateway(conf)  # type: ignore[no-untyped-call]
+    try:
+        listed = str(gateway.jvm.java.lang.System.getProperty("spark.jars") or "")
+    finally:
+        proc = getattr(gateway, "proc", None)
+        gateway.shutdown()
+        if proc is not None:  # the gateway's JVM ends when its standard input closes
+            proc.stdin.close()
+            proc.wait()
+    jars = [j.removeprefix("file:").lstrip("/") for j in listed.split(",") if j]
+    if not jars:
+        raise RuntimeError(f"Spark resolved no jars for {','.join(packages)}")
+    return ["/" + j for j in jars]
 
 
 def __getattr__(name: str) -> Any:

@@ -82,18 +82,22 @@ def session(spec: dict[str, Any]) -> Any:
              "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
              "spark.sql.shuffle.partitions": "1", "spark.sql.streaming.stopTimeout": "30s",
              "spark.local.dir": str(tmp / "local"),
+             # the executors' Python workers import this checkout's aiochronicle
+             "spark.executorEnv.PYTHONPATH": str(Path(__file__).resolve().parents[2]),
              "spark.sql.warehouse.dir": str(tmp / "warehouse")}
     spark = (SparkSession.builder.master(spec["master"]).appName("aiochronicle-cluster-test")
-             .config(map=session_config(s3a=spec["s3"]["settings"])).config(map=small)
+             .config(map=session_config(s3a=spec["s3"]["settings"],
+                                       jar_cache=spec["jar_cache"]))
+             .config(map=small)
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
 
 
-def scanned(spark: Any, path: str) -> dict[str, Any]:
-    """A JVM batch read of ``path``: its rows, plan, and the JVMs that scanned them."""
-    df = spark.read.format("chronicle").option("engine", "jvm").load(path)
+def scanned(spark: Any, path: str, engine: str = "jvm") -> dict[str, Any]:
+    """A batch read of ``path``: its rows, plan, and the JVMs that scanned them."""
+    df = spark.read.format("chronicle").option("engine", engine).load(path)
     plan = str(df._jdf.queryExecution().executedPlan().toString())
     got = df.selectExpr("index", "cycle", "sequence", "hex(payload) as payload",
                         "reflect('java.lang.ProcessHandle', 'current') as pid").collect()
@@ -173,10 +177,10 @@ def stream(spark: Any, spec: dict[str, Any]) -> dict[str, Any]:
         w.wait(60)
 
 
-def damaged(spark: Any, path: str) -> dict[str, Any]:
-    """A JVM read of a damaged queue: the error PySpark raises, as the user sees it."""
+def damaged(spark: Any, path: str, engine: str = "jvm") -> dict[str, Any]:
+    """A read of a damaged queue: the error PySpark raises, as the user sees it."""
     try:
-        spark.read.format("chronicle").option("engine", "jvm").load(path).collect()
+        spark.read.format("chronicle").option("engine", engine).load(path).collect()
     except Exception as e:
         return {"raised": f"{type(e).__name__}: {e}"[:20000]}
     return {"raised": None}
@@ -194,6 +198,9 @@ def main() -> None:
         writer(sys.argv[2])
         return
     spec = json.loads(Path(sys.argv[1]).read_text())
+    # the Python workers' interpreter, on the driver and the executors (PySpark runs
+    # python3 from PATH otherwise: spark.pyspark.python counts only under spark-submit)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = session(spec)
     result: dict[str, Any] = {"driver_pid": os.getpid()}
     try:
@@ -203,6 +210,13 @@ def main() -> None:
         part(result, "s3", lambda: scanned(spark, spec["s3"]["url"]))
         part(result, "stream", lambda: stream(spark, spec))
         part(result, "damaged", lambda: damaged(spark, spec["damaged"]))
+        # the Python data source register() gave the session, in the executors' Python
+        part(result, "python", lambda: scanned(spark, spec["queue"], "python"))
+        part(result, "damaged_python", lambda: damaged(spark, spec["damaged"], "python"))
+        # damage found by the executors' scans, not by the driver's plan
+        part(result, "damaged_scan", lambda: damaged(spark, spec["damaged_scan"]))
+        part(result, "damaged_scan_python",
+             lambda: damaged(spark, spec["damaged_scan"], "python"))
         # a new session on the same driver JVM, whose classes the old one loaded
         spark.stop()
         spark = session(spec)
