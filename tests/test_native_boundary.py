@@ -47,7 +47,7 @@ def _holders() -> set[str]:
             named = (isinstance(node, ast.Attribute) and node.attr in ("ffi", "lib")
                      and isinstance(node.value, ast.Name) and node.value.id == "_native")
             if imported or named:
-                found.add(name)
+                found.add(name.rsplit(".", 1)[-1])  # the module, whatever its folder
     return found | ({"_native"} if "_native" in MODULES else set())
 
 
