@@ -48,7 +48,8 @@ def _holders() -> set[str]:
                      and isinstance(node.value, ast.Name) and node.value.id == "_native")
             if imported or named:
                 found.add(name.rsplit(".", 1)[-1])  # the module, whatever its folder
-    return found | ({"_native"} if "_native" in MODULES else set())
+    return found | ({"_native"} if any(m.rsplit(".", 1)[-1] == "_native" for m in MODULES)
+                    else set())
 
 
 def test_only_the_owners_hold_ffi_and_lib() -> None:
