@@ -37,14 +37,19 @@ def _not_built_message() -> str:
     checkout (no compiled core in it) comes first on ``sys.path`` and hides the
     package installed in the environment."""
     here = os.path.dirname(os.path.abspath(__file__))
-    tree = os.path.dirname(here)
+    # the package's folder and the tree holding it, wherever in the package this module is
+    inside = __name__.split(".")[:-1]  # ["aiochronicle", ...folders]
+    package = here
+    for _ in inside[1:]:
+        package = os.path.dirname(package)
+    tree = os.path.dirname(package)
     if not os.path.isfile(os.path.join(tree, "pyproject.toml")):
         return ("aiochronicle's native core (aiochronicle._cq) is not built in "
                 f"{here}; install the package with `pip install .`")
     shadowed = [os.path.join(entry, "aiochronicle")
                 for entry in sys.path
                 if entry and os.path.abspath(entry) != tree
-                and glob.glob(os.path.join(entry, "aiochronicle", "_cq*.so"))]
+                and glob.glob(os.path.join(entry, *inside, "_cq*.so"))]
     why = (f"Python imported aiochronicle from the source tree {tree} (it comes first on "
            "sys.path: the current directory, PYTHONPATH, or a script that inserts it), and "
            "the native core is not built there")

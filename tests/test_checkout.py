@@ -43,11 +43,20 @@ def test_a_checkout_shadowing_the_installed_package_is_explained(tmp_path: Path)
     pkg.mkdir(parents=True)
     (checkout / "pyproject.toml").write_text("[project]\nname = 'aiochronicle'\n")
     (pkg / "__init__.py").write_text("")
+    source = ROOT / "aiochronicle"
     for name in ("_version.py", "_errors.py", "_native.py"):
-        shutil.copy(ROOT / "aiochronicle" / name, pkg / name)
+        # wherever the module sits in the package (a layer's folder, with its __init__)
+        (path,) = source.rglob(name)
+        rel = path.relative_to(source)
+        for folder in reversed(rel.parents[:-1]):
+            (pkg / folder).mkdir(exist_ok=True)
+            shutil.copy(source / folder / "__init__.py", pkg / folder / "__init__.py")
+        shutil.copy(path, pkg / rel)
     installed = tmp_path / "site-packages" / "aiochronicle"
-    installed.mkdir(parents=True)
-    (installed / "_cq.abi3.so").write_bytes(b"")
+    # an installed package: the compiled core beside _native
+    native = next(source.rglob("_native.py")).parent.relative_to(source)
+    (installed / native).mkdir(parents=True)
+    (installed / native / "_cq.abi3.so").write_bytes(b"")
     # -S: no site (and no editable-install finder); the checkout is the current directory
     env = dict(os.environ, PYTHONPATH=str(installed.parent))
     r = subprocess.run([sys.executable, "-S", "-c", "import aiochronicle._native"],

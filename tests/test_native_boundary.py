@@ -47,8 +47,9 @@ def _holders() -> set[str]:
             named = (isinstance(node, ast.Attribute) and node.attr in ("ffi", "lib")
                      and isinstance(node.value, ast.Name) and node.value.id == "_native")
             if imported or named:
-                found.add(name)
-    return found | ({"_native"} if "_native" in MODULES else set())
+                found.add(name.rsplit(".", 1)[-1])  # the module, whatever its folder
+    return found | ({"_native"} if any(m.rsplit(".", 1)[-1] == "_native" for m in MODULES)
+                    else set())
 
 
 def test_only_the_owners_hold_ffi_and_lib() -> None:

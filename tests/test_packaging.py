@@ -179,7 +179,8 @@ def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
                    check=True, cwd=tmp_path, capture_output=True, timeout=600, env=env)
     (whl,) = out.glob("aiochronicle-*.whl")
     with zipfile.ZipFile(whl) as zf:
-        assert any(n.startswith("aiochronicle/_cq") and n.endswith(".so") for n in zf.namelist())
+        assert any(n.startswith("aiochronicle/_cq") and n.endswith(".so")
+                   for n in zf.namelist())
         # the jar the sdist carries (no Maven or PySpark needed to build the wheel)
         assert "aiochronicle/spark/aiochronicle-spark.jar" in zf.namelist()
 
