@@ -98,9 +98,9 @@ class MethodSource(Protocol):
         """The next excerpt, waiting with the pauser; None as soon as ``until()``
         is true after a step that found nothing.  ``loop``: the running loop
         when the caller knows it (saves a lookup per wait), else None.
-        ``handle``: while parked on the loop's notify wake-ups, the excerpts a
-        wake-up finds go to ``handle`` from the loop's callback, the park going
-        on while it returns True and ``until()`` stays false."""
+        ``handle``: the drain; the excerpts a wake-up finds go to ``handle``
+        in the awaiting task, the wait going on while it returns True and
+        ``until()`` stays false (``_waiter.wait_async``)."""
         ...
 
 
@@ -317,8 +317,8 @@ class MethodReader(HotReader):
         self._fast_done = array("q", [0, 0])
         self._read = self._dispatched = self._unknown = self._ignored = self._errors = 0
         self._stopping = False
-        # what the loop's callback left run() (an async handler's awaitable,
-        # a handler's exception), and how many excerpts it handled
+        # what the waiter's drain left run() (an async handler's awaitable),
+        # and how many excerpts it handled
         self._held: Awaitable[None] | Exception | None = None
         self._held_n = 0
         self._last: tuple[str, tuple[Any, ...], Incoming | None] | None = None
@@ -535,21 +535,17 @@ class MethodReader(HotReader):
         return self._stopping or self._held is not None
 
     def _handle_parked(self, ex: Excerpt) -> bool:
-        """:meth:`run`'s handling of an excerpt found while it is parked, called
-        from the event loop's callback (see ``MethodSource.wait``): sync
-        handlers run right there; False when :meth:`run` must take over (an
-        awaitable to await or an exception to raise is held for it, or the
-        reader is stopped)."""
+        """:meth:`run`'s handling of the excerpts a wake-up finds (the waiter's
+        drain, ``_waiter.wait_async``; in :meth:`run`'s task): False when
+        :meth:`run` must take over (an async handler's awaitable is held for
+        it, or the reader is stopped).  What a handler raises leaves through
+        :meth:`run`."""
         self._held_n += 1
-        try:
-            r = self.process(ex.payload, ex.index)
-            if r is not None:
-                self._held = r
-                return False
-            self._done()
-        except Exception as exc:  # raised by run()
-            self._held = exc
+        r = self.process(ex.payload, ex.index)
+        if r is not None:
+            self._held = r
             return False
+        self._done()
         return not self._stopping
 
     async def _wait(self) -> tuple[bytes | memoryview, int] | None:
@@ -590,10 +586,8 @@ class MethodReader(HotReader):
         """Handle excerpts as they come until :meth:`stop`, the tailer or its
         queue closes, or (``until_end``) there is nothing more to read now.
         Returns the number of excerpts handled.  Gives the event loop a turn
-        every ``tailer.checkpoint_every`` excerpts.  Parked with
-        ``Pauser.notify()``, it has the loop's wake-up callback call sync
-        handlers itself (no step of this task; ``asyncio.current_task()`` is
-        None there, the context variables are this task's as at the park).
+        every ``tailer.checkpoint_every`` excerpts.  Handlers run in the task
+        that awaits ``run()``, whatever the pauser.
 
         Raises:
             Exception: whatever a handler raised.
@@ -605,8 +599,8 @@ class MethodReader(HotReader):
         loop = asyncio.get_running_loop()  # once, not per wait (each lookup is a getpid())
         wait = self._source.wait  # the tailer's own wait (no coroutine layer between)
         stopped = self._stopped
-        # while parked on notify wake-ups, excerpts are handled in the loop's
-        # callback (as a protocol's data_received): no task step, no future
+        # the excerpts a wake-up finds are handled by the waiter's drain (in
+        # this task), one coroutine resume per wake-up
         handle = self._handle_parked
         self._held_n = 0
         if self._held is not None:  # left by a run() cancelled before it took it over

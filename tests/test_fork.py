@@ -17,6 +17,7 @@ import pytest
 PRELUDE = textwrap.dedent("""
     import os, signal, sys, threading, time
     import aiochronicle as ac
+    from aiochronicle._pauser import wait_state
 
     path = sys.argv[1]
     q = ac.open_queue(path, lock_timeout=20.0)
@@ -132,7 +133,7 @@ SCENARIOS = {
                     t.to_end()
                     task = asyncio.ensure_future(t.read())
                     deadline = time.monotonic() + 20
-                    while not t.pauser._parks:  # until the read is parked
+                    while not wait_state(t.pauser).parks:  # until the read is parked
                         assert time.monotonic() < deadline and not task.done()
                         await asyncio.sleep(0.001)
                     os.write(w, b"p")

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("native boundary", {"_version", "_errors", "_native"}),
     ("format", {"_clock", "_headerless", "_mapped", "_wire", "_rollcycles", "_rolltime", "_store",
                 "_tablestore", "_history", "_render"}),
-    ("waiting", {"_pauser", "_notify"}),
+    ("waiting", {"_notify", "_waiter", "_pauser"}),
     ("core parts", {"_settings", "_resource", "_excerpt", "_writelock", "_cycles", "_diskspace"}),
     # below the user objects: typed against small Protocols of what they need
     # of an appender or tailer (``_methodwriter.MethodAppender``,

@@ -24,6 +24,7 @@ from loops import KINDS, loop_factory
 import aiochronicle as ac
 from aiochronicle._codecs import recorded_codec
 from aiochronicle._native import WriterMethod
+from aiochronicle._pauser import wait_state
 
 CODECS = ["msgpack", "json", "binary_wire"]
 
@@ -658,7 +659,7 @@ def test_stop_from_another_thread_ends_a_waiting_run(queue: ac.Queue,
         task = asyncio.create_task(reader.run())
         w.on_price(P1)
         for _ in range(2000):
-            if rec.calls and (pauser != "notify" or p._parks):
+            if rec.calls and (pauser != "notify" or wait_state(p).parks):
                 break
             await asyncio.sleep(0.002)
         assert rec.calls == [("on_price", P1)]
