@@ -660,6 +660,11 @@ class MethodReader(HotReader):
         exception, or await an async handler's awaitable (in order: nothing
         after it was read)."""
         held = self._held
+        task = asyncio.current_task()
+        if held is not None and task is not None and task.cancelling():
+            # a handler cancelled run() (in the drain): the cancellation lands
+            # here, the awaitable still held for the next run()
+            await asyncio.sleep(0)
         self._held = None
         if isinstance(held, Exception):
             raise held
