@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import types
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueClosedError
@@ -173,21 +173,21 @@ class AsyncTailerMixin(HotTailer):
             return ex
         ex = await self._wait(None)
         assert ex is not None
+        self._unyielded = 1
         return ex
 
-    async def _wait(self, until: Callable[[], bool] | None,
-                    loop: asyncio.AbstractEventLoop | None = None,
-                    handle: Callable[[Excerpt], bool] | None = None) -> Excerpt | None:
+    def _wait(self, until: Callable[[], bool] | None,
+              loop: asyncio.AbstractEventLoop | None = None,
+              handle: Callable[[Excerpt], bool] | None = None) -> Awaitable[Excerpt | None]:
         """The next excerpt, waited for by the waiter with the pauser
         (``_waiter.wait_async``, which documents ``until``, ``loop`` and the
-        drain, ``handle``)."""
+        drain, ``handle``): its coroutine itself, one frame less to resume
+        per wake-up."""
         p = self._pauser
         if p is None:
             p = self.pauser
-        ex = await wait_async(wait_state(p), _probe(type(self)), self, until, loop, handle,
-                              None, self.checkpoint_every)
-        self._unyielded = 1
-        return ex
+        return wait_async(wait_state(p), _probe(type(self)), self, until, loop, handle,
+                          None, self.checkpoint_every)
 
     def __aiter__(self) -> AsyncIterator[Excerpt]:
         return self
