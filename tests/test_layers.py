@@ -33,7 +33,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     # of an appender or tailer (``_methodwriter.MethodAppender``,
     # ``_methodreader.MethodSource``) and given the metadata table store; the
     # appender and tailer import them
-    ("codecs and methods", {"_codecs", "_methods", "_methodwriter", "_methodreader", "_search"}),
+    ("codecs and methods", {"_codecs", "_methods", "_methodwriter", "_methodsource",
+                            "_methoddispatch", "_methodrun", "_methodreader", "_search"}),
     ("user objects", {"_queueview", "_document", "_aio", "_appender", "_tailer", "_pretoucher",
                       "_queue", "_reading"}),
     ("tools", {"_dump", "_salvage", "_rebuild", "_check", "_repair", "_stats", "_locks",
