@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._excerpt import Excerpt, TailerDirection
-from ._methoddispatch import Entry, Target
+from ._methoddispatch import Dispatcher, Entry, Target
 from ._methodrun import MethodCall, RunLoop
 from ._methods import FILTER_METHOD, MP_ENC, log, method_spec, public_functions
-from ._methodsource import MetadataRouted, MethodSource
+from ._methodsource import ExcerptTaker, MetadataRouted, MethodSource
 from ._native import HotReader
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class MethodReaderStatistics:
 
 
 
-class MethodReader(RunLoop, HotReader):
+class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
     """Reads excerpts from a tailer and calls the matching handler methods.
 
     Create one with :meth:`Tailer.method_reader`.  Every public method of every
