@@ -6,11 +6,13 @@ timed-busy, yielding, balanced, sleepy and millis, each with ``pause()``,
 there is ``notify``: it parks like ``sleepy`` but an aiochronicle appender in
 any process wakes it within microseconds (see ``_notify``).
 
-A pauser only decides *how* to wait next; the waiting itself is done by the
-native core (spins, with the GIL released, in bounded slices), by the
-operating system (yield, futex park), or, in ``apause()`` and async tailers,
-by the event loop (``await asyncio.sleep(0)`` between spin slices, a timer for
-parks).  Use one pauser per waiter: its back-off state is per waiter.
+A pauser only plans *how* to wait next; the waiting itself is the waiter's
+(``_waiter``, which takes the pauser's plan and waiting state as values:
+:func:`wait_state`), done by the native core (spins, with the GIL released,
+in bounded slices), by the operating system (yield, futex park), or, in
+``apause()`` and async tailers, by the event loop (``await asyncio.sleep(0)``
+between spin slices, a timer for parks).  Use one pauser per waiter: its
+back-off state is per waiter.
 """
 
 from __future__ import annotations
