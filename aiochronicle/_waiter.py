@@ -346,8 +346,28 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                         ex = probe.read(reader)
                         if ex is not None:
                             return ex
-                await _park_async(w, ns, notifier if snapshot is not None else None,
-                                  snapshot or 0, futs if armed else None, loop)
+                if armed:
+                    # _park_async on the loop's wake-up, inline (the common
+                    # park of a notify reader: one coroutine less per wake-up)
+                    fut = loop.create_future()
+                    parks = w.parks
+                    own = None
+                    if parks:  # another task parks on this pauser: a timer of its own
+                        own = loop.call_later(ns / 1e9, _wake_future, fut)
+                    else:
+                        _retime(w, ns, loop)
+                    parks.add(fut)
+                    futs.add(fut)
+                    try:
+                        await fut
+                    finally:
+                        if own is not None:
+                            own.cancel()
+                        futs.discard(fut)
+                        parks.discard(fut)
+                else:
+                    await _park_async(w, ns, notifier if snapshot is not None else None,
+                                      snapshot or 0, None, loop)
             ex = probe.read(reader)
             if ex is not None:
                 if handle is None:
