@@ -1,6 +1,8 @@
-"""asyncio support of Tailer: the base class that waits.
+"""asyncio support of Tailer: the base class whose reads wait.
 
-A tailer waits with its :class:`~aiochronicle.Pauser`.  On the event loop a
+A tailer never waits itself: it reads without blocking and gives the waiter
+(``aiochronicle._waiter``) its probe; the waiter waits with the tailer's
+:class:`~aiochronicle.Pauser`.  On the event loop a
 spin is one native call of at most ``pauser.spin_slice`` (50 µs by default)
 that polls the tailer's next header and returns the moment an excerpt is
 committed; between two slices the task gives the loop a turn
@@ -15,19 +17,17 @@ awaiting anything after that.
 
 from __future__ import annotations
 
-import contextvars
 import threading
-import time
 import types
-from collections.abc import AsyncIterator, Callable, Generator
-from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 from ._errors import QueueClosedError
 from ._excerpt import Excerpt, TailerDirection
-from ._native import BAD_STATE, NONE, NULL, HotTailer, spin, yield_cpu
-from ._notify import LoopWaker, Notifier, notifier_for, running_loop
-from ._pauser import PARK, SPIN, SYNC_SPIN_SLICE, YIELD, Pauser
+from ._native import NULL, HotTailer
+from ._notify import Notifier, notifier_for
+from ._pauser import Pauser, wait_state
+from ._waiter import Probe, wait_async, wait_sync
 
 if TYPE_CHECKING:
     import asyncio
@@ -36,12 +36,6 @@ if TYPE_CHECKING:
     from ._tablestore import TableStore
 
 __all__ = ["AsyncTailerMixin"]
-
-_NONE = NONE
-_cq_spin = spin
-#: CLOCK_MONOTONIC in ns, as the native core reads it (a builtin: no GIL hand-off)
-_mono_ns = time.monotonic_ns
-_running_loop = running_loop
 
 
 @types.coroutine
@@ -143,9 +137,17 @@ class AsyncTailerMixin(HotTailer):
             with g:
                 pass
 
-    def _notifier(self, pauser: Pauser) -> Notifier | None:
-        if not pauser.notify_wakeup:
-            return None
+    # -- what the waiter reads and arms (its Probe: see _probe) ---------------
+    def _spin_reads_now(self) -> bool:
+        return self._spin_reads  # native reads while waiting (Tailer._bind)
+
+    def _park_on(self) -> Any:
+        return self._c if self._spin_reads else NULL
+
+    def _is_closed(self) -> bool:
+        return self._closed
+
+    def _queue_notifier(self) -> Notifier | None:
         n = self._notifier_of_queue
         if n is None:  # looked up once (the queue keeps it until it closes)
             n = self._notifier_of_queue = notifier_for(self._table_store())
@@ -171,173 +173,21 @@ class AsyncTailerMixin(HotTailer):
             return ex
         ex = await self._wait(None)
         assert ex is not None
+        self._unyielded = 1
         return ex
 
-    async def _wait(self, until: Callable[[], bool] | None,
-                    loop: asyncio.AbstractEventLoop | None = None,
-                    handle: Callable[[Excerpt], bool] | None = None) -> Excerpt | None:
-        """Wait for the next excerpt with the pauser; with ``until``, return
-        None as soon as it is true after a step that found nothing (whoever
-        makes it true calls ``pauser.unpause()`` to end a spin or park).
-        ``loop``: the running loop, when the caller knows it (looking it up
-        costs a system call, getpid(), per wait).
-
-        ``handle`` (with ``until``): while parked on the loop's wake-up socket
-        (``Pauser.notify()``), the excerpts a wake-up finds are handed to
-        ``handle(excerpt)`` right in the loop's callback, in order, and the
-        park goes on (re-armed, as if parked anew) while it returns True
-        (which it does only while ``until()`` is false; ``until()`` is looked
-        at when a wake-up comes); otherwise the wait ends, and returns None
-        when ``until()`` is then true (the caller takes over what ``handle``
-        left it) without reading further."""
-        pauser = self._pauser
-        if pauser is None:
-            pauser = self.pauser
-        pauser.reset()
-        slice_ns = pauser.spin_slice_ns
-        notifier = None
-        if pauser.notify_wakeup:
-            notifier = self._notifier_of_queue
-            if notifier is None:
-                notifier = self._notifier(pauser)
-        guard = None
-        waker = None  # this loop's wake-up socket (Pauser.notify), looked up once
-        drain: Callable[[], bool] | None = None
-        looked = False
-        t0 = now = _mono_ns()
-        try:
-            while True:
-                if until is not None and until():
-                    return None
-                kind, ns = pauser.next_step(now, slice_ns)
-                if kind == SPIN:
-                    if guard is None:
-                        guard = self._guard()
-                    ex = None
-                    with guard:
-                        # the wake counter first: a close after this look bumps it
-                        stop = pauser.stop_word
-                        seen = stop[0]
-                        if self._closed:
-                            self._check()
-                        if self._spin_reads:  # native reads while waiting (Tailer._bind)
-                            # spins in C with the GIL released; an excerpt comes
-                            # back built (no cffi call, no copy through Python)
-                            r = self._spin_read(ns, pauser.stop_address, seen)
-                            if type(r) is int:
-                                n = r
-                            else:
-                                ex, n = r, 0
-                        else:
-                            n = _NONE
-                            _cq_spin(ns, stop, seen)
-                    if n != _NONE:
-                        ex = self._after(n, ex)
-                        if ex is not None:
-                            self._unyielded = 1
-                            return ex
-                    await _sleep(0)
-                elif kind == YIELD:
-                    await _sleep(0)
-                else:
-                    # announce the park (the loop's parked bit, else the
-                    # futex), then one more look before parking (see _notify)
-                    if loop is None:
-                        loop = _running_loop()  # once per wait: it costs a getpid()
-                    if not looked and notifier is not None:
-                        looked = True
-                        waker = notifier.loop_waker(loop)
-                        if waker is not None:
-                            futs = waker.futs
-                            parked, slot, owner, ident = waker.arm_args
-                    snapshot = None
-                    armed = False
-                    if waker is not None and waker.open:
-                        # the parked bit and the look in one native call
-                        got: Excerpt | Literal[False] | None = self._arm_read(
-                            parked, slot, owner, ident, not futs)
-                        if got is not None and got is not False:
-                            self._unyielded = 1
-                            return got
-                        armed = got is None
-                    if not armed and notifier is not None:
-                        snapshot = notifier.arm()
-                        if snapshot is not None:
-                            ex = self.read_nowait()
-                            if ex is not None:
-                                self._unyielded = 1
-                                return ex
-                    if armed and waker is not None and handle is not None \
-                            and until is not None:
-                        if drain is None:
-                            drain = self._drainer(handle, until, pauser, loop, waker)
-                        await pauser.apark(ns, None, 0, None, loop, waker.drains, drain)
-                        if until():
-                            return None  # the caller takes over (see handle)
-                    else:
-                        await pauser.apark(ns, notifier if snapshot is not None else None,
-                                           snapshot or 0, futs if armed else None, loop)
-                self._unyielded = 0
-                ex = self.read_nowait()
-                if ex is not None:
-                    self._unyielded = 1
-                    return ex
-                now = _mono_ns()
-        finally:
-            pauser.add_paused_ns(_mono_ns() - t0)
-
-    def _drainer(self, handle: Callable[[Excerpt], bool], until: Callable[[], bool],
-                 pauser: Pauser, loop: asyncio.AbstractEventLoop,
-                 waker: LoopWaker) -> Callable[[], bool]:
-        """The ``drain()`` of a park of :meth:`_wait` with ``handle`` (called
-        by the loop waker's readable callback): reads and hands over what is
-        there, in order; when nothing is left, re-arms and looks once more in
-        one native call (as a park does) and returns True (parked on: the
-        pauser's park restarts from its first phase); False when the waiting
-        task must run: ``handle`` or ``until`` said so, ``checkpoint_every``
-        excerpts were handled in this call (the task gives the loop a turn),
-        the pauser's next step after data is not a park, the slot was lost,
-        or a read raised (the task reads again and raises it).  It runs in
-        a copy of the waiting task's context (its context variables as they
-        were at the park)."""
-        read = self.read_nowait
-        arm_read = self._arm_read
-        parked, slot, owner, ident = waker.arm_args
-        futs = waker.futs
-        drains = waker.drains
-        every = max(1, self.checkpoint_every)
-        slice_ns = pauser.spin_slice_ns
-
-        def drain() -> bool:
-            if until():
-                return False
-            k = 0
-            try:
-                while True:  # handle() returns False once until() is true
-                    ex = read()
-                    if ex is None:
-                        # the parked bit stays clear while draining (appenders
-                        # send nothing meanwhile); set again, with a last look
-                        got = arm_read(parked, slot, owner, ident,
-                                       not futs and len(drains) < 2)
-                        if got is None:
-                            if k:
-                                pauser.reset()
-                                kind, ns = pauser.next_step(_mono_ns(), slice_ns)
-                                if kind != PARK:
-                                    return False
-                                pauser.repark(ns, loop)
-                            return True
-                        if got is False:
-                            return False
-                        ex = got
-                    k += 1
-                    if not handle(ex) or k >= every:
-                        return False
-            except Exception:  # the task's own read raises it again
-                return False
-
-        return partial(contextvars.copy_context().run, drain)
+    def _wait(self, until: Callable[[], bool] | None,
+              loop: asyncio.AbstractEventLoop | None = None,
+              handle: Callable[[Excerpt], bool] | None = None) -> Awaitable[Excerpt | None]:
+        """The next excerpt, waited for by the waiter with the pauser
+        (``_waiter.wait_async``, which documents ``until``, ``loop`` and the
+        drain, ``handle``): its coroutine itself, one frame less to resume
+        per wake-up."""
+        p = self._pauser
+        if p is None:
+            p = self.pauser
+        return wait_async(wait_state(p), _probe(type(self)), self, until, loop, handle,
+                          None, self.checkpoint_every)
 
     def __aiter__(self) -> AsyncIterator[Excerpt]:
         return self
@@ -384,54 +234,24 @@ class AsyncTailerMixin(HotTailer):
     # -- threads -----------------------------------------------------------
     def _read_blocking(self, timeout: float | None = None) -> Excerpt | None:
         """``Tailer.read_blocking`` (documented there): ``native/hot.c`` reads
-        an excerpt that is already there itself and calls this for the rest."""
+        an excerpt that is already there itself and calls this for the rest,
+        which the waiter waits for (``_waiter.wait_sync``)."""
         ex = self.read_nowait()
         if ex is not None:
             return ex
-        pauser = self.pauser
-        pauser.reset()
-        c = self._c
-        stop = pauser.stop_word
-        stop_addr = pauser.stop_address
-        forward = self._spin_reads  # native reads while waiting (Tailer._bind)
-        notifier = self._notifier(pauser)
-        guard = self._guard()
-        t0 = _mono_ns()
-        deadline = None if timeout is None else t0 + int(timeout * 1e9)
-        try:
-            while True:
-                now = _mono_ns()
-                left = SYNC_SPIN_SLICE * 1000 if deadline is None else deadline - now
-                if left <= 0:
-                    return None
-                kind, ns = pauser.next_step(now, SYNC_SPIN_SLICE, left)
-                ex = None
-                n = _NONE
-                with guard:
-                    # the wake counter first: a close after this look bumps it,
-                    # so the park below ends at once
-                    seen = stop[0]
-                    if self._closed:
-                        self._check()
-                    if kind == SPIN:
-                        if forward:
-                            r = self._spin_read(ns, stop_addr, seen)
-                            if type(r) is int:
-                                n = r
-                            else:
-                                ex, n = r, 0
-                        else:
-                            _cq_spin(ns, stop, seen)
-                    elif kind == YIELD:
-                        yield_cpu()
-                    else:
-                        n = pauser.sync_park(c if forward else NULL, ns, notifier, seen)
-                        if n == BAD_STATE and not forward:
-                            n = _NONE
-                    if n >= 0 and ex is None:
-                        ex = self._taken(n)
-                ex = self._after(n, ex) if n != _NONE else self.read_nowait()
-                if ex is not None:
-                    return ex
-        finally:
-            pauser.add_paused_ns(_mono_ns() - t0)
+        return wait_sync(wait_state(self.pauser), _probe(type(self)), self, timeout)
+
+
+#: each tailer class's probe (its own reads, looked up through its class)
+_probes: dict[type, Probe[Excerpt]] = {}
+
+
+def _probe(cls: type[AsyncTailerMixin]) -> Probe[Excerpt]:
+    """What the waiter of a tailer of class ``cls`` reads and arms."""
+    p = _probes.get(cls)
+    if p is None:
+        p = _probes[cls] = Probe(
+            read=cls.read_nowait, spin_reads=cls._spin_reads_now, spin_read=cls._spin_read,
+            arm_read=cls._arm_read, park_on=cls._park_on, finish=cls._after, taken=cls._taken,
+            closed=cls._is_closed, check=cls._check, guard=cls._guard, notifier=cls._queue_notifier)
+    return p

@@ -54,8 +54,6 @@ from ._native import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ._tablestore import TableStore
 
 __all__ = ["NOTIFY_KEY", "PARKED_KEY", "SLOTS", "LoopWaker", "Notifier", "close_notifier",
@@ -138,11 +136,9 @@ class LoopWaker:
         self._fd = sock.fileno()
         self._slot_ptr = notifier.slot_ptr(slot)
         self._parked = notifier.parked
+        #: the parked futures: a wake-up resolves every one of them (and runs
+        #: nothing else: their tasks read, see ``_waiter``)
         self.futs: set[asyncio.Future[None]] = set()
-        #: the parked futures whose waiter drains in the readable callback:
-        #: each one's drain() handles what it finds there and then, and re-arms;
-        #: it returns False when its waiter must run (the future then resolves)
-        self.drains: dict[asyncio.Future[None], Callable[[], bool]] = {}
         #: until close(): its slot may be armed
         self.open = True
         #: the arguments of a tailer's ``_arm_read`` (native/hot.c), which
@@ -160,15 +156,6 @@ class LoopWaker:
             os.read(self._fd, 64)
         except OSError:  # none after all, or closed
             pass
-        drains = self.drains
-        if drains:
-            # a drain runs handlers, which may park or wake others, or close
-            # the queue (which empties the dict): a copy
-            for fut, drain in list(drains.items()):
-                if not fut.done() and not drain():
-                    drains.pop(fut, None)
-                    if not fut.done():
-                        fut.set_result(None)
         futs = self.futs
         if futs:
             # set_result only schedules the waiters' steps: nothing changes
@@ -179,9 +166,8 @@ class LoopWaker:
             futs.clear()
 
     def _wake_all(self) -> None:
-        futs = [*self.futs, *self.drains]
+        futs = [*self.futs]
         self.futs.clear()
-        self.drains.clear()
         for fut in futs:
             _wake(fut)
 

@@ -6,54 +6,29 @@ timed-busy, yielding, balanced, sleepy and millis, each with ``pause()``,
 there is ``notify``: it parks like ``sleepy`` but an aiochronicle appender in
 any process wakes it within microseconds (see ``_notify``).
 
-A pauser only decides *how* to wait next; the waiting itself is done by the
-native core (spins, with the GIL released, in bounded slices), by the
-operating system (yield, futex park), or, in ``apause()`` and async tailers,
-by the event loop (``await asyncio.sleep(0)`` between spin slices, a timer for
-parks).  Use one pauser per waiter: its back-off state is per waiter.
+A pauser only plans *how* to wait next; the waiting itself is the waiter's
+(``_waiter``, which takes the pauser's plan and waiting state as values:
+:func:`wait_state`), done by the native core (spins, with the GIL released,
+in bounded slices), by the operating system (yield, futex park), or, in
+``apause()`` and async tailers, by the event loop (``await asyncio.sleep(0)``
+between spin slices, a timer for parks).  Use one pauser per waiter: its
+back-off state is per waiter.
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import os
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-from ._native import NULL, address, futex_wake, new_uint32, park_read, spin
+from ._waiter import PARK, SPIN, SYNC_SPIN_SLICE, YIELD, WaitState, unpause, wait_async, wait_sync
 
-if TYPE_CHECKING:
-    import asyncio
-    from collections.abc import Callable
-
-    from ._notify import Notifier
-
-__all__ = ["Pauser", "PauserMode", "PauserStatistics"]
-
-# what a pauser asks for next
-SPIN = 0   # poll in native code for up to N ns
-YIELD = 1  # give the CPU (thread) or the loop (task) away once
-PARK = 2   # sleep for N ns, unless unpaused (or notified) earlier
+__all__ = ["Pauser", "PauserMode", "PauserStatistics", "wait_state"]
 
 US = 1_000
 MS = 1_000_000
 
 #: the longest an async waiter spins before it yields to the event loop
 DEFAULT_SPIN_SLICE = 50 * US
-#: the longest a thread spins before it returns to the interpreter (signals)
-SYNC_SPIN_SLICE = 1 * MS
-#: a park timer that fires this close to the park's end ends it (loop timers
-#: have a resolution of 1 ms)
-_TIMER_SLACK_NS = 1 * MS
-
-#: CLOCK_MONOTONIC in ns, as the native core reads it (a builtin: no GIL hand-off)
-_mono_ns = time.monotonic_ns
-_cq_spin = spin
-_cq_park = park_read
-_cq_futex_wake = futex_wake
-_sched_yield = os.sched_yield
 
 
 class PauserMode(enum.Enum):
@@ -86,11 +61,6 @@ class PauserStatistics:
     mode: PauserMode
     count_paused: int
     time_paused_ns: int
-
-
-def _wake_future(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 class Pauser:
@@ -126,24 +96,9 @@ class Pauser:
             raise ValueError("spin_slice must be in (0, 0.01] seconds")
         self.spin_slice_ns = int(spin_slice * 1e9)
         self._count = 0
-        self._time = 0
         self._timed_start = 0
-        #: the word :meth:`unpause` bumps to end a spin or park in progress
-        #: (read by the tailers' native waits; not part of the user API)
-        self.stop_word: Any = new_uint32()
-        #: its address, for the C API spin (aiochronicle._hot)
-        self.stop_address = address(self.stop_word)
-        # the futures of the parks in progress; unpause() takes a copy from any
-        # thread (adding, discarding and copying are each one C call on a set
-        # of futures, which hash by identity: no lock needed)
-        self._parks: set[asyncio.Future[None]] = set()
-        # the park timer, kept across parks (see apark): its loop, when it
-        # fires (monotonic ns), and when the current park is due
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_loop: asyncio.AbstractEventLoop | None = None
-        self._timer_due = 0
-        self._due = 0
-        self._sync_word: Any = None
+        # how its waiter waits (aiochronicle._waiter): planned by this pauser
+        self._w = WaitState(self._next_step, self.reset, self.spin_slice_ns, self.notify_wakeup)
 
     # -- factories --------------------------------------------------------
     @staticmethod
@@ -226,7 +181,7 @@ class Pauser:
         p = LongPauser(PauserMode.NOTIFY, busy_ns=int(spin * 1e9), yield_ns=0,
                        min_park_ns=int(min_park * 1e9), max_park_ns=int(max_park * 1e9),
                        spin_slice=spin_slice)
-        p.notify_wakeup = True
+        p.notify_wakeup = p._w.notify = True  # noqa: SLF001 - this class's own
         return p
 
     # -- state -----------------------------------------------------------
@@ -247,16 +202,13 @@ class Pauser:
                 raise TimeoutError(f"{self!r} paused for more than {timeout}s")
         return self._plan(now)
 
-    def next_step(self, now: int, slice_ns: int, left_ns: int | None = None,
-                  timeout: float | None = None) -> tuple[int, int]:
-        """The one wait planner, for every waiter (``pause``, ``apause``, a
-        tailer's ``await read()`` and ``read_blocking()``): the next step as
-        (SPIN, budget ns), (YIELD, 0) or (PARK, ns), from the pauser's phase
+    def _next_step(self, now: int, slice_ns: int, left_ns: int | None = None,
+                   timeout: float | None = None) -> tuple[int, int]:
+        """The plan of every waiter's next step (the waiter's ``plan``): (SPIN,
+        budget ns), (YIELD, 0) or (PARK, ns), from the pauser's phase
         (:meth:`_plan`; :meth:`_timed_plan` with a ``timeout``), a spin cut to
         the waiter's ``slice_ns``, any step to the ``left_ns`` of its deadline;
-        counted in :attr:`count_paused` (the waiter adds the time it took with
-        :meth:`add_paused_ns`).  For the package's waiters; not part of the
-        user API, which waits with :meth:`pause` and :meth:`apause`."""
+        counted in :attr:`count_paused`."""
         kind, ns = self._plan(now) if timeout is None else self._timed_plan(now, timeout)
         if kind == SPIN and ns > slice_ns:
             ns = slice_ns
@@ -270,24 +222,19 @@ class Pauser:
         """How many times this pauser paused."""
         return self._count
 
-    def add_paused_ns(self, ns: int) -> None:
-        """Count ``ns`` more of pausing in :attr:`time_paused_ns` (a waiter
-        outside this class that planned its steps with :meth:`next_step`)."""
-        self._time += ns
-
     @property
     def time_paused_ns(self) -> int:
         """Nanoseconds spent pausing, in total."""
-        return self._time
+        return self._w.paused_ns
 
     def statistics(self) -> PauserStatistics:
         """The counters, as an immutable snapshot."""
-        return PauserStatistics(self.mode, self._count, self._time)
+        return PauserStatistics(self.mode, self._count, self._w.paused_ns)
 
     def __repr__(self) -> str:
         return f"<Pauser {self.mode.value}>"
 
-    # -- waiting (threads) ------------------------------------------------
+    # -- waiting (one step of aiochronicle._waiter's drivers) ----------------
     def pause(self, timeout: float | None = None) -> None:
         """Wait once, as the current phase says: spin (in native code, the GIL
         released), yield the CPU, or park (ended early by :meth:`unpause`).
@@ -296,155 +243,29 @@ class Pauser:
             TimeoutError: ``timeout`` seconds have passed since the first
                 timed pause after the last reset.
         """
-        t0 = _mono_ns()
-        kind, ns = self.next_step(t0, SYNC_SPIN_SLICE, timeout=timeout)
-        stop = self.stop_word
-        seen = stop[0]
-        if kind == SPIN:
-            _cq_spin(ns, stop, seen)
-        elif kind == YIELD:
-            _sched_yield()
-        else:
-            self.sync_park(NULL, ns, None, seen)
-        self._time += _mono_ns() - t0
+        wait_sync(self._w, None, None, timeout, True)
 
-    def sync_park(self, tailer_c: Any, ns: int, notifier: Notifier | None, seen: int) -> int:
-        """Park this thread for ``ns``; with a notifier, on the queue's notify
-        word (then a committed excerpt ends it).  Returns cq_park_read's code.
-        For the package's waiters (not part of the user API)."""
-        if notifier is None:
-            return int(_cq_park(tailer_c, ns, NULL, 0, self.stop_word, seen))
-        self._sync_word = notifier.word
-        try:
-            return int(_cq_park(tailer_c, ns, notifier.cell, notifier.horizon_ns, self.stop_word,
-                                seen))
-        finally:
-            self._sync_word = None
-
-    # -- waiting (tasks) --------------------------------------------------
     async def apause(self, timeout: float | None = None) -> None:
         """:meth:`pause` for a task: a spin lasts at most ``spin_slice`` and is
         followed by a turn of the event loop; a yield is a turn of the loop; a
-        park is a timer that :meth:`unpause` ends early."""
-        import asyncio
+        park is a timer that :meth:`unpause` ends early.
 
-        t0 = _mono_ns()
-        kind, ns = self.next_step(t0, self.spin_slice_ns, timeout=timeout)
-        try:
-            if kind == SPIN:
-                _cq_spin(ns, self.stop_word, self.stop_word[0])
-                await asyncio.sleep(0)
-            elif kind == YIELD:
-                await asyncio.sleep(0)
-            else:
-                await self.apark(ns, None, 0)
-        finally:
-            self._time += _mono_ns() - t0
-
-    async def apark(self, ns: int, notifier: Notifier | None, snapshot: int,
-                    wakers: set[asyncio.Future[None]] | None = None,
-                    loop: asyncio.AbstractEventLoop | None = None,
-                    drains: dict[asyncio.Future[None], Callable[[], bool]] | None = None,
-                    drain: Callable[[], bool] | None = None) -> None:
-        """Sleep ``ns`` on ``loop`` (the running loop); :meth:`unpause` ends it
-        early, and so does a notify of the queue, given a notifier (and the
-        futex snapshot), or the loop's own wake-up, given its set of parked
-        futures (``wakers``).  Given ``drain`` (and the loop's ``drains``,
-        instead of ``wakers``), the loop's wake-up calls ``drain()`` first,
-        which handles what it finds right in the loop's callback and re-arms;
-        the park ends only when it returns False (see ``_notify``).
-
-        The timer that ends the park is kept for the next park: a park that a
-        wake-up ends early leaves it running, and the next park (due later)
-        uses it as it is, so parks ended by commits cost no timer each (a
-        timer made and cancelled per park is a handle made and closed, and an
-        extra turn of the loop, per wake-up with uvloop).  For the package's
-        waiters (not part of the user API, which waits with :meth:`apause`)."""
-        if loop is None:
-            import asyncio
-
-            loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        parks = self._parks
-        alone = not parks
-        parks.add(fut)
-        own = None
-        if alone:
-            self.repark(ns, loop)
-        else:  # another task parks on this pauser too: a timer of its own
-            own = loop.call_later(ns / 1e9, _wake_future, fut)
-        if drains is not None and drain is not None:
-            drains[fut] = drain
-        elif wakers is not None:
-            wakers.add(fut)
-        elif notifier is not None:
-            notifier.register(fut, snapshot)
-        try:
-            await fut
-        finally:
-            if own is not None:
-                own.cancel()
-            if drains is not None:
-                drains.pop(fut, None)
-            if wakers is not None:
-                wakers.discard(fut)
-            elif notifier is not None:
-                notifier.unregister(fut)
-            parks.discard(fut)
-
-    def repark(self, ns: int, loop: asyncio.AbstractEventLoop) -> None:
-        """The park in progress on ``loop`` now ends ``ns`` from now: at a
-        park's start, and for a waiter that handled excerpts from the loop's
-        wake-up callback and parks on (as if it had parked anew).  The timer
-        is kept when it fires no later (it then runs again when the park is
-        due).  For the package's waiters (not part of the user API)."""
-        due = _mono_ns() + ns
-        self._due = due
-        if self._timer_loop is loop and self._timer_due <= due:
-            return  # the timer fires first and runs again when the park is due
-        t = self._timer
-        if t is not None and self._timer_loop is loop:
-            t.cancel()
-        self._timer = loop.call_later(ns / 1e9, self._timer_fired, loop)
-        self._timer_loop = loop
-        self._timer_due = due
-
-    def _timer_fired(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The park timer (on ``loop``): end the parks on it when the current
-        park is due, else run again when it is."""
-        if self._timer_loop is not loop:
-            return  # replaced by a timer of another loop
-        self._timer_loop = None
-        self._timer = None
-        parks = list(self._parks)
-        if not parks:
-            return  # nobody parked: the next park makes a new one
-        left = self._due - _mono_ns()
-        if left > _TIMER_SLACK_NS:
-            self._timer = loop.call_later(left / 1e9, self._timer_fired, loop)
-            self._timer_loop = loop
-            self._timer_due = self._due
-            return
-        for fut in parks:
-            if fut.get_loop() is loop:
-                _wake_future(fut)
+        Raises:
+            TimeoutError: as :meth:`pause`.
+        """
+        await wait_async(self._w, None, timeout=timeout)
 
     # -- waking ----------------------------------------------------------
     def unpause(self) -> None:
         """End the current spin or park of this pauser's waiter early (from any
         thread); a no-op when it is not waiting."""
-        stop = self.stop_word
-        stop[0] = (stop[0] + 1) & 0xFFFFFFFF
-        _cq_futex_wake(stop, 1 << 30)
-        word = self._sync_word
-        if word is not None:
-            # a thread parked on the queue's notify word (others wake spuriously
-            # and look again)
-            _cq_futex_wake(word, 1 << 30)
-        parks = list(self._parks)
-        for fut in parks:
-            with contextlib.suppress(RuntimeError):  # its loop is closed
-                fut.get_loop().call_soon_threadsafe(_wake_future, fut)
+        unpause(self._w)
+
+
+def wait_state(pauser: Pauser) -> WaitState:
+    """How ``pauser``'s waiter waits: the value the waiting drivers
+    (``aiochronicle._waiter``) take."""
+    return pauser._w  # noqa: SLF001 - this module's own class
 
 
 class BusyPauser(Pauser):

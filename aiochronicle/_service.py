@@ -930,8 +930,9 @@ class Service:
         What is there is read in batches (the tailer's position may run ahead
         of the inputs handled: a restart resumes from the outputs' history and
         the snapshot, never from it).  Parked on ``Pauser.notify()`` wake-ups,
-        sync handlers are called right in the loop's wake-up callback (as a
-        method reader's ``run()`` does), with the same bookkeeping."""
+        what a wake-up finds goes to the waiter's drain (``handle``), which
+        calls sync handlers in this task as a method reader's ``run()`` does,
+        with the same bookkeeping."""
         tailer = inp.tailer
         read_many = tailer.read_many
         wait = tailer._wait  # noqa: SLF001 - the wait a method reader's run() has (MethodSource)
@@ -945,7 +946,7 @@ class Service:
             return self._stopping or inp.held is not None
 
         def handle(ex: Excerpt) -> bool:
-            # called from the loop's wake-up callback while the task is parked
+            # the waiter's drain: called in this task for what a wake-up found
             j = ex.index
             if end is not None and j > end:
                 inp.held = _PAST_END

@@ -167,7 +167,7 @@ CASES = {
         obj = q.tailer(pauser=ac.Pauser.millis(600_000))
         assert obj.read_nowait() is not None
         op = lambda: obj.read_blocking(600)
-        trace = hook("_read_blocking", "_aio.py", line="seen = stop[0]")
+        trace = hook("wait_sync", "_waiter.py", line="seen = stop[0]")
     """,
 }
 

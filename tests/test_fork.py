@@ -18,6 +18,7 @@ PRELUDE = textwrap.dedent("""
     import os, signal, sys, threading, time
     import aiochronicle as ac
     from aiochronicle._queue import cycles_of
+    from aiochronicle._pauser import wait_state
 
     path = sys.argv[1]
     q = ac.open_queue(path, lock_timeout=20.0)
@@ -133,7 +134,7 @@ SCENARIOS = {
                     t.to_end()
                     task = asyncio.ensure_future(t.read())
                     deadline = time.monotonic() + 20
-                    while not t.pauser._parks:  # until the read is parked
+                    while not wait_state(t.pauser).parks:  # until the read is parked
                         assert time.monotonic() < deadline and not task.done()
                         await asyncio.sleep(0.001)
                     os.write(w, b"p")

@@ -27,13 +27,14 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("native boundary", {"_version", "_errors", "_native"}),
     ("format", {"_clock", "_headerless", "_mapped", "_wire", "_rollcycles", "_rolltime", "_store",
                 "_tablestore", "_history", "_render"}),
-    ("waiting", {"_pauser", "_notify"}),
+    ("waiting", {"_notify", "_waiter", "_pauser"}),
     ("core parts", {"_settings", "_resource", "_excerpt", "_writelock", "_cycles", "_diskspace"}),
     # below the user objects: typed against small Protocols of what they need
     # of an appender or tailer (``_methodwriter.MethodAppender``,
     # ``_methodreader.MethodSource``) and given the metadata table store; the
     # appender and tailer import them
-    ("codecs and methods", {"_codecs", "_methods", "_methodwriter", "_methodreader", "_search"}),
+    ("codecs and methods", {"_codecs", "_methods", "_methodwriter", "_methodsource",
+                            "_methoddispatch", "_methodrun", "_methodreader", "_search"}),
     ("user objects", {"_queueview", "_document", "_aio", "_appender", "_tailer", "_pretoucher",
                       "_queue", "_reading"}),
     ("tools", {"_dump", "_salvage", "_rebuild", "_check", "_repair", "_stats", "_locks",

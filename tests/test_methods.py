@@ -23,6 +23,7 @@ import pytest
 import aiochronicle as ac
 from aiochronicle._codecs import recorded_codec
 from aiochronicle._native import WriterMethod
+from aiochronicle._pauser import wait_state
 from aiochronicle._queue import cycles_of
 
 CODECS = ["msgpack", "json", "binary_wire"]
@@ -643,7 +644,7 @@ def test_stop_from_another_thread_ends_a_waiting_run(queue: ac.Queue,
         task = asyncio.create_task(reader.run())
         w.on_price(P1)
         for _ in range(2000):
-            if rec.calls and (pauser != "notify" or p._parks):
+            if rec.calls and (pauser != "notify" or wait_state(p).parks):
                 break
             await asyncio.sleep(0.002)
         assert rec.calls == [("on_price", P1)]
@@ -734,12 +735,15 @@ class TickRecorder:
         self.reader: ac.MethodReader | None = None
         self.task: asyncio.Task[int] | None = None
         self.calls: list[tuple[str, int]] = []
-        #: the calls that ran in the loop's callback
+        #: the calls that ran in the loop's callback (no current task): none
         self.in_callback: set[int] = set()
+        #: the tasks the calls ran in
+        self.tasks: set[asyncio.Task[Any] | None] = set()
         self.burst_done = asyncio.Event()
 
     def _record(self, name: str, n: int) -> None:
         self.calls.append((name, n))
+        self.tasks.add(asyncio.current_task())
         if asyncio.current_task() is None:
             self.in_callback.add(n)
         if n == self.fail_at:
@@ -790,12 +794,12 @@ def _notify_reader(queue: ac.Queue, rec: TickRecorder, every: int,
 
 
 @pytest.mark.parametrize("kind", ["sync", "mixed"])
-def test_notify_run_handles_wakeups_in_the_loop_callback(
+def test_notify_run_handles_wakeups_in_run_task(
         queue: ac.Queue, run: Callable[[Awaitable[Any]], Any], kind: str) -> None:
     """A parked run() on Pauser.notify() handles what a wake-up finds in the
-    loop's own callback (sync handlers run there, no task step): every call
-    once, in order, across wake-ups, checkpoint_every cuts (7 of a burst of
-    20) and async handlers (taken over by run())."""
+    task that awaits run() (the waiter's drain; never in the loop's
+    callback): every call once, in order, across wake-ups, checkpoint_every
+    cuts (7 of a burst of 20) and async handlers."""
     bursts, burst = 12, 20
 
     async def main() -> None:
@@ -809,15 +813,15 @@ def test_notify_run_handles_wakeups_in_the_loop_callback(
         names = ["slow" if kind == "mixed" and n % 9 == 0 else "tick"
                  for n in range(bursts * burst)]
         assert rec.calls == list(zip(names, range(bursts * burst), strict=True))
-        assert rec.in_callback  # the wake-ups' calls ran in the loop's callback
+        assert not rec.in_callback and rec.tasks == {task}  # all in run()'s task
 
     run(main())
 
 
-def test_notify_run_raises_a_handler_exception_from_the_loop_callback(
+def test_notify_run_raises_a_handler_exception_from_a_wakeup(
         queue: ac.Queue, run: Callable[[Awaitable[Any]], Any]) -> None:
-    """A sync handler that raises in the loop's callback: await run() raises
-    it; the calls after it stay for the next run(), in order."""
+    """A sync handler that raises on a wake-up (in run()'s task): await run()
+    raises it; the calls after it stay for the next run(), in order."""
     burst, fail_at = 20, 45
 
     async def main() -> None:
@@ -828,7 +832,7 @@ def test_notify_run_raises_a_handler_exception_from_the_loop_callback(
         await _write_bursts(w, rec, 3, until=fail_at)
         with pytest.raises(RuntimeError, match=f"failed at {fail_at}"):
             await asyncio.wait_for(task, 10)
-        assert fail_at in rec.in_callback
+        assert not rec.in_callback and rec.tasks == {task}
         failed = rec.calls[-1]
         assert failed == ("tick", fail_at)
         assert await reader.run(until_end=True) == 3 * burst - fail_at - 1
@@ -838,9 +842,9 @@ def test_notify_run_raises_a_handler_exception_from_the_loop_callback(
 
 
 @pytest.mark.parametrize("named", [False, True])
-def test_notify_run_stopped_from_a_handler_in_the_loop_callback(
+def test_notify_run_stopped_from_a_handler_on_a_wakeup(
         queue: ac.Queue, run: Callable[[Awaitable[Any]], Any], named: bool) -> None:
-    """stop() from a handler run in the loop's callback: run() returns after
+    """stop() from a handler run on a wake-up: run() returns after
     that call; the rest is left to the next read (a named tailer's saved
     index is that of the last call handled)."""
     burst, stop_at = 20, 33
@@ -852,7 +856,7 @@ def test_notify_run_stopped_from_a_handler_in_the_loop_callback(
         w = queue.appender().method_writer(Ticks)
         await _write_bursts(w, rec, 3, until=stop_at)
         assert await asyncio.wait_for(task, 10) == stop_at + 1
-        assert stop_at in rec.in_callback
+        assert not rec.in_callback and rec.tasks == {task}
         assert rec.calls == [("tick", n) for n in range(stop_at + 1)]
         if named:
             again = TickRecorder(burst)
@@ -869,10 +873,10 @@ def test_notify_run_stopped_from_a_handler_in_the_loop_callback(
 _REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
 
 
-def test_notify_run_handlers_in_the_loop_callback_see_run_tasks_context(
+def test_notify_run_handlers_on_a_wakeup_see_run_tasks_context(
         queue: ac.Queue, run: Callable[[Awaitable[Any]], Any]) -> None:
-    """Handlers called from the loop's callback see the context variables of
-    the task that awaits run() (not those of whoever made the loop's waker)."""
+    """Handlers called on a wake-up see the context variables of the task
+    that awaits run() (not those of whoever made the loop's waker)."""
 
     class Seen(TickRecorder):
         def tick(self, n: int) -> None:
@@ -902,7 +906,7 @@ def test_notify_run_handlers_in_the_loop_callback_see_run_tasks_context(
         reader.stop()
         assert await asyncio.wait_for(task, 10) == 30
         assert (await first_read).index == queue.first_index
-        assert rec.in_callback
+        assert not rec.in_callback
         assert rec.calls == [("run's own", n) for n in range(30)]
 
     run(main())
@@ -910,7 +914,7 @@ def test_notify_run_handlers_in_the_loop_callback_see_run_tasks_context(
 
 def test_notify_run_cancelled_with_an_awaitable_held_loses_nothing(
         queue: ac.Queue, run: Callable[[Awaitable[Any]], Any]) -> None:
-    """run() cancelled (by a handler in the loop's callback) while an async
+    """run() cancelled (by a handler on a wake-up) while an async
     handler's awaitable is held for it: the next run() awaits it first, so
     every call is made once, in order."""
     burst, cancel_at = 20, 28  # 29 is slow (29 % 29 == 0)
@@ -923,7 +927,7 @@ def test_notify_run_cancelled_with_an_awaitable_held_loses_nothing(
         await _write_bursts(w, rec, 2, slow_every=29, until=cancel_at)
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 10)
-        assert cancel_at in rec.in_callback
+        assert not rec.in_callback
         assert rec.calls[-1] == ("tick", cancel_at)
         assert await reader.run(until_end=True) == 2 * burst - cancel_at - 2
         names = ["slow" if n % 29 == 0 else "tick" for n in range(2 * burst)]

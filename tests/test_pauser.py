@@ -16,7 +16,7 @@ from workers import append_when_parked
 import aiochronicle as ac
 from aiochronicle._native import ffi, lib
 from aiochronicle._notify import NOTIFY_KEY, notifier_for
-from aiochronicle._pauser import PARK, SPIN, YIELD
+from aiochronicle._pauser import PARK, SPIN, YIELD, wait_state
 from aiochronicle._queue import cycles_of
 
 MS = 1_000_000
@@ -151,23 +151,23 @@ def test_counters_and_statistics() -> None:
 
 
 def test_one_planner_cuts_steps_and_counts_them() -> None:
-    """Every waiter takes its next step from Pauser._next: a spin cut to the
+    """Every waiter takes its next step from its pauser's plan: a spin cut to the
     waiter's slice, any step to what is left of its deadline, each step
     counted once, a step refused by the timeout not counted."""
     busy = ac.Pauser.busy()
     now = time.monotonic_ns()
-    assert busy.next_step(now, 50_000) == (0, 50_000)  # SPIN, the async slice
-    assert busy.next_step(now, 1_000_000, 20_000) == (0, 20_000)  # the deadline is nearer
+    assert wait_state(busy).plan(now, 50_000) == (0, 50_000)  # SPIN, the async slice
+    assert wait_state(busy).plan(now, 1_000_000, 20_000) == (0, 20_000)  # the deadline is nearer
     sleepy = ac.Pauser.sleepy()
-    sleepy.next_step(now, 50_000)  # yields first
-    kind, ns = sleepy.next_step(now + 10 * MS, 50_000)  # then parks, 500 µs at first
+    wait_state(sleepy).plan(now, 50_000)  # yields first
+    kind, ns = wait_state(sleepy).plan(now + 10 * MS, 50_000)  # then parks, 500 µs at first
     assert kind == 2 and ns == 500_000
-    assert sleepy.next_step(now + 20 * MS, 50_000, 100_000) == (2, 100_000)
+    assert wait_state(sleepy).plan(now + 20 * MS, 50_000, 100_000) == (2, 100_000)
     assert (busy.count_paused, sleepy.count_paused) == (2, 3)
     timed = ac.Pauser.timed_busy()
-    timed.next_step(now, 1000, timeout=0.001)
+    wait_state(timed).plan(now, 1000, None, 0.001)
     with pytest.raises(TimeoutError):
-        timed.next_step(now + 2 * MS, 1000, timeout=0.001)
+        wait_state(timed).plan(now + 2 * MS, 1000, None, 0.001)
     assert timed.count_paused == 1
 
 

@@ -22,6 +22,7 @@ import aiochronicle as ac
 from aiochronicle._appender import Appender
 from aiochronicle._native import ffi, lib
 from aiochronicle._notify import NOTIFY_KEY, PARKED_KEY
+from aiochronicle._pauser import wait_state
 from aiochronicle._queue import cycles_of
 
 HEAD = struct.Struct("<IIQI")  # writer, incarnation, n, crc32(body)
@@ -246,7 +247,7 @@ async def parked(pauser: ac.Pauser, timeout: float = 20.0) -> None:
     """Return once a task of this loop is parked on ``pauser`` (await
     ``tailer.read()`` or ``apause()`` has registered its park)."""
     deadline = time.monotonic() + timeout
-    while not pauser._parks:
+    while not wait_state(pauser).parks:
         assert time.monotonic() < deadline, "nothing parked"
         await asyncio.sleep(0.001)
 
