@@ -557,8 +557,14 @@ class Service:
         """Make :meth:`run` finish the current input, snapshot and return (from
         the event loop's thread: a handler, a signal handler, another task)."""
         self._stopping = True
+        try:
+            me = asyncio.current_task()
+        except RuntimeError:  # no loop running in this thread
+            me = None
         for inp in self._inputs:
-            if inp.waiting and inp.task is not None:
+            # a handler the waiter's drain runs in the task itself: its wait
+            # ends when the drain sees _stopping, with nothing to cancel
+            if inp.waiting and inp.task is not None and inp.task is not me:
                 inp.task.cancel()
 
     def __repr__(self) -> str:
