@@ -9,6 +9,8 @@ import importlib
 import inspect
 import pickle
 import pkgutil
+import subprocess
+import sys
 
 import pytest
 
@@ -261,3 +263,32 @@ def test_a_failed_system_call_of_the_native_core_is_a_named_error() -> None:
     assert isinstance(caught.value, OSError)
     assert caught.value.errno == errno.ENOMEM and caught.value.filename == "/q/x.cq4"
     assert "syncing: " in str(caught.value)
+
+
+def test_the_package_loads_its_names_when_first_used() -> None:
+    """``import aiochronicle`` loads no native code (the pytest plugin relies on it);
+    the first public name used loads them all, under their ``aiochronicle.X`` names,
+    and ``dir()`` lists them before and after."""
+    code = """if True:
+        import sys
+        import aiochronicle
+        def ours():
+            return sorted(m for m in sys.modules if m.split(".")[0] == "aiochronicle")
+        assert ours() == ["aiochronicle", "aiochronicle._version"], ours()
+        assert set(aiochronicle.__all__) <= set(dir(aiochronicle))
+        try:
+            aiochronicle.NoSuchName
+        except AttributeError as e:
+            assert "NoSuchName" in str(e)
+        else:
+            raise AssertionError("a misspelt name resolved")
+        from aiochronicle import DiskFullError
+        assert "aiochronicle._native" in ours()
+        assert DiskFullError.__module__ == "aiochronicle"
+        assert aiochronicle.Queue.__module__ == "aiochronicle"
+        assert set(aiochronicle.__all__) <= set(dir(aiochronicle))
+        print("ok")
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0 and out.stdout == "ok\n", out.stderr
