@@ -65,6 +65,22 @@ def extract_fixture(java_fixtures: Path, tmp_path: Path, _extracted_fixtures: di
 
 
 # --------------------------------------------------------------------------
+# parallel runs (pytest-xdist, ``-n 2 --dist loadgroup`` in scripts/test.sh)
+# --------------------------------------------------------------------------
+
+SPARK_TESTS = Path(__file__).resolve().parent / "spark"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The Spark tests run on one worker, one after another: they share one session
+    (tests/spark/conftest.py) and a JVM each costs a core and a few GiB."""
+    for item in items:
+        if SPARK_TESTS in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+# --------------------------------------------------------------------------
 # skips: only for a reason tests/skips.py names; under CI any other fails the run
 # --------------------------------------------------------------------------
 
