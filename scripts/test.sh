@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 # the pytest runs use this many pytest-xdist workers (tests/conftest.py keeps the
 # Spark tests on one of them); 0 runs them in this process, one at a time
 WORKERS="${AIOCHRONICLE_TEST_WORKERS:-2}"
-XDIST=(-n "$WORKERS" --dist loadgroup)
+XDIST=(-n "$WORKERS")
 # how long each step took, for the log (SECONDS: bash's clock)
 step() { echo "test.sh: ${SECONDS}s: $*" >&2; }
 step "start"
@@ -55,9 +55,22 @@ fi
 step "system packages checked"
 bash scripts/setup.sh
 step "setup.sh done (.venv, editable install, jar)"
+# Two steps run beside others, their output shown when they end: the Java interop
+# programs (Maven, after setup.sh's Maven build of the jar) beside ruff and mypy; the
+# portable build's pass beside the installed wheel's (whose build and pip install
+# mostly wait on the disk).  `bg NAME CMD...` starts one, `fg NAME` waits for it.
+LOGS="$(mktemp -d)"
+trap 'rm -rf "$LOGS"' EXIT
+bg() { local name=$1; shift; "$@" >"$LOGS/$name" 2>&1 & echo $! >"$LOGS/$name.pid"; }
+fg() {
+  local rc=0
+  wait "$(cat "$LOGS/$1.pid")" || rc=$?
+  sed "s/^/[$1] /" "$LOGS/$1"
+  [ "$rc" = 0 ] || { echo "test.sh: $1 failed (exit $rc)" >&2; exit "$rc"; }
+  step "$1 done"
+}
 # the Java interop programs, against each pinned Chronicle Queue (Maven; fails loudly)
-.venv/bin/python interop/jvm.py
-step "Java interop programs built"
+bg interop .venv/bin/python interop/jvm.py
 # promtool, for the alert pack's rule tests: installed above, or built from the
 # Prometheus Go module with go and cached (a named skip without either; CI fails it)
 .venv/bin/python tests/promtool.py || echo "note: no promtool: the alert pack's rule tests skip"
@@ -66,14 +79,17 @@ step "Java interop programs built"
 # the examples use only the public API, and type-check against it strictly
 .venv/bin/python -m mypy --strict examples
 step "promtool, ruff and mypy done"
+fg interop
 .venv/bin/python -m pytest "${XDIST[@]}" --durations=25 "$@"
 step "the suite passed against the checkout"
 # the portable build of the core (CQ_PORTABLE=1: the code macOS runs), in a directory
 # of its own, under the tests of what the platform layer changes (native/platform.h)
-bash scripts/test_portable.sh "${XDIST[@]}"
-step "the portable build passed"
+bg portable bash scripts/test_portable.sh "${XDIST[@]}"
 # what users install: the sdist and a wheel from `python -m build` (isolated), the wheel
 # repaired by auditwheel and installed with the spark extra in a fresh venv with no C
 # compiler on PATH, and the install-dependent tests against it (see the script's docstring)
-.venv/bin/python scripts/test_installed.py -q "${XDIST[@]}"
-step "the installed wheel passed"
+installed=0
+.venv/bin/python scripts/test_installed.py -q "${XDIST[@]}" || installed=$?
+step "the installed wheel's pass ended (exit $installed)"
+fg portable
+[ "$installed" = 0 ] || { echo "test.sh: the installed wheel's pass failed" >&2; exit "$installed"; }

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from skips import listed, under_ci
@@ -65,19 +66,24 @@ def extract_fixture(java_fixtures: Path, tmp_path: Path, _extracted_fixtures: di
 
 
 # --------------------------------------------------------------------------
-# parallel runs (pytest-xdist, ``-n 2 --dist loadgroup`` in scripts/test.sh)
+# parallel runs (pytest-xdist: ``-n 2`` in scripts/test.sh)
 # --------------------------------------------------------------------------
 
-SPARK_TESTS = Path(__file__).resolve().parent / "spark"
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Each test goes to whichever worker is free, except the Spark tests: they run on
+    one worker, one after another, as they share one Spark session
+    (tests/spark/conftest.py) and a JVM costs a core and a few GiB.  (pytest-xdist's
+    own ``xdist_group`` marker is not honoured with pytest 9, where a node id is
+    computed: the group never reaches the scheduler.)"""
+    from xdist.scheduler import LoadScopeScheduling
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The Spark tests run on one worker, one after another: they share one session
-    (tests/spark/conftest.py) and a JVM each costs a core and a few GiB."""
-    for item in items:
-        if SPARK_TESTS in item.path.parents:
-            item.add_marker(pytest.mark.xdist_group("spark"))
+    class SparkOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark" if nodeid.startswith("tests/spark/") else nodeid
+
+    return SparkOnOneWorker(config, log)
 
 
 # --------------------------------------------------------------------------
