@@ -9,8 +9,10 @@ import importlib
 import inspect
 import pickle
 import pkgutil
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -292,3 +294,18 @@ def test_the_package_loads_its_names_when_first_used() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=False)
     assert out.returncode == 0 and out.stdout == "ok\n", out.stderr
+
+
+def test_type_checkers_see_the_names_imported_at_first_use() -> None:
+    root = Path(__file__).resolve().parents[1]
+    target = root / "tests" / "typing" / "check_lazy_names.py"
+    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-error-summary",
+                          str(target)], capture_output=True, text=True, cwd=root, timeout=300)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("tests/typing/")]
+    # (the defining modules' dotted paths, whichever they are)
+    assert re.search(r'Revealed type is "aiochronicle\.[\w.]*\.Queue"', out.stdout), out.stdout
+    assert re.search(r'Revealed type is "aiochronicle\.[\w.]*\.RollCycle"', out.stdout), out.stdout
+    errors = [ln for ln in lines if ": error:" in ln]
+    marked = [i + 1 for i, ln in enumerate(target.read_text().splitlines()) if "# E:" in ln]
+    assert sorted(int(e.split(":")[1]) for e in errors) == marked, out.stdout
+    assert all('has no attribute "NoSuchQueue"' in e for e in errors), out.stdout
