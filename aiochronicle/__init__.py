@@ -6,104 +6,114 @@ any number of processes read every excerpt in one total order; nothing is
 consumed by reading.
 """
 
-from ._check import CheckFinding as CheckFinding
-from ._check import check_queue as check_queue
-from ._clock import SetTimeProvider as SetTimeProvider
-from ._clock import SystemTimeProvider as SystemTimeProvider
-from ._clock import TimeProvider as TimeProvider
-from ._codecs import Codec as Codec
-from ._codecs import Codecs as Codecs
-from ._diskspace import DiskSpace as DiskSpace
-from ._document import DocumentContext as DocumentContext
-from ._errors import AppendLockedError as AppendLockedError
-from ._errors import ChronicleError as ChronicleError
-from ._errors import CodecError as CodecError
-from ._errors import CodecMismatchError as CodecMismatchError
-from ._errors import CorruptQueueError as CorruptQueueError
-from ._errors import DiskFullError as DiskFullError
-from ._errors import DivergenceError as DivergenceError
-from ._errors import DocumentClosedError as DocumentClosedError
-from ._errors import HeaderlessCycleError as HeaderlessCycleError
-from ._errors import IllegalIndexError as IllegalIndexError
-from ._errors import IncompatibleQueueError as IncompatibleQueueError
-from ._errors import IndexFullError as IndexFullError
-from ._errors import MessageTooLargeError as MessageTooLargeError
-from ._errors import NativeBuildError as NativeBuildError
-from ._errors import NoFallocateWarning as NoFallocateWarning
-from ._errors import NondeterministicHandlerError as NondeterministicHandlerError
-from ._errors import NoSuchIndexError as NoSuchIndexError
-from ._errors import NoSuchQueueError as NoSuchQueueError
-from ._errors import NotAQueueError as NotAQueueError
-from ._errors import PipelineError as PipelineError
-from ._errors import QueueAccessError as QueueAccessError
-from ._errors import QueueBusyError as QueueBusyError
-from ._errors import QueueClosedError as QueueClosedError
-from ._errors import QueueOSError as QueueOSError
-from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
-from ._errors import ReplicationAuthError as ReplicationAuthError
-from ._errors import ReplicationError as ReplicationError
-from ._errors import ReplicationGapError as ReplicationGapError
-from ._errors import ReplicationProtocolError as ReplicationProtocolError
-from ._errors import ReplicationTimeoutError as ReplicationTimeoutError
-from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
-from ._errors import ServiceError as ServiceError
-from ._errors import ServiceHandlerError as ServiceHandlerError
-from ._errors import UnalignedCycleError as UnalignedCycleError
-from ._errors import UnknownRollCycleError as UnknownRollCycleError
-from ._errors import WireError as WireError
-from ._errors import WriteLockLostError as WriteLockLostError
-from ._errors import WriteLockTimeoutError as WriteLockTimeoutError
-from ._excerpt import Batch as Batch
-from ._excerpt import Excerpt as Excerpt
-from ._excerpt import TailerDirection as TailerDirection
-from ._excerpt import TailerState as TailerState
-from ._history import MessageHistory as MessageHistory
-from ._history import current_history as current_history
-from ._listeners import StoreFileListener as StoreFileListener
-from ._listeners import add_store_file_listener as add_store_file_listener
-from ._locks import lock_states as lock_states
-from ._locks import unlock_queue as unlock_queue
-from ._methodreader import MethodCall as MethodCall
-from ._methodreader import MethodReaderStatistics as MethodReaderStatistics
-from ._methods import method_id as method_id
-from ._pauser import Pauser as Pauser
-from ._pauser import PauserMode as PauserMode
-from ._pauser import PauserStatistics as PauserStatistics
-from ._queue import Appender as Appender
-from ._queue import MethodReader as MethodReader
-from ._queue import Pretoucher as Pretoucher
-from ._queue import Queue as Queue
-from ._queue import Tailer as Tailer
-from ._queue import open_queue as open_queue
-from ._queue import set_queue_codec as set_queue_codec
-from ._reading import ReadingDocument as ReadingDocument
-from ._repair import repair_queue as repair_queue
-from ._replication import ReplicationSink as ReplicationSink
-from ._replication import ReplicationSource as ReplicationSource
-from ._replication import SinkInfo as SinkInfo
-from ._retention import Retention as Retention
-from ._retention import RetentionDecision as RetentionDecision
-from ._rollcycles import RollCycle as RollCycle
-from ._rollcycles import RollCycles as RollCycles
-from ._search import SearchStats as SearchStats
-from ._search import binary_search as binary_search
-from ._search import field_key as field_key
-from ._search import history_time as history_time
-from ._search import method_key as method_key
-from ._service import Service as Service
-from ._service import ServiceInput as ServiceInput
-from ._service import ServiceOutput as ServiceOutput
-from ._service import ServiceStatistics as ServiceStatistics
-from ._service import SnapshotPolicy as SnapshotPolicy
-from ._settings import QueueOptions as QueueOptions
-from ._settings import SyncMode as SyncMode
-from ._settings import UnlockMode as UnlockMode
-from ._stats import CycleStats as CycleStats
-from ._stats import QueueStats as QueueStats
-from ._stats import TailerStats as TailerStats
-from ._stats import queue_stats as queue_stats
+import ast as _ast
+import importlib as _importlib
+import typing as _typing
+
 from ._version import __version__ as __version__
-from ._writelock import LockState as LockState
+
+# The public names, imported when one is first used (``aiochronicle.Queue``,
+# ``from aiochronicle import open_queue``): importing the package alone, as
+# ``import aiochronicle.testing`` does, loads no native code.  Type checkers,
+# IDEs and the API docs read these imports; ``__getattr__`` below follows them.
+if _typing.TYPE_CHECKING:
+    from ._check import CheckFinding as CheckFinding
+    from ._check import check_queue as check_queue
+    from ._clock import SetTimeProvider as SetTimeProvider
+    from ._clock import SystemTimeProvider as SystemTimeProvider
+    from ._clock import TimeProvider as TimeProvider
+    from ._codecs import Codec as Codec
+    from ._codecs import Codecs as Codecs
+    from ._diskspace import DiskSpace as DiskSpace
+    from ._document import DocumentContext as DocumentContext
+    from ._errors import AppendLockedError as AppendLockedError
+    from ._errors import ChronicleError as ChronicleError
+    from ._errors import CodecError as CodecError
+    from ._errors import CodecMismatchError as CodecMismatchError
+    from ._errors import CorruptQueueError as CorruptQueueError
+    from ._errors import DiskFullError as DiskFullError
+    from ._errors import DivergenceError as DivergenceError
+    from ._errors import DocumentClosedError as DocumentClosedError
+    from ._errors import HeaderlessCycleError as HeaderlessCycleError
+    from ._errors import IllegalIndexError as IllegalIndexError
+    from ._errors import IncompatibleQueueError as IncompatibleQueueError
+    from ._errors import IndexFullError as IndexFullError
+    from ._errors import MessageTooLargeError as MessageTooLargeError
+    from ._errors import NativeBuildError as NativeBuildError
+    from ._errors import NoFallocateWarning as NoFallocateWarning
+    from ._errors import NondeterministicHandlerError as NondeterministicHandlerError
+    from ._errors import NoSuchIndexError as NoSuchIndexError
+    from ._errors import NoSuchQueueError as NoSuchQueueError
+    from ._errors import NotAQueueError as NotAQueueError
+    from ._errors import PipelineError as PipelineError
+    from ._errors import QueueAccessError as QueueAccessError
+    from ._errors import QueueBusyError as QueueBusyError
+    from ._errors import QueueClosedError as QueueClosedError
+    from ._errors import QueueOSError as QueueOSError
+    from ._errors import ReadOnlyQueueError as ReadOnlyQueueError
+    from ._errors import ReplicationAuthError as ReplicationAuthError
+    from ._errors import ReplicationError as ReplicationError
+    from ._errors import ReplicationGapError as ReplicationGapError
+    from ._errors import ReplicationProtocolError as ReplicationProtocolError
+    from ._errors import ReplicationTimeoutError as ReplicationTimeoutError
+    from ._errors import RollCycleMismatchWarning as RollCycleMismatchWarning
+    from ._errors import ServiceError as ServiceError
+    from ._errors import ServiceHandlerError as ServiceHandlerError
+    from ._errors import UnalignedCycleError as UnalignedCycleError
+    from ._errors import UnknownRollCycleError as UnknownRollCycleError
+    from ._errors import WireError as WireError
+    from ._errors import WriteLockLostError as WriteLockLostError
+    from ._errors import WriteLockTimeoutError as WriteLockTimeoutError
+    from ._excerpt import Batch as Batch
+    from ._excerpt import Excerpt as Excerpt
+    from ._excerpt import TailerDirection as TailerDirection
+    from ._excerpt import TailerState as TailerState
+    from ._history import MessageHistory as MessageHistory
+    from ._history import current_history as current_history
+    from ._listeners import StoreFileListener as StoreFileListener
+    from ._listeners import add_store_file_listener as add_store_file_listener
+    from ._locks import lock_states as lock_states
+    from ._locks import unlock_queue as unlock_queue
+    from ._methodreader import MethodCall as MethodCall
+    from ._methodreader import MethodReaderStatistics as MethodReaderStatistics
+    from ._methods import method_id as method_id
+    from ._pauser import Pauser as Pauser
+    from ._pauser import PauserMode as PauserMode
+    from ._pauser import PauserStatistics as PauserStatistics
+    from ._queue import Appender as Appender
+    from ._queue import MethodReader as MethodReader
+    from ._queue import Pretoucher as Pretoucher
+    from ._queue import Queue as Queue
+    from ._queue import Tailer as Tailer
+    from ._queue import open_queue as open_queue
+    from ._queue import set_queue_codec as set_queue_codec
+    from ._reading import ReadingDocument as ReadingDocument
+    from ._repair import repair_queue as repair_queue
+    from ._replication import ReplicationSink as ReplicationSink
+    from ._replication import ReplicationSource as ReplicationSource
+    from ._replication import SinkInfo as SinkInfo
+    from ._retention import Retention as Retention
+    from ._retention import RetentionDecision as RetentionDecision
+    from ._rollcycles import RollCycle as RollCycle
+    from ._rollcycles import RollCycles as RollCycles
+    from ._search import SearchStats as SearchStats
+    from ._search import binary_search as binary_search
+    from ._search import field_key as field_key
+    from ._search import history_time as history_time
+    from ._search import method_key as method_key
+    from ._service import Service as Service
+    from ._service import ServiceInput as ServiceInput
+    from ._service import ServiceOutput as ServiceOutput
+    from ._service import ServiceStatistics as ServiceStatistics
+    from ._service import SnapshotPolicy as SnapshotPolicy
+    from ._settings import QueueOptions as QueueOptions
+    from ._settings import SyncMode as SyncMode
+    from ._settings import UnlockMode as UnlockMode
+    from ._stats import CycleStats as CycleStats
+    from ._stats import QueueStats as QueueStats
+    from ._stats import TailerStats as TailerStats
+    from ._stats import queue_stats as queue_stats
+    from ._writelock import LockState as LockState
 
 __all__ = [
     "AppendLockedError",
@@ -207,15 +217,37 @@ __all__ = [
 ]
 
 
-def _rehome() -> None:
-    """Show public classes and functions as ``aiochronicle.X`` (reprs, pickles, docs)."""
-    for name in __all__:
-        obj = globals()[name]
+
+def _load() -> None:
+    """Import every public name (the ``if TYPE_CHECKING:`` imports of this file) and
+    show public classes and functions as ``aiochronicle.X`` (reprs, pickles, docs)."""
+    with open(__file__, encoding="utf-8") as f:
+        tree = _ast.parse(f.read())
+    block = next(node for node in tree.body if isinstance(node, _ast.If)
+                 and isinstance(node.test, _ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+    found: dict[str, _typing.Any] = {}
+    for stmt in block.body:
+        if not (isinstance(stmt, _ast.ImportFrom) and stmt.level == 1 and stmt.module):
+            raise ImportError(f"aiochronicle/__init__.py:{stmt.lineno}: not a `from .x import`")
+        module = _importlib.import_module(f".{stmt.module}", __name__)
+        for alias in stmt.names:
+            found[alias.asname or alias.name] = getattr(module, alias.name)
+    for obj in found.values():
         if isinstance(obj, type) or callable(obj):
-            module = getattr(obj, "__module__", "")
-            if isinstance(module, str) and module.startswith("aiochronicle._"):
+            owner = getattr(obj, "__module__", "")
+            if isinstance(owner, str) and owner.startswith("aiochronicle._"):
                 obj.__module__ = __name__
+    globals().update(found)
 
 
-_rehome()
-del _rehome
+if not _typing.TYPE_CHECKING:  # (so that a misspelt name stays a type error)
+
+    def __getattr__(name: str) -> object:
+        if not (name.startswith("__") and name.endswith("__")):
+            _load()
+            if name in globals():
+                return globals()[name]
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(__all__))

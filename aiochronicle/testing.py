@@ -43,12 +43,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from ._clock import SetTimeProvider
-from ._queue import Queue, open_queue
+if TYPE_CHECKING:
+    from ._clock import SetTimeProvider
+    from ._queue import Queue
 
 __all__ = [
     "CHRONICLE_EPOCH_MILLIS",
@@ -72,6 +73,9 @@ def chronicle_queue_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def chronicle_clock() -> SetTimeProvider:
     """A settable clock starting at :data:`CHRONICLE_EPOCH_MILLIS`."""
+    # the native core loads when a fixture is first used, not with the plugin
+    from ._clock import SetTimeProvider
+
     return SetTimeProvider(CHRONICLE_EPOCH_MILLIS)
 
 
@@ -79,6 +83,8 @@ def chronicle_clock() -> SetTimeProvider:
 def chronicle_queue(chronicle_queue_dir: Path,
                     chronicle_clock: SetTimeProvider) -> Iterator[Queue]:
     """An open queue in ``chronicle_queue_dir`` on ``chronicle_clock``, closed after the test."""
+    from ._queue import open_queue
+
     queue = open_queue(chronicle_queue_dir, time_provider=chronicle_clock)
     try:
         yield queue
@@ -104,6 +110,8 @@ def chronicle_queue_factory(tmp_path: Path,
     ``options`` are :func:`aiochronicle.open_queue` keywords, with
     ``time_provider`` defaulting to ``chronicle_clock``.
     """
+    from ._queue import open_queue
+
     opened: list[Queue] = []
 
     def make(name: str = "queue", **options: Any) -> Queue:

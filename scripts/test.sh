@@ -4,7 +4,8 @@
 # Structure (every test runs at least once against the package under test):
 #   1. setup (.venv, editable install: the C core compiled from the checkout, the jar),
 #      the Java interop programs, ruff, mypy;
-#   2. the whole suite against that install (slow end-to-end cases included);
+#   2. the whole suite against that install (slow end-to-end cases included), on two
+#      pytest-xdist workers (AIOCHRONICLE_TEST_WORKERS), as are the passes below;
 #   3. scripts/test_installed.py: the sdist and wheel as pip builds them, the wheel
 #      repaired and installed in a fresh venv with no compiler, and the tests of what
 #      the install decides (packaging, the console script, the native modules as
@@ -13,6 +14,13 @@
 #      on the same sources; `scripts/test_installed.py --whole-suite` runs them all again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the pytest runs use this many pytest-xdist workers (tests/conftest.py keeps the
+# Spark tests on one of them); 0 runs them in this process, one at a time
+WORKERS="${AIOCHRONICLE_TEST_WORKERS:-2}"
+XDIST=(-n "$WORKERS")
+# how long each step took, for the log (SECONDS: bash's clock)
+step() { echo "test.sh: ${SECONDS}s: $*" >&2; }
+step "start"
 # clang builds the libFuzzer target of the native core (gcc builds everything else);
 # promtool (Debian's prometheus package: Prometheus' own Go build) runs the alert
 # pack's rule tests (without it, tests/promtool.py builds one where go is)
@@ -44,9 +52,25 @@ else
   echo "arm64 C tests skipped: no aarch64-linux-gnu-gcc or qemu-aarch64-static" \
     "(not root, or no apt-get: apt-get install gcc-aarch64-linux-gnu qemu-user-static)"
 fi
+step "system packages checked"
 bash scripts/setup.sh
+step "setup.sh done (.venv, editable install, jar)"
+# Two steps run beside others, their output shown when they end: the Java interop
+# programs (Maven, after setup.sh's Maven build of the jar) beside ruff and mypy; the
+# portable build's pass beside the installed wheel's (whose build and pip install
+# mostly wait on the disk).  `bg NAME CMD...` starts one, `fg NAME` waits for it.
+LOGS="$(mktemp -d)"
+trap 'rm -rf "$LOGS"' EXIT
+bg() { local name=$1; shift; "$@" >"$LOGS/$name" 2>&1 & echo $! >"$LOGS/$name.pid"; }
+fg() {
+  local rc=0
+  wait "$(cat "$LOGS/$1.pid")" || rc=$?
+  sed "s/^/[$1] /" "$LOGS/$1"
+  [ "$rc" = 0 ] || { echo "test.sh: $1 failed (exit $rc)" >&2; exit "$rc"; }
+  step "$1 done"
+}
 # the Java interop programs, against each pinned Chronicle Queue (Maven; fails loudly)
-.venv/bin/python interop/jvm.py
+bg interop .venv/bin/python interop/jvm.py
 # promtool, for the alert pack's rule tests: installed above, or built from the
 # Prometheus Go module with go and cached (a named skip without either; CI fails it)
 .venv/bin/python tests/promtool.py || echo "note: no promtool: the alert pack's rule tests skip"
@@ -54,11 +78,18 @@ bash scripts/setup.sh
 .venv/bin/python -m mypy
 # the examples use only the public API, and type-check against it strictly
 .venv/bin/python -m mypy --strict examples
-.venv/bin/python -m pytest "$@"
+step "promtool, ruff and mypy done"
+fg interop
+.venv/bin/python -m pytest "${XDIST[@]}" --durations=25 "$@"
+step "the suite passed against the checkout"
 # the portable build of the core (CQ_PORTABLE=1: the code macOS runs), in a directory
 # of its own, under the tests of what the platform layer changes (native/platform.h)
-bash scripts/test_portable.sh
+bg portable bash scripts/test_portable.sh "${XDIST[@]}"
 # what users install: the sdist and a wheel from `python -m build` (isolated), the wheel
 # repaired by auditwheel and installed with the spark extra in a fresh venv with no C
 # compiler on PATH, and the install-dependent tests against it (see the script's docstring)
-.venv/bin/python scripts/test_installed.py -q
+installed=0
+.venv/bin/python scripts/test_installed.py -q "${XDIST[@]}" || installed=$?
+step "the installed wheel's pass ended (exit $installed)"
+fg portable
+[ "$installed" = 0 ] || { echo "test.sh: the installed wheel's pass failed" >&2; exit "$installed"; }

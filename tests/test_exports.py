@@ -11,6 +11,8 @@ import inspect
 import pickle
 import pkgutil
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -300,3 +302,45 @@ def test_every_exception_class_lives_in_errors() -> None:
     assert elsewhere == []
     # and the check sees the exceptions it is about
     assert ("aiochronicle._errors", "CodecError") in _classes_defined()
+def test_the_package_loads_its_names_when_first_used() -> None:
+    """``import aiochronicle`` loads no native code (the pytest plugin relies on it);
+    the first public name used loads them all, under their ``aiochronicle.X`` names,
+    and ``dir()`` lists them before and after."""
+    code = """if True:
+        import sys
+        import aiochronicle
+        def ours():
+            return sorted(m for m in sys.modules if m.split(".")[0] == "aiochronicle")
+        assert ours() == ["aiochronicle", "aiochronicle._version"], ours()
+        assert set(aiochronicle.__all__) <= set(dir(aiochronicle))
+        try:
+            aiochronicle.NoSuchName
+        except AttributeError as e:
+            assert "NoSuchName" in str(e)
+        else:
+            raise AssertionError("a misspelt name resolved")
+        from aiochronicle import DiskFullError
+        assert "aiochronicle._native" in ours()
+        assert DiskFullError.__module__ == "aiochronicle"
+        assert aiochronicle.Queue.__module__ == "aiochronicle"
+        assert set(aiochronicle.__all__) <= set(dir(aiochronicle))
+        print("ok")
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0 and out.stdout == "ok\n", out.stderr
+
+
+def test_type_checkers_see_the_names_imported_at_first_use() -> None:
+    root = Path(__file__).resolve().parents[1]
+    target = root / "tests" / "typing" / "check_lazy_names.py"
+    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-error-summary",
+                          str(target)], capture_output=True, text=True, cwd=root, timeout=300)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("tests/typing/")]
+    # (the defining modules' dotted paths, whichever they are)
+    assert re.search(r'Revealed type is "aiochronicle\.[\w.]*\.Queue"', out.stdout), out.stdout
+    assert re.search(r'Revealed type is "aiochronicle\.[\w.]*\.RollCycle"', out.stdout), out.stdout
+    errors = [ln for ln in lines if ": error:" in ln]
+    marked = [i + 1 for i, ln in enumerate(target.read_text().splitlines()) if "# E:" in ln]
+    assert sorted(int(e.split(":")[1]) for e in errors) == marked, out.stdout
+    assert all('has no attribute "NoSuchQueue"' in e for e in errors), out.stdout

@@ -134,6 +134,8 @@ LAZY = {
     # it, so the metrics command loads that module when it runs
     "_monitor_cli": "aiochronicle.metrics is imported only when `metrics` runs",
     "_services_cli": "aiochronicle.metrics is imported only when `run` serves /metrics",
+    # pytest loads the plugin into sessions that may use none of its fixtures
+    "testing": "the native core loads when a fixture is first used, not with the plugin",
 }
 
 

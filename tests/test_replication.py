@@ -735,19 +735,25 @@ def test_a_sink_takes_over_the_append_lock_of_a_dead_sink(run: Run, tmp_path: Pa
 # -- separate processes, killed and restarted ------------------------------------------------
 
 WRITER = textwrap.dedent("""
-    import os, struct, sys, time
+    import os, struct, sys, threading, time
     import aiochronicle as ac
-    path, count, rate = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    path, rate = sys.argv[1], float(sys.argv[2])
+    # appends at `rate` a second until a line on stdin says stop (a handshake, so the
+    # faults happen mid-stream however slow the machine), then prints the count
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
     with ac.open_queue(path, roll_cycle=ac.RollCycles.TEST_SECONDLY,
                        block_size=1 << 20) as q:
         app = q.appender()
         t0 = time.monotonic()
-        for i in range(count):
+        i = 0
+        while not stop.is_set():
             due = t0 + i / rate
             while time.monotonic() < due:
                 time.sleep(0.0005)
             app.append(struct.pack("<q", i) + os.urandom(8 + i % 120))
-    print("done", flush=True)
+            i += 1
+    print("done", i, flush=True)
 """)
 
 
@@ -809,9 +815,12 @@ def test_processes_killed_and_restarted_mid_stream_end_identical(tmp_path: Path)
                PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     cli = [sys.executable, "-m", "aiochronicle", "replicate"]
     p_src, p_hop = _free_port(), _free_port()
-    total, rate = 40_000, 4_000.0
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, "src", str(total), str(rate)],
-                              cwd=tmp_path, env=env, stdout=subprocess.PIPE)
+    rate = 4_000.0
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, "src", str(rate)],
+                              cwd=tmp_path, env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
+    assert writer.stdin is not None and writer.stdout is not None
+    total = -1
     procs: dict[str, _Proc] = {}
     try:
         procs["source"] = _Proc("source", [*cli, "serve", "src", "--listen",
@@ -838,7 +847,7 @@ def test_processes_killed_and_restarted_mid_stream_end_identical(tmp_path: Path)
                 assert time.monotonic() < deadline, f"{name} stuck at {count(name)}\n" + \
                     "".join(p.logs() for p in procs.values())
                 time.sleep(0.02)
-            assert writer.poll() is None, "the writer finished before the faults"
+            assert writer.poll() is None, "the writer stopped before the faults"
 
         when("s2", 1500)
         procs["sink2"].kill()
@@ -849,7 +858,12 @@ def test_processes_killed_and_restarted_mid_stream_end_identical(tmp_path: Path)
         when("s3", count("s1") + 500)
         procs["sink1"].kill()  # the middle hop: sink3 loses its source too
         procs["sink1"].start()
-        assert writer.wait(60) == 0
+        when("src", count("src") + 4000)  # the writer goes on after the last fault
+        writer.stdin.write(b"stop\n")
+        writer.stdin.close()
+        done = writer.stdout.readline().split()
+        assert writer.wait(60) == 0 and done[0] == b"done", done
+        total = int(done[1])
         with ac.open_queue(tmp_path / "src", read_only=True) as q:
             last = q.last_index
         assert last is not None

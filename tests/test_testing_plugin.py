@@ -141,3 +141,29 @@ def test_the_howto_example_passes(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_howto=code)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=1)
+
+
+def test_the_plugin_loads_nothing_native_until_a_fixture_is_used(
+        pytester: pytest.Pytester) -> None:
+    """``-p aiochronicle.testing`` in a session whose tests use none of its fixtures
+    imports the plugin and the package's ``__init__``, not the native core."""
+    pytester.makeconftest("""
+        import sys
+
+        def pytest_sessionfinish(session):
+            loaded = sorted(m for m in sys.modules if m.split(".")[0] == "aiochronicle")
+            print("AIOCHRONICLE_MODULES", loaded)
+    """)
+    pytester.makepyfile(test_other="def test_no_fixture():\n    assert 1 + 1 == 2\n"
+                                   "def test_a_fixture(chronicle_clock):\n"
+                                   "    assert chronicle_clock.current_time_millis() > 0\n")
+    alone = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "aiochronicle.testing",
+                                          "-s", "-q", "-k", "no_fixture")
+    alone.assert_outcomes(passed=1, deselected=1)
+    (line,) = [ln for ln in alone.stdout.lines if "AIOCHRONICLE_MODULES" in ln]
+    assert line.endswith("AIOCHRONICLE_MODULES ['aiochronicle', 'aiochronicle._version',"
+                         " 'aiochronicle.testing']"), line
+    used = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "aiochronicle.testing",
+                                         "-s", "-q")
+    used.assert_outcomes(passed=2)
+    used.stdout.fnmatch_lines(["*AIOCHRONICLE_MODULES *'aiochronicle._native'*"])
