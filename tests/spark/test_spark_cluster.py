@@ -329,7 +329,10 @@ def test_the_python_source_from_register_runs_in_the_executors(job: dict[str, An
 def test_an_executors_corrupt_queue_error_keeps_its_name(job: dict[str, Any]) -> None:
     """Damage the driver's plan does not see, found by the executor's scan: the task's
     failure crosses from the executor's JVM (the jar from register()'s ADD JAR) to the
-    driver's, and the reader's error reaches PySpark by name, from each reader."""
+    driver's, and the reader's error reaches PySpark by name, from each reader.  (The
+    driver could not load the exception's class, only in the jar ADD JAR gave the
+    session, and Spark reported the failure as UnknownReason; the damage of the test
+    above is found while planning, on the driver, and never crossed.)"""
     raised = _ok(job, "damaged_scan")["raised"]
     assert raised is not None
     assert "Lost task" in raised and "executor 0" in raised, raised[:3000]  # on the executor

@@ -1,6 +1,7 @@
 package io.aiochronicle.spark;
 
 import java.io.IOException;
+import java.io.ObjectStreamException;
 
 /**
  * A file of the queue does not hold what Chronicle Queue writes there (the JVM's
@@ -13,5 +14,18 @@ public final class CorruptQueueException extends IOException {
 
     CorruptQueueException(String path, long offset, String what) {
         super(what + " (" + path + " at offset 0x" + Long.toHexString(offset) + ")");
+    }
+
+    /**
+     * Sent between JVMs (an executor's task failure to the driver) as a JDK
+     * {@code IOException} whose message starts with this class's name: a driver that
+     * has the jar only through {@code ADD JAR} (aiochronicle.spark.register) cannot
+     * load this class when it reads the failure, and Spark would then report the
+     * task's failure as {@code UnknownReason}, losing the message.
+     */
+    private Object writeReplace() throws ObjectStreamException {
+        IOException sent = new IOException(getClass().getName() + ": " + getMessage(), getCause());
+        sent.setStackTrace(getStackTrace());
+        return sent;
     }
 }
