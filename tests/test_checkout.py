@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def test_a_checkout_shadowing_the_installed_package_is_explained(tmp_path: Path)
         shutil.copy(ROOT / "aiochronicle" / name, pkg / name)
     installed = tmp_path / "site-packages" / "aiochronicle"
     installed.mkdir(parents=True)
-    (installed / "_cq.abi3.so").write_bytes(b"")
+    (installed / ("_cq" + sysconfig.get_config_var("EXT_SUFFIX"))).write_bytes(b"")
     # -S: no site (and no editable-install finder); the checkout is the current directory
     env = dict(os.environ, PYTHONPATH=str(installed.parent))
     r = subprocess.run([sys.executable, "-S", "-c", "import aiochronicle._native"],
