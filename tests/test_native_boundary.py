@@ -81,3 +81,81 @@ def test_the_error_names_the_failed_calls_errno_not_a_later_one(tmp_path: Path) 
     assert isinstance(info.value, OSError) and info.value.filename == str(path)
     assert str(info.value) == f"[Errno {errno.EACCES}] mapping: {os.strerror(errno.EACCES)}: " \
                               f"'{path}'"
+
+
+# -- _hot.pyi states the C API module's whole contract ------------------------------
+
+PYI = Path(ac.__file__).with_name("_hot.pyi")
+
+
+def _pyi_classes() -> dict[str, ast.ClassDef]:
+    tree = ast.parse(PYI.read_text(), str(PYI))
+    return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def _is_hooks(node: ast.ClassDef) -> bool:
+    return any(isinstance(b, ast.Name) and b.id == "Protocol" for b in node.bases)
+
+
+def _pyi_members(node: ast.ClassDef, classes: dict[str, ast.ClassDef],
+                 hooks: bool) -> set[str]:
+    """The names ``node`` declares, with its stub bases': the hook protocols'
+    names when ``hooks``, else the rest."""
+    names: set[str] = set()
+    if _is_hooks(node) == hooks:
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef):
+                names.add(item.name)
+            elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                names.add(item.target.id)
+    for base in node.bases:
+        if isinstance(base, ast.Name) and base.id in classes:
+            names |= _pyi_members(classes[base.id], classes, hooks)
+    return names
+
+
+def _public(names: list[str]) -> set[str]:
+    return {n for n in names if not (n.startswith("__") and n.endswith("__"))}
+
+
+def test_the_pyi_states_every_name_of_the_module_and_of_each_type() -> None:
+    from aiochronicle import _hot
+
+    tree = ast.parse(PYI.read_text(), str(PYI))
+    classes = _pyi_classes()
+    stub_only = {name for name, node in classes.items()
+                 if _is_hooks(node) or name == "_HotCalls"}
+    declared = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):  # not the stub's type aliases
+            declared.add(node.name)
+    assert _public(list(declared - stub_only)) == _public(dir(_hot))
+    for name in sorted(declared & set(classes) - stub_only):
+        tp = getattr(_hot, name)
+        assert isinstance(tp, type), name
+        assert _public(list(_pyi_members(classes[name], classes, hooks=False))) \
+            == _public(dir(tp)), name
+
+
+def test_the_python_subclasses_provide_every_hook_c_calls() -> None:
+    """C calls these methods by name on ``self``; every concrete subclass in the
+    package has each one (a missing one is an AttributeError at run time)."""
+    from aiochronicle import _hot
+
+    classes = _pyi_classes()
+
+    def leaves(tp: type) -> list[type]:
+        subs = tp.__subclasses__()
+        return [tp] if not subs else [leaf for s in subs for leaf in leaves(s)]
+
+    checked = 0
+    for name in ("HotAppender", "HotTailer", "HotReader"):
+        hooks = _pyi_members(classes[name], classes, hooks=True)
+        assert hooks, name
+        for leaf in leaves(getattr(_hot, name)):
+            if not leaf.__module__.startswith("aiochronicle"):
+                continue
+            missing = {h for h in hooks if not callable(getattr(leaf, h, None))}
+            assert not missing, (leaf, missing)
+            checked += 1
+    assert checked >= 3
