@@ -17,7 +17,7 @@ import glob
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NewType
 
 from ._errors import (
     ChronicleError,
@@ -295,9 +295,14 @@ def new_uint32() -> Any:
     return ffi.new("uint32_t *")
 
 
-def address(ptr: Any) -> int:
+NativeAddress = NewType("NativeAddress", int)
+"""The address of a struct of the native core (``address(ptr)``): what
+``_hot``'s ``_bind_native`` takes, so that no other int can be passed there."""
+
+
+def address(ptr: Any) -> NativeAddress:
     """The address of a native pointer, for ``_bind_native``."""
-    return int(ffi.cast("uintptr_t", ptr))
+    return NativeAddress(int(ffi.cast("uintptr_t", ptr)))
 
 
 def int64_at(ptr: Any) -> Any:
