@@ -4,7 +4,7 @@ import pathlib
 import sys
 from types import ModuleType
 
-from setuptools import Extension, setup
+from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
 
@@ -18,23 +18,6 @@ def _load(name: str, path: pathlib.Path) -> ModuleType | None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-# the cffi build script knows the version stamp and the compile flags
-_ffi = _load("_aiochronicle_build_ffi", ROOT / "native" / "build_ffi.py")
-assert _ffi is not None
-_args, _link = _ffi.compile_flags()
-
-# the per-message calls through the CPython C API (native/hot.c), over the
-# same core as the cffi module (native/build_ffi.py)
-hot = Extension(
-    "aiochronicle._hot",
-    sources=[f"native/{name}" for name in _ffi.HOT_SOURCES],
-    include_dirs=["native"],
-    define_macros=[("AIOCHRONICLE_VERSION", '"%s"' % _ffi._version())],
-    extra_compile_args=_args,
-    extra_link_args=_link,
-)
 
 
 NO_JAR_ENV = "AIOCHRONICLE_NO_JAR"
@@ -73,5 +56,5 @@ class Sdist(sdist):
 
 
 # cffi_modules has no pyproject.toml key; everything else lives in pyproject.toml.
-setup(cffi_modules=["native/build_ffi.py:ffibuilder"], ext_modules=[hot],
+setup(cffi_modules=["native/build_ffi.py:ffibuilder"],
       cmdclass={"build_py": BuildPy, "sdist": Sdist})

@@ -245,10 +245,10 @@ class DocumentClosedError(ChronicleError, ValueError):
 
 
 class NativeBuildError(ChronicleError, ImportError):
-    """The two compiled modules (the cffi core ``aiochronicle._cq`` and the C
-    API module ``aiochronicle._hot``) disagree on the layout of the structs
-    they share by address: they come from different builds.  Raised when
-    ``aiochronicle`` is imported; rebuild with ``pip install .``."""
+    """The compiled extension (the cffi core ``aiochronicle._cq`` and the C
+    API module ``aiochronicle._hot``, one file) comes from another build: its
+    version differs from the Python package's.  Raised when ``aiochronicle``
+    is imported; rebuild with ``pip install .``."""
 
 
 class PipelineError(ChronicleError, ValueError):

@@ -1,10 +1,43 @@
-# Types of the C extension aiochronicle._hot (native/hot.c, native/wirecall.c).
+# Types of the C API module aiochronicle._hot (native/hot.c, native/wirecall.c),
+# the second module of the one extension file aiochronicle._cq.
+#
+# The classes named *Hooks are not in the module: they state the methods C
+# calls by name on ``self`` (native/hot.c's str_* names), which the Python
+# subclasses must provide; each type that calls them lists them as a base, so
+# mypy checks the subclasses' signatures (tests/test_native_boundary.py checks
+# this file against the module).
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from typing_extensions import Buffer
 
-class _HotCalls:
+from ._native import NativeAddress
+
+class _CallsHooks(Protocol):
+    def _let_go(self) -> None:
+        """Called when the last call in flight leaves after a close was asked."""
+
+class _AppenderHooks(Protocol):
+    def _append_native_failed(self, rc: int, data: object, /) -> int:
+        """The slow path of ``append`` for the core's result code ``rc``."""
+
+class _TailerHooks(Protocol):
+    def _read_slow(self, rc: int, /) -> Any:
+        """The slow path of ``read_nowait`` for the core's result code ``rc``."""
+    def _read_other(self) -> Any:
+        """``read_nowait`` of a tailer the native path does not serve."""
+    def _read_blocking(self, timeout: float | None = None) -> Any:
+        """The waiting read ``read_blocking`` falls back to."""
+    def _anext(self) -> Awaitable[Any]:
+        """The awaitable ``__anext__`` hands over to when nothing is there."""
+
+class _ReaderHooks(Protocol):
+    def _read_one_slow(self) -> bool:
+        """``read_one`` when the pending batch is empty or not native."""
+    def _read_one_general(self) -> bool:
+        """``read_one`` of an excerpt the native dispatch does not take."""
+
+class _HotCalls(_CallsHooks):
     """Counts the object's calls in flight (native/hot.c)."""
 
     def _forked(self) -> None: ...
@@ -12,21 +45,22 @@ class _HotCalls:
     def _leave(self) -> None: ...
     def _owe(self) -> bool: ...
 
-class HotAppender(_HotCalls):
-    def _bind_native(self, address: int, /) -> None: ...
+class HotAppender(_HotCalls, _AppenderHooks):
+    def _bind_native(self, address: NativeAddress, /) -> None: ...
     def append(self, data: bytes | bytearray | memoryview | str, /) -> int: ...
 
-class HotTailer(_HotCalls):
+class HotTailer(_HotCalls, _TailerHooks):
     checkpoint_every: int
     _unyielded: int
     def __anext__(self) -> Awaitable[Any]: ...
-    def _bind_native(self, address: int, forward: bool, plain: bool = ..., /) -> None: ...
+    def _bind_native(self, address: NativeAddress, forward: bool, plain: bool = ...,
+                     /) -> None: ...
     def read_nowait(self) -> Any: ...
     def read_blocking(self, timeout: float | None = None) -> Any: ...
     def _spin_read(self, budget_ns: int, stop_address: int, stop_seen: int, /) -> Any: ...
     def _arm_read(self, parked: int, slot: int, owner: int, ident: int, alone: bool, /) -> Any: ...
 
-class HotReader:
+class HotReader(_ReaderHooks):
     """The pending batch and ``read_one()`` of a MethodReader."""
 
     _pend_i: int
@@ -75,6 +109,3 @@ def _dispatch_mp(data: Buffer, offsets: Buffer, start: int, end: int,
                  done: Buffer, /) -> int: ...
 def set_excerpt_type(tp: type[tuple[Any, ...]], /) -> None: ...
 def version() -> str: ...
-def layout() -> dict[str, int]: ...
-def share_errno(cell_function_address: int, /) -> None: ...
-def errno_cell() -> int: ...

@@ -6,8 +6,9 @@ only the owners of mapped memory (``_mapped``), of a cycle file (``_store``)
 and of ``metadata.cq4t`` (``_tablestore``) use ``ffi``/``lib``; every other
 module calls the typed names below.  Result codes become exceptions in one
 function, :func:`check`, with the errno the native core saved where a system
-call failed (:func:`last_errno`).  At import the two compiled modules are
-checked to agree on the layout of the structs they share by address."""
+call failed (:func:`last_errno`).  Both modules live in one shared library
+(``_cq``'s file; ``_hot`` is loaded from it by its own init function), so they
+share one copy of the core's globals."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import errno
 import glob
 import os
 import sys
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NewType
 
 from ._errors import (
     ChronicleError,
@@ -65,7 +66,36 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the build
     raise ImportError(_not_built_message()) from exc
 
+
+def _load_hot() -> None:
+    """Load the C API module ``aiochronicle._hot``: the second module of the
+    one shared library ``_cq`` (native/hot.c's ``PyInit__hot``; PEP 489 allows
+    several modules in one file), so both share one copy of the core; it is
+    registered in ``sys.modules`` so ``from ._hot import ...`` finds it."""
+    import importlib.machinery
+    import importlib.util
+
+    name = f"{__package__}._hot"
+    if name in sys.modules:
+        return
+    path = sys.modules[f"{__package__}._cq"].__file__
+    if path is None:  # pragma: no cover - depends on the build
+        raise ImportError(_not_built_message())
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    if spec is None:  # pragma: no cover - depends on the build
+        raise ImportError(_not_built_message())
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
 try:
+    _load_hot()
     from ._hot import (
         HotAppender,
         HotReader,
@@ -82,56 +112,10 @@ except ImportError as exc:  # pragma: no cover - depends on the build
 
 for _name, _built in (("_cq", ffi.string(lib.cq_version()).decode()), ("_hot", _hot_version())):
     if _built != __version__:  # pragma: no cover - depends on the build
-        raise ImportError(
+        raise NativeBuildError(
             f"aiochronicle native module {_name} is version {_built}, the Python package is "
             f"{__version__}: rebuild with `pip install .`"
         )
-
-
-try:
-    from ._hot import errno_cell as _hot_errno_cell
-    from ._hot import layout as _hot_layout
-    from ._hot import share_errno as _hot_share_errno
-
-    lib.cq_layout_count  # noqa: B018 (present in a _cq of this build)
-except (ImportError, AttributeError) as exc:  # pragma: no cover - depends on the build
-    raise NativeBuildError(
-        "aiochronicle's native modules _cq and _hot come from different builds (one reports "
-        "no layout of the structs they share): rebuild with `pip install .`") from exc
-
-
-# -- the structs both modules share by address -------------------------------
-def core_layout() -> dict[str, int]:
-    """The cffi core's table of the shared structs: ``{"cq_store": sizeof,
-    "cq_store.base": offsetof, ...}`` as it was compiled."""
-    return {ffi.string(lib.cq_layout_name(i)).decode(): int(lib.cq_layout_value(i))
-            for i in range(lib.cq_layout_count())}
-
-
-def hot_layout() -> dict[str, int]:
-    """The same table as the C API module ``aiochronicle._hot`` was compiled."""
-    return dict(_hot_layout())
-
-
-def check_layouts(core: Mapping[str, int], hot: Mapping[str, int]) -> None:
-    """Raise NativeBuildError unless the two tables agree on every struct's
-    size and every field's offset (both modules reach the same structs by
-    raw address, so any difference is memory corruption waiting to happen)."""
-    diffs = [f"{name}: {core.get(name)} in _cq, {hot.get(name)} in _hot"
-             for name in sorted(set(core) | set(hot)) if core.get(name) != hot.get(name)]
-    if diffs:
-        shown = "; ".join(diffs[:5]) + (f"; and {len(diffs) - 5} more" if len(diffs) > 5 else "")
-        raise NativeBuildError(
-            "aiochronicle's compiled modules _cq and _hot disagree on the layout of the "
-            f"structs they share ({shown}): they come from different builds; rebuild with "
-            "`pip install .`")
-
-
-check_layouts(core_layout(), hot_layout())
-
-# one errno cell per thread for both modules: _hot's copy of the core saves
-# where the cffi core's does
-_hot_share_errno(int(ffi.cast("uintptr_t", ffi.addressof(lib, "cq_errno_cell"))))
 
 
 def last_errno() -> int:
@@ -139,12 +123,6 @@ def last_errno() -> int:
     saved by the C function where it failed, whichever compiled module made
     the call (cffi's ``ffi.errno`` only sees calls made through cffi)."""
     return int(lib.cq_last_errno())
-
-
-def errno_cells() -> tuple[int, int]:
-    """(the cffi core's, ``_hot``'s) address of this thread's errno cell:
-    equal once they share it."""
-    return int(ffi.cast("uintptr_t", lib.cq_errno_cell())), int(_hot_errno_cell())
 
 
 # -- result codes of the native core (native/cq.h), read from the build once --
@@ -322,9 +300,14 @@ def new_uint32() -> Any:
     return ffi.new("uint32_t *")
 
 
-def address(ptr: Any) -> int:
+NativeAddress = NewType("NativeAddress", int)
+"""The address of a struct of the native core (``address(ptr)``): what
+``_hot``'s ``_bind_native`` takes, so that no other int can be passed there."""
+
+
+def address(ptr: Any) -> NativeAddress:
     """The address of a native pointer, for ``_bind_native``."""
-    return int(ffi.cast("uintptr_t", ptr))
+    return NativeAddress(int(ffi.cast("uintptr_t", ptr)))
 
 
 def int64_at(ptr: Any) -> Any:

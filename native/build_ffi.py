@@ -37,7 +37,10 @@ def _version() -> str:
 HEADERS = ["codes.h", "platform.h", "notify.h", "cq.h", "pause.h"]
 SOURCES = ["platform.c", "notify.c", "cq.c", "pause.c"]
 HOT_SOURCES = ["hot.c", "wirecall.c", "wire.c", *SOURCES]
-"""The sources of ``aiochronicle._hot`` (setup.py's C API extension), in native/."""
+"""Every native source, in native/: all of them go into the one shared library
+``aiochronicle._cq``, which holds two modules: the cffi core ``_cq`` and the C
+API module ``_hot`` (native/hot.c's ``PyInit__hot``, loaded from the same file
+by ``aiochronicle/_native.py``), so both see one copy of the core's globals."""
 
 
 def _cdef() -> str:
@@ -57,8 +60,8 @@ ffibuilder = FFI()
 ffibuilder.cdef(_cdef())
 
 def compile_flags() -> tuple[list[str], list[str]]:
-    """(compile, link) flags of the native modules (this one and setup.py's
-    ``aiochronicle._hot``), from the environment toggles above."""
+    """(compile, link) flags of the native library, from the environment
+    toggles above."""
     args = ["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
     link: list[str] = []
     if os.environ.get("AIOCHRONICLE_SANITIZE"):
@@ -78,7 +81,9 @@ _args, _link = compile_flags()
 ffibuilder.set_source(
     "aiochronicle._cq",
     "\n".join(f'#include "{h}"' for h in HEADERS if (HERE / h).exists()),
-    sources=[str((HERE / c).relative_to(ROOT)) for c in SOURCES if (HERE / c).exists()],
+    sources=[str((HERE / c).relative_to(ROOT)) for c in HOT_SOURCES],
+    # hot.c is a CPython C API module (not the limited API): a version-tagged file
+    py_limited_api=False,
     include_dirs=[str(HERE.relative_to(ROOT))],
     define_macros=[("AIOCHRONICLE_VERSION", '"%s"' % _version())],
     extra_compile_args=_args,

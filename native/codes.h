@@ -57,20 +57,12 @@
 
 /* The errno of the last failed system call of this thread in the native core,
  * saved where the call failed (with CQ_ERRNO, CQ_NO_SPACE or a failed wait),
- * so that it travels with the result code through either compiled module
- * (cffi's ffi.errno is stale for calls made through the C API module). */
+ * so that it travels with the result code through either module of the one
+ * library (cffi's ffi.errno is stale for calls made through the C API module). */
 int cq_last_errno(void);
-/* The thread's cell that holds it (its address differs per thread). */
-int *cq_errno_cell(void);
-/* Make this copy of the core save into the cells of another copy's
- * cq_errno_cell (native/hot.c's copy is pointed at the cffi module's, so both
- * modules share one cell per thread). */
-void cq_share_errno(int *(*cell)(void));
 /* CDEF-END */
 
 /* errno into the thread's cell; returns rc (for `return cq_fail(CQ_ERRNO);`) */
 int cq_fail(int rc);
-/* The cell cq_fail writes for this thread (this copy's, or the shared one). */
-int *cq_errno_cell_in_use(void);
 
 #endif

@@ -203,14 +203,6 @@ int cq_read_batch(cq_tailer *t, uint8_t *out, uint64_t out_cap, int64_t *offsets
 
 const char *cq_version(void);
 
-/* The layout of the structs the two compiled modules share by address (this
- * cffi core and the C API module aiochronicle._hot, each compiled with its
- * own copy of this file): entry i is named "struct" (its sizeof) or
- * "struct.field" (its offsetof).  aiochronicle._native compares the two
- * modules' tables at import and refuses to load when they differ. */
-int cq_layout_count(void);
-const char *cq_layout_name(int i);
-uint64_t cq_layout_value(int i);
 /* CDEF-END */
 
 /* Whether the bytes [off, off+n) of a header word or index value lie on

@@ -933,41 +933,6 @@ static PyObject *version(PyObject *mod, PyObject *unused) {
     return PyUnicode_FromString(AIOCHRONICLE_VERSION);
 }
 
-/* layout() -> {name: sizeof or offsetof}: this module's view of the structs
- * it shares with the cffi core by address (cq_layout_*, native/cq.c). */
-static PyObject *layout(PyObject *mod, PyObject *unused) {
-    PyObject *d = PyDict_New();
-    if (d == NULL) return NULL;
-    for (int i = 0; i < cq_layout_count(); i++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(cq_layout_value(i));
-        if (v == NULL || PyDict_SetItemString(d, cq_layout_name(i), v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(v);
-    }
-    return d;
-}
-
-/* share_errno(address of the cffi core's cq_errno_cell): this module's copy
- * of the core saves the errno of a failed call where the cffi core does, so
- * one accessor reads it whichever module made the call. */
-static PyObject *share_errno(PyObject *mod, PyObject *addr) {
-    void *p = PyLong_AsVoidPtr(addr);
-    if (p == NULL && PyErr_Occurred()) return NULL;
-    int *(*cell)(void);
-    memcpy(&cell, &p, sizeof cell);
-    cq_share_errno(cell);
-    Py_RETURN_NONE;
-}
-
-/* errno_cell() -> the address of the cell this module's copy of the core
- * saves errno into (for the calling thread). */
-static PyObject *errno_cell(PyObject *mod, PyObject *unused) {
-    return PyLong_FromVoidPtr(cq_errno_cell_in_use());
-}
-
 /* ------------------------------------------------------------------ */
 /* method readers: the common msgpack call, dispatched in C            */
 
@@ -1294,12 +1259,6 @@ static PyMethodDef module_methods[] = {
      "Dispatch the common msgpack method calls of a batch (see native/hot.c)."},
     {"set_excerpt_type", set_excerpt_type, METH_O, "Register aiochronicle.Excerpt."},
     {"version", version, METH_NOARGS, "The version this module was built for."},
-    {"layout", layout, METH_NOARGS,
-     "{struct or struct.field: sizeof or offsetof} of the structs shared with the cffi core."},
-    {"share_errno", share_errno, METH_O,
-     "Save failed calls' errno into the cffi core's cell (the address of cq_errno_cell)."},
-    {"errno_cell", errno_cell, METH_NOARGS,
-     "The address of the cell failed calls save errno into (this thread)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,18 +20,10 @@
 
 static _Thread_local int last_errno;
 
-int *cq_errno_cell(void) { return &last_errno; }
-
-static int *(*errno_cell)(void) = cq_errno_cell;
-
-void cq_share_errno(int *(*cell)(void)) { errno_cell = cell != NULL ? cell : cq_errno_cell; }
-
-int *cq_errno_cell_in_use(void) { return errno_cell(); }
-
-int cq_last_errno(void) { return *errno_cell(); }
+int cq_last_errno(void) { return last_errno; }
 
 int cq_fail(int rc) {
-    *errno_cell() = errno;
+    last_errno = errno;
     return rc;
 }
 

@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def test_a_checkout_shadowing_the_installed_package_is_explained(tmp_path: Path)
     # an installed package: the compiled core beside _native
     native = next(source.rglob("_native.py")).parent.relative_to(source)
     (installed / native).mkdir(parents=True)
-    (installed / native / "_cq.abi3.so").write_bytes(b"")
+    (installed / native / ("_cq" + sysconfig.get_config_var("EXT_SUFFIX"))).write_bytes(b"")
     # -S: no site (and no editable-install finder); the checkout is the current directory
     env = dict(os.environ, PYTHONPATH=str(installed.parent))
     r = subprocess.run([sys.executable, "-S", "-c", "import aiochronicle._native"],

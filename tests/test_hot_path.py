@@ -139,13 +139,26 @@ def test_sync_mode_and_python_clock_appenders(tmp_path: Path) -> None:
         assert q.table_store_get("chronicle.lastIndexMSynced") == idx[1]
 
 
-SANITIZED_RUN = textwrap.dedent(
+#: the lines a script run with :func:`sanitized_hot`'s file (``sys.argv[1]``)
+#: starts with: both modules of that one file loaded before aiochronicle
+#: (``hot`` is the C API module)
+LOAD_SANITIZED = """
+import importlib.machinery, importlib.util, sys
+def _load_ext(name, path):
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    loader.exec_module(mod)
+    return mod
+_load_ext("aiochronicle._cq", sys.argv[1])
+hot = _load_ext("aiochronicle._hot", sys.argv[1])
+"""
+
+
+SANITIZED_RUN = LOAD_SANITIZED + textwrap.dedent(
     """
-    import importlib.util, os, sys, tempfile
-    spec = importlib.util.spec_from_file_location("aiochronicle._hot", sys.argv[1])
-    hot = importlib.util.module_from_spec(spec)
-    sys.modules["aiochronicle._hot"] = hot
-    spec.loader.exec_module(hot)
+    import os, tempfile
     import aiochronicle as ac
     d = tempfile.mkdtemp()
     clock = ac.SetTimeProvider(1_700_000_000_000)
@@ -260,8 +273,8 @@ SANITIZED_RUN = textwrap.dedent(
 
 
 def hot_sources() -> list[str]:
-    """The C sources of aiochronicle._hot, as setup.py takes them from
-    native/build_ffi.py."""
+    """The C sources of the one native extension (aiochronicle._cq and
+    aiochronicle._hot), as native/build_ffi.py names them."""
     spec = importlib.util.spec_from_file_location("_aiochronicle_build_ffi",
                                                   ROOT / "native" / "build_ffi.py")
     assert spec is not None and spec.loader is not None
@@ -271,27 +284,28 @@ def hot_sources() -> list[str]:
 
 
 def sanitized_hot(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """aiochronicle._hot built with AddressSanitizer and UBSan into ``tmp_path``,
-    and the environment to run Python with it (libasan preloaded)."""
+    """The one native extension (aiochronicle._cq with aiochronicle._hot in
+    it) built with AddressSanitizer and UBSan into ``tmp_path`` by setup.py,
+    and the environment to run Python with it (libasan preloaded); scripts
+    load it with :data:`LOAD_SANITIZED`."""
     cc = shutil.which(os.environ.get("CC", "cc"))
     assert cc is not None, "a C compiler is needed"
     libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
                              text=True).stdout.strip()
     assert os.path.isabs(libasan) and os.path.exists(libasan), "libasan is missing"
-    from aiochronicle._version import __version__
-
-    so = tmp_path / ("_hot" + sysconfig.get_config_var("EXT_SUFFIX"))
-    native = ROOT / "native"
+    lib = tmp_path / "sanitized-lib"
     r = subprocess.run(
-        [cc, "-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer",
-         "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-std=c11",
-         f"-I{sysconfig.get_paths()['include']}", f"-I{native}",
-         f'-DAIOCHRONICLE_VERSION="{__version__}"',
-         *(str(native / name) for name in hot_sources()), "-o", str(so)],
-        capture_output=True, text=True, timeout=240)
+        [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(lib),
+         "--build-temp", str(tmp_path / "sanitized-tmp")],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env=dict(os.environ, AIOCHRONICLE_SANITIZE="1"))
     assert r.returncode == 0, r.stderr[-3000:]
+    (so,) = (lib / "aiochronicle").glob("_cq*" + sysconfig.get_config_var("EXT_SUFFIX"))
+    # this checkout's package (the scripts run in tmp_path: a relative PYTHONPATH
+    # would miss it), with the sanitized extension loaded in place of its own
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = dict(os.environ, LD_PRELOAD=libasan, ASAN_OPTIONS="detect_leaks=0:halt_on_error=1",
-               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1", PYTHONPATH=path)
     return so, env
 
 
@@ -312,14 +326,11 @@ def test_hot_module_under_address_sanitizer(tmp_path: Path) -> None:
     assert run_sanitized(tmp_path, SANITIZED_RUN) == ["ok", "3000"]
 
 
-GROWTH_RACE = textwrap.dedent(
+# with an argument: the sanitized build of the native extension
+_IF_SANITIZED = "import sys\nif len(sys.argv) > 1:\n" + textwrap.indent(LOAD_SANITIZED, "    ")
+GROWTH_RACE = _IF_SANITIZED + textwrap.dedent(
     """
-    import importlib.util, sys, tempfile, threading
-    if len(sys.argv) > 1:  # the sanitized build of the C API module
-        spec = importlib.util.spec_from_file_location("aiochronicle._hot", sys.argv[1])
-        hot = importlib.util.module_from_spec(spec)
-        sys.modules["aiochronicle._hot"] = hot
-        spec.loader.exec_module(hot)
+    import tempfile, threading
     import aiochronicle as ac
     sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
     d = tempfile.mkdtemp()

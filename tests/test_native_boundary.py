@@ -1,8 +1,7 @@
 """The typed boundary to the native core (docs/native.md).
 
-Only four modules hold the cffi objects; the two compiled modules (the cffi
-core ``_cq`` and the C API module ``_hot``) agree on the structs they share by
-address, and ``aiochronicle`` refuses to load when they do not; a failed
+Only four modules hold the cffi objects; the two modules (the cffi core
+``_cq`` and the C API module ``_hot``) live in one extension file; a failed
 system call's errno is saved by the C side where it failed, so the error names
 that call's errno whatever cffi's own errno says by then.
 """
@@ -11,28 +10,18 @@ from __future__ import annotations
 
 import ast
 import errno
+import importlib.machinery
 import os
-import re
-import shutil
-import subprocess
-import sys
-import sysconfig
-import textwrap
-import threading
 from pathlib import Path
 
 import pytest
-from test_hot_path import ROOT, hot_sources
 from test_layers import MODULES
 
 import aiochronicle as ac
-from aiochronicle import _native
 from aiochronicle._native import ERRNO, check, ffi, lib
 
 #: the owners of mapped memory, of a cycle file and of metadata.cq4t, and the boundary
 OWNERS = {"_native", "_mapped", "_store", "_tablestore"}
-#: the structs both compiled modules reach by raw address
-SHARED = ("cq_store", "cq_appender", "cq_tailer", "cq_notify_watch")
 
 
 def _holders() -> set[str]:
@@ -56,90 +45,19 @@ def test_only_the_owners_hold_ffi_and_lib() -> None:
     assert _holders() == OWNERS
 
 
-# -- the shared structs' layout -------------------------------------------------
+# -- one extension file ------------------------------------------------------------
 
-def test_both_modules_report_the_same_layout_of_every_field() -> None:
-    core, hot = _native.core_layout(), _native.hot_layout()
-    assert core == hot
-    # every field of every shared struct is in the table, as cffi sees the struct
-    want = {}
-    for struct in SHARED:
-        want[struct] = ffi.sizeof(struct)
-        for field, _ in ffi.typeof(struct).fields:
-            want[f"{struct}.{field}"] = ffi.offsetof(struct, field)
-    assert core == want
+def test_both_modules_come_from_one_extension_file() -> None:
+    """``_hot`` is loaded from ``_cq``'s file (one dlopen handle: one copy of
+    the core's globals), and the package holds no other compiled module."""
+    from aiochronicle import _cq, _hot
 
-
-def test_a_table_with_one_offset_changed_is_refused() -> None:
-    core = _native.core_layout()
-    _native.check_layouts(core, dict(core))
-    moved = dict(core, **{"cq_tailer.index": core["cq_tailer.index"] + 8})
-    with pytest.raises(ac.NativeBuildError, match=r"cq_tailer\.index: \d+ in _cq, \d+ in _hot"):
-        _native.check_layouts(core, moved)
-    missing = {k: v for k, v in core.items() if k != "cq_store.chunk"}
-    with pytest.raises(ac.NativeBuildError, match=r"cq_store\.chunk: \d+ in _cq, None in _hot"):
-        _native.check_layouts(core, missing)
-
-
-MISMATCHED_IMPORT = textwrap.dedent(
-    """
-    import importlib.util, sys
-    spec = importlib.util.spec_from_file_location("aiochronicle._hot", sys.argv[1])
-    hot = importlib.util.module_from_spec(spec)
-    sys.modules["aiochronicle._hot"] = hot
-    spec.loader.exec_module(hot)
-    try:
-        import aiochronicle
-    except ImportError as exc:
-        print(type(exc).__name__, exc)
-        raise SystemExit(3)
-    print("loaded")
-    """
-)
-
-
-@pytest.mark.checkout
-def test_a_hot_module_built_with_another_layout_is_refused_at_import(tmp_path: Path) -> None:
-    """A real ``_hot`` compiled from a cq.h with one more field in cq_tailer
-    (a stale build): importing aiochronicle with it fails, naming the field."""
-    cc = shutil.which(os.environ.get("CC", "cc"))
-    assert cc is not None, "a C compiler is needed"
-    native = tmp_path / "native"
-    shutil.copytree(ROOT / "native", native, ignore=shutil.ignore_patterns("build", "tests"))
-    header = native / "cq.h"
-    text = header.read_text()
-    anchor = "    uint64_t pos;             /* next header to read */"
-    assert text.count(anchor) == 1
-    header.write_text(text.replace(anchor, "    uint64_t stale;\n" + anchor))
-    from aiochronicle._version import __version__
-
-    so = tmp_path / ("_hot" + sysconfig.get_config_var("EXT_SUFFIX"))
-    r = subprocess.run(
-        [cc, "-shared", "-fPIC", "-O0", "-std=c11", f"-I{sysconfig.get_paths()['include']}",
-         f"-I{native}", f'-DAIOCHRONICLE_VERSION="{__version__}"',
-         *(str(native / name) for name in hot_sources()), "-o", str(so)],
-        capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stderr[-3000:]
-    r = subprocess.run([sys.executable, "-c", MISMATCHED_IMPORT, str(so)], capture_output=True,
-                       text=True, timeout=120, cwd=tmp_path)
-    assert r.returncode == 3, r.stdout + r.stderr
-    assert r.stdout.startswith("NativeBuildError "), r.stdout
-    size = re.search(r"cq_tailer: (\d+) in _cq, (\d+) in _hot", r.stdout)
-    assert size is not None and int(size[2]) == int(size[1]) + 8, r.stdout
-    assert "different builds" in r.stdout
-
-
-# -- errno saved by the C side ----------------------------------------------------
-
-def test_both_modules_save_errno_into_one_cell_per_thread() -> None:
-    core, hot = _native.errno_cells()
-    assert core == hot
-    seen: list[tuple[int, int]] = []
-    t = threading.Thread(target=lambda: seen.append(_native.errno_cells()))
-    t.start()
-    t.join()
-    assert seen[0][0] == seen[0][1]
-    assert seen[0][0] != core  # a cell of that thread's own
+    assert _hot.__file__ == _cq.__file__
+    assert _hot.__spec__ is not None and _hot.__spec__.origin == _cq.__file__
+    package = Path(ac.__file__).parent
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    found = sorted(p.name for p in package.iterdir() if p.name.endswith(suffixes))
+    assert found == [Path(_cq.__file__).name]
 
 
 def test_the_error_names_the_failed_calls_errno_not_a_later_one(tmp_path: Path) -> None:
@@ -164,3 +82,81 @@ def test_the_error_names_the_failed_calls_errno_not_a_later_one(tmp_path: Path) 
     assert isinstance(info.value, OSError) and info.value.filename == str(path)
     assert str(info.value) == f"[Errno {errno.EACCES}] mapping: {os.strerror(errno.EACCES)}: " \
                               f"'{path}'"
+
+
+# -- _hot.pyi states the C API module's whole contract ------------------------------
+
+PYI = Path(ac.__file__).with_name("_hot.pyi")
+
+
+def _pyi_classes() -> dict[str, ast.ClassDef]:
+    tree = ast.parse(PYI.read_text(), str(PYI))
+    return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def _is_hooks(node: ast.ClassDef) -> bool:
+    return any(isinstance(b, ast.Name) and b.id == "Protocol" for b in node.bases)
+
+
+def _pyi_members(node: ast.ClassDef, classes: dict[str, ast.ClassDef],
+                 hooks: bool) -> set[str]:
+    """The names ``node`` declares, with its stub bases': the hook protocols'
+    names when ``hooks``, else the rest."""
+    names: set[str] = set()
+    if _is_hooks(node) == hooks:
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef):
+                names.add(item.name)
+            elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                names.add(item.target.id)
+    for base in node.bases:
+        if isinstance(base, ast.Name) and base.id in classes:
+            names |= _pyi_members(classes[base.id], classes, hooks)
+    return names
+
+
+def _public(names: list[str]) -> set[str]:
+    return {n for n in names if not (n.startswith("__") and n.endswith("__"))}
+
+
+def test_the_pyi_states_every_name_of_the_module_and_of_each_type() -> None:
+    from aiochronicle import _hot
+
+    tree = ast.parse(PYI.read_text(), str(PYI))
+    classes = _pyi_classes()
+    stub_only = {name for name, node in classes.items()
+                 if _is_hooks(node) or name == "_HotCalls"}
+    declared = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):  # not the stub's type aliases
+            declared.add(node.name)
+    assert _public(list(declared - stub_only)) == _public(dir(_hot))
+    for name in sorted(declared & set(classes) - stub_only):
+        tp = getattr(_hot, name)
+        assert isinstance(tp, type), name
+        assert _public(list(_pyi_members(classes[name], classes, hooks=False))) \
+            == _public(dir(tp)), name
+
+
+def test_the_python_subclasses_provide_every_hook_c_calls() -> None:
+    """C calls these methods by name on ``self``; every concrete subclass in the
+    package has each one (a missing one is an AttributeError at run time)."""
+    from aiochronicle import _hot
+
+    classes = _pyi_classes()
+
+    def leaves(tp: type) -> list[type]:
+        subs = tp.__subclasses__()
+        return [tp] if not subs else [leaf for s in subs for leaf in leaves(s)]
+
+    checked = 0
+    for name in ("HotAppender", "HotTailer", "HotReader"):
+        hooks = _pyi_members(classes[name], classes, hooks=True)
+        assert hooks, name
+        for leaf in leaves(getattr(_hot, name)):
+            if not leaf.__module__.startswith("aiochronicle"):
+                continue
+            missing = {h for h in hooks if not callable(getattr(leaf, h, None))}
+            assert not missing, (leaf, missing)
+            checked += 1
+    assert checked >= 3

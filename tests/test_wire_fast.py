@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import msgspec
 import pytest
-from test_hot_path import sanitized_hot
+from test_hot_path import LOAD_SANITIZED, sanitized_hot
 
 import aiochronicle as ac
 from aiochronicle import _hot
@@ -411,13 +411,9 @@ def test_decoder_reads_what_the_python_reader_reads(tmp_path: Path,
         assert (got is None) == declines, p.hex()
 
 
-SANITIZED_RUN = textwrap.dedent(
+SANITIZED_RUN = LOAD_SANITIZED + textwrap.dedent(
     """
-    import importlib.util, random, sys
-    spec = importlib.util.spec_from_file_location("aiochronicle._hot", sys.argv[1])
-    hot = importlib.util.module_from_spec(spec)
-    sys.modules["aiochronicle._hot"] = hot
-    spec.loader.exec_module(hot)
+    import random
     sys.path.insert(0, sys.argv[2])
     import test_wire_fast as t
     from aiochronicle._codecs import wire_call_decoder
