@@ -26,25 +26,25 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 
-from ._check import CheckFinding, check_queue
-from ._codecs import CODEC_KEY, codec_of, payload_decoder
-from ._dump import dump_path
-from ._errors import ChronicleError, InputError, NoSuchIndexError, NotAQueueError, UsageError
-from ._excerpt import TailerDirection
-from ._locks import lock_states, unlock_queue
+from ._core._errors import ChronicleError, InputError, NoSuchIndexError, NotAQueueError, UsageError
+from ._format._render import DecodedPayload, decoder_names, get_decoder
+from ._format._rollcycles import RollCycles
+from ._format._wire import WireWriter
+from ._messages._codecs import CODEC_KEY, codec_of, payload_decoder
+from ._messages._search import find_field, history_time
 from ._monitor_cli import add_parsers as _add_monitor_parsers
-from ._pauser import Pauser
-from ._queue import Queue, Tailer, is_queue_dir, open_existing_queue, open_queue
-from ._render import DecodedPayload, decoder_names, get_decoder
-from ._repair import files_to_repair, repair_queue
-from ._replication import ReplicationSink, ReplicationSource
-from ._retention import Retention, human_size
-from ._rollcycles import RollCycles
-from ._search import find_field, history_time
+from ._objects._queue import Queue, Tailer, is_queue_dir, open_existing_queue, open_queue
+from ._replicas._replication import ReplicationSink, ReplicationSource
 from ._services_cli import add_parsers as _add_service_parsers
-from ._stats import QueueStats, queue_stats
+from ._storage._excerpt import TailerDirection
+from ._tools._check import CheckFinding, check_queue
+from ._tools._dump import dump_path
+from ._tools._locks import lock_states, unlock_queue
+from ._tools._repair import files_to_repair, repair_queue
+from ._tools._retention import Retention, human_size
+from ._tools._stats import QueueStats, queue_stats
 from ._version import __version__
-from ._wire import WireWriter
+from ._waiting._pauser import Pauser
 
 __all__ = ["build_parser", "main"]
 

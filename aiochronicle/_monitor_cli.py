@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, TextIO
 
-from ._errors import ChronicleError
-from ._monitor import (
+from ._core._errors import ChronicleError
+from ._monitoring._monitor import (
     PERCENTILES,
     LatencyReport,
     QueueFigures,
@@ -35,7 +35,7 @@ from ._monitor import (
     RateTracker,
     scan_latency,
 )
-from ._retention import human_size
+from ._tools._retention import human_size
 
 __all__ = ["add_parsers", "cmd_latency", "cmd_metrics", "cmd_top"]
 

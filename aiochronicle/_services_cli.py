@@ -15,12 +15,12 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._errors import ChronicleError
-from ._pipeline import PipelineSpec, load_pipeline
-from ._queue import open_queue
-from ._replay import replay
-from ._runner import Runner
-from ._serviceproc import serve
+from ._core._errors import ChronicleError
+from ._objects._queue import open_queue
+from ._services._pipeline import PipelineSpec, load_pipeline
+from ._services._replay import replay
+from ._services._runner import Runner
+from ._services._serviceproc import serve
 
 __all__ = ["add_parsers", "cmd_replay", "cmd_run"]
 

@@ -42,12 +42,12 @@ except ImportError as exc:  # the optional "metrics" extra
     raise ImportError("aiochronicle.metrics needs prometheus-client: "
                       "pip install 'aiochronicle[metrics]'") from exc
 
-from ._errors import QueueClosedError
-from ._history import MessageHistory
-from ._monitor import QueueFigures, QueueWatch, hop_names
-from ._pauser import Pauser
-from ._queue import Appender, MethodReader, Queue, Tailer
-from ._runner import ServiceFigures
+from ._core._errors import QueueClosedError
+from ._format._history import MessageHistory
+from ._monitoring._monitor import QueueFigures, QueueWatch, hop_names
+from ._objects._queue import Appender, MethodReader, Queue, Tailer
+from ._services._runner import ServiceFigures
+from ._waiting._pauser import Pauser
 
 __all__ = ["DEFAULT_LATENCY_BUCKETS", "PipelineCollector", "QueueCollector", "ServiceMetrics"]
 

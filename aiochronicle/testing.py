@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 if TYPE_CHECKING:
-    from ._clock import SetTimeProvider
-    from ._queue import Queue
+    from ._format._clock import SetTimeProvider
+    from ._objects._queue import Queue
 
 __all__ = [
     "CHRONICLE_EPOCH_MILLIS",
@@ -74,7 +74,7 @@ def chronicle_queue_dir(tmp_path: Path) -> Path:
 def chronicle_clock() -> SetTimeProvider:
     """A settable clock starting at :data:`CHRONICLE_EPOCH_MILLIS`."""
     # the native core loads when a fixture is first used, not with the plugin
-    from ._clock import SetTimeProvider
+    from ._format._clock import SetTimeProvider
 
     return SetTimeProvider(CHRONICLE_EPOCH_MILLIS)
 
@@ -83,7 +83,7 @@ def chronicle_clock() -> SetTimeProvider:
 def chronicle_queue(chronicle_queue_dir: Path,
                     chronicle_clock: SetTimeProvider) -> Iterator[Queue]:
     """An open queue in ``chronicle_queue_dir`` on ``chronicle_clock``, closed after the test."""
-    from ._queue import open_queue
+    from ._objects._queue import open_queue
 
     queue = open_queue(chronicle_queue_dir, time_provider=chronicle_clock)
     try:
@@ -110,7 +110,7 @@ def chronicle_queue_factory(tmp_path: Path,
     ``options`` are :func:`aiochronicle.open_queue` keywords, with
     ``time_provider`` defaulting to ``chronicle_clock``.
     """
-    from ._queue import open_queue
+    from ._objects._queue import open_queue
 
     opened: list[Queue] = []
 

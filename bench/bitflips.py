@@ -76,7 +76,7 @@ from pathlib import Path
 from typing import Any
 
 import aiochronicle as ac
-from aiochronicle._render import DecodedPayload, register_decoder
+from aiochronicle._format._render import DecodedPayload, register_decoder
 
 T0 = 1_637_251_500_000  # 2021-11-18 16:05:00 UTC
 BLOCK = 64 << 10

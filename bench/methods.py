@@ -46,9 +46,9 @@ import _report  # bench/_report.py (this directory is on sys.path)
 import msgspec
 
 import aiochronicle as ac
-from aiochronicle._codecs import wire_call_decoder
-from aiochronicle._methods import interface_methods
-from aiochronicle._methodwriter import _wire_encoder
+from aiochronicle._messages._codecs import wire_call_decoder
+from aiochronicle._messages._methods import interface_methods
+from aiochronicle._messages._methodwriter import _wire_encoder
 
 
 class Quote(msgspec.Struct):

@@ -1,7 +1,7 @@
 """cffi build script for the native core (API mode, out-of-line).
 
 ``setup.py`` names ``native/build_ffi.py:ffibuilder`` in ``cffi_modules``; the
-compiled module is ``aiochronicle._cq`` and ``aiochronicle/_native.py`` is its
+compiled module is ``aiochronicle._core._cq`` and ``aiochronicle/_core/_native.py`` is its
 only importer.
 
 Environment toggles:
@@ -38,9 +38,9 @@ HEADERS = ["codes.h", "platform.h", "notify.h", "cq.h", "pause.h"]
 SOURCES = ["platform.c", "notify.c", "cq.c", "pause.c"]
 HOT_SOURCES = ["hot.c", "wirecall.c", "wire.c", *SOURCES]
 """Every native source, in native/: all of them go into the one shared library
-``aiochronicle._cq``, which holds two modules: the cffi core ``_cq`` and the C
+``aiochronicle._core._cq``, which holds two modules: the cffi core ``_cq`` and the C
 API module ``_hot`` (native/hot.c's ``PyInit__hot``, loaded from the same file
-by ``aiochronicle/_native.py``), so both see one copy of the core's globals."""
+by ``aiochronicle/_core/_native.py``), so both see one copy of the core's globals."""
 
 
 def _cdef() -> str:
@@ -79,7 +79,7 @@ def compile_flags() -> tuple[list[str], list[str]]:
 _args, _link = compile_flags()
 
 ffibuilder.set_source(
-    "aiochronicle._cq",
+    "aiochronicle._core._cq",
     "\n".join(f'#include "{h}"' for h in HEADERS if (HERE / h).exists()),
     sources=[str((HERE / c).relative_to(ROOT)) for c in HOT_SOURCES],
     # hot.c is a CPython C API module (not the limited API): a version-tagged file

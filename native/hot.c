@@ -1,5 +1,5 @@
 /*
- * aiochronicle._hot: the per-message calls through the CPython C API.
+ * aiochronicle._core._hot: the per-message calls through the CPython C API.
  *
  * A cffi call costs ~0.5 us (argument conversion, releasing and taking the
  * GIL back); the calls made once per message are here instead, as methods of
@@ -185,7 +185,7 @@ static PyMethodDef hot_appender_methods[] = {
 
 static PyTypeObject HotAppenderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "aiochronicle._hot.HotAppender",
+    .tp_name = "aiochronicle._core._hot.HotAppender",
     .tp_basicsize = sizeof(HotAppender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The per-message calls of an Appender (C API).",
@@ -456,7 +456,7 @@ static PyGetSetDef wm_getset[] = {
 
 static PyTypeObject WriterMethodType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "aiochronicle._hot.WriterMethod",
+    .tp_name = "aiochronicle._core._hot.WriterMethod",
     .tp_basicsize = sizeof(WriterMethod),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
                 Py_TPFLAGS_METHOD_DESCRIPTOR,
@@ -837,7 +837,7 @@ static PyAsyncMethods next_async = {
 
 static PyTypeObject NextType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "aiochronicle._hot.NextExcerpt",
+    .tp_name = "aiochronicle._core._hot.NextExcerpt",
     .tp_basicsize = sizeof(Next),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "What `async for` over a tailer awaits: the next excerpt.",
@@ -907,7 +907,7 @@ static PyMethodDef hot_tailer_methods[] = {
 
 static PyTypeObject HotTailerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "aiochronicle._hot.HotTailer",
+    .tp_name = "aiochronicle._core._hot.HotTailer",
     .tp_basicsize = sizeof(HotTailer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The per-message calls of a Tailer (C API).",
@@ -1241,7 +1241,7 @@ static PyMethodDef hr_methods[] = {
 
 static PyTypeObject HotReaderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "aiochronicle._hot.HotReader",
+    .tp_name = "aiochronicle._core._hot.HotReader",
     .tp_basicsize = sizeof(HotReader),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The pending batch and read_one() of a MethodReader (C API).",
@@ -1263,7 +1263,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef hot_module = {
-    PyModuleDef_HEAD_INIT, "aiochronicle._hot",
+    PyModuleDef_HEAD_INIT, "aiochronicle._core._hot",
     "Per-message calls of aiochronicle through the CPython C API.", -1, module_methods,
     NULL, NULL, NULL, NULL,
 };

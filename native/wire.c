@@ -1,8 +1,8 @@
 /*
  * BinaryWire method-call arguments without Python (see wire.h).  The
- * semantics are those of aiochronicle/_wire.py (WireWriter.int_compact,
+ * semantics are those of aiochronicle/_format/_wire.py (WireWriter.int_compact,
  * WireWriter.float64 with small_raw=False) and of the typed readers of
- * aiochronicle/_codecs.py; tests/test_wire_fast.py compares the two over
+ * aiochronicle/_messages/_codecs.py; tests/test_wire_fast.py compares the two over
  * generated values.
  */
 #include "wire.h"

@@ -12,7 +12,7 @@
  * caller reads the call its general way, which also names what is wrong.
  * Every read is bounds-checked: no input reads outside [buf, buf + end).
  *
- * aiochronicle._hot (native/wirecall.c) holds the Python side; the fuzz
+ * aiochronicle._core._hot (native/wirecall.c) holds the Python side; the fuzz
  * harness native/tests/fuzz_wire.c drives this file alone.
  */
 #ifndef AIOCHRONICLE_WIRE_H

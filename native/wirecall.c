@@ -1,11 +1,11 @@
 /*
- * aiochronicle._hot.WireEncoder and WireDecoder: the arguments of a method
+ * aiochronicle._core._hot.WireEncoder and WireDecoder: the arguments of a method
  * call in BinaryWire, as Java's method writer writes them, encoded and
  * decoded in C for the types that need no conversion rules beyond Java's
  * number compaction: int, float, str, bool, bytes, an Optional of those,
  * and msgspec Structs made of them (untyped, exactly the declared class).
  *
- * Each holds a plan that aiochronicle/_codecs.py builds (wire_plan) and a
+ * Each holds a plan that aiochronicle/_messages/_codecs.py builds (wire_plan) and a
  * Python fallback: the pure-Python encoder, which the encoder calls for any
  * value the plan does not cover (a subclass, an int beyond int64, ...), so
  * both give the same bytes or the same error.  The decoder returns None for
@@ -409,7 +409,7 @@ static PyMemberDef wire_encoder_members[] = {
 
 static PyTypeObject WireEncoderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "aiochronicle._hot.WireEncoder",
+    .tp_name = "aiochronicle._core._hot.WireEncoder",
     .tp_basicsize = sizeof(WireEncoder),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "WireEncoder(key, plan, fallback)\n--\n\n"
@@ -582,7 +582,7 @@ static PyMethodDef wire_decoder_methods[] = {
 
 static PyTypeObject WireDecoderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "aiochronicle._hot.WireDecoder",
+    .tp_name = "aiochronicle._core._hot.WireDecoder",
     .tp_basicsize = sizeof(WireDecoder),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "WireDecoder(plan)\n--\n\nDecode a method call's arguments written in BinaryWire.",

@@ -18,8 +18,8 @@ import pytest
 from workers import append_when_parked, parked
 
 import aiochronicle as ac
-from aiochronicle._notify import PARKED_KEY, SLOTS, _sockname, notifier_for, slot_key
-from aiochronicle._queue import cycles_of
+from aiochronicle._objects._queue import cycles_of
+from aiochronicle._waiting._notify import PARKED_KEY, SLOTS, _sockname, notifier_for, slot_key
 
 T = TypeVar("T")
 Run = Callable[..., T]

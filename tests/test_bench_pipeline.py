@@ -15,8 +15,10 @@ HOPS = ("gateway -> strategy", "strategy handler", "strategy -> router", "end to
 
 
 def test_pipeline_quick_prints_every_row(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=240, check=True).stdout
+    r = subprocess.run([sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
     cells = [[c.strip() for c in line.strip("|").split("|")]
              for line in out.splitlines() if line.startswith("| ")]
     latency = {(r[0], r[1]): r for r in cells if len(r) == 8 and r[1] in HOPS}

@@ -60,7 +60,7 @@ def test_a_checkout_shadowing_the_installed_package_is_explained(tmp_path: Path)
     (installed / native / ("_cq" + sysconfig.get_config_var("EXT_SUFFIX"))).write_bytes(b"")
     # -S: no site (and no editable-install finder); the checkout is the current directory
     env = dict(os.environ, PYTHONPATH=str(installed.parent))
-    r = subprocess.run([sys.executable, "-S", "-c", "import aiochronicle._native"],
+    r = subprocess.run([sys.executable, "-S", "-c", "import aiochronicle._core._native"],
                        cwd=checkout, env=env, capture_output=True, text=True, timeout=60,
                        check=False)
     assert r.returncode == 1

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import aiochronicle as ac
-from aiochronicle._tablestore import TableStore
+from aiochronicle._format._tablestore import TableStore
 
 DAY = 86_400_000
 START = 19_000 * DAY

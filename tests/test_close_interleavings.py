@@ -25,7 +25,7 @@ from test_close_race import run_script
 PRELUDE = textwrap.dedent("""
     import _thread, gc, linecache, signal, sys, threading
     import aiochronicle as ac
-    from aiochronicle._native import NEED_MAP
+    from aiochronicle._core._native import NEED_MAP
 
     gc.disable()
     path, closer, what = sys.argv[1:4]
@@ -262,7 +262,7 @@ def test_closing_while_a_document_grows_its_claim_lets_the_lock_go(tmp_path: Pat
     header changed and kept the lock for good: every other writer then timed
     out, 1 run in 50 of the close-race test)."""
     import aiochronicle as ac
-    from aiochronicle._native import HDR_EOF, UNLOCKED
+    from aiochronicle._core._native import HDR_EOF, UNLOCKED
 
     with ac.open_queue(tmp_path / "q", lock_timeout=0.5) as q:
         a = q.appender()

@@ -22,16 +22,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aiochronicle as ac
-from aiochronicle._codecs import (
+from aiochronicle._format._render import decode_auto
+from aiochronicle._format._wire import (
+    EmptyBody,
+    HistoryBytes,
+    PlainReader,
+    Typed,
+    WireError,
+    WireWriter,
+)
+from aiochronicle._messages._codecs import (
     CODEC_KEY,
     decode_payload,
     payload_decoder,
     recorded_codec,
     writer_for,
 )
-from aiochronicle._queue import cycles_of
-from aiochronicle._render import decode_auto
-from aiochronicle._wire import EmptyBody, HistoryBytes, PlainReader, Typed, WireError, WireWriter
+from aiochronicle._objects._queue import cycles_of
 
 
 class Side(enum.Enum):

@@ -19,8 +19,8 @@ import pytest
 from skips import skip
 
 import aiochronicle as ac
-from aiochronicle._tablestore import TableStore
-from aiochronicle._writelock import (
+from aiochronicle._format._tablestore import TableStore
+from aiochronicle._storage._writelock import (
     WRITE_LOCK,
     free_dead_lock,
     holder_alive,

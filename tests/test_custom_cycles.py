@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import aiochronicle as ac
-from aiochronicle._queue import cycles_of
+from aiochronicle._objects._queue import cycles_of
 
 FIVE = ac.RollCycle.custom("H34B_FIVE_SECONDS", "yyyyMMdd-HHmmss'5'", 5000, 65536, 16)
 

@@ -32,7 +32,7 @@ from libchronicle_format import (
 
 import aiochronicle as ac
 from aiochronicle._monitor_cli import top_rows
-from aiochronicle._retention import human_size
+from aiochronicle._tools._retention import human_size
 from aiochronicle.metrics import QueueCollector
 
 HOUR = 3_600_000

@@ -235,9 +235,9 @@ def test_every_package_error_is_exported() -> None:
 
 
 def test_errors_still_importable_from_old_homes() -> None:
-    rc = importlib.import_module("aiochronicle._rollcycles")
+    rc = importlib.import_module("aiochronicle._format._rollcycles")
     assert rc.UnknownRollCycleError is aiochronicle.UnknownRollCycleError
-    wire = importlib.import_module("aiochronicle._wire")
+    wire = importlib.import_module("aiochronicle._format._wire")
     assert wire.WireError is aiochronicle.WireError
 
 
@@ -256,7 +256,7 @@ def test_errors_pickle_through_the_public_name() -> None:
 def test_a_failed_system_call_of_the_native_core_is_a_named_error() -> None:
     """``CQ_ERRNO`` (a system call of the core failed) is a ChronicleError that
     is still the OSError it was: here msync of an address nothing is mapped at."""
-    native = importlib.import_module("aiochronicle._native")
+    native = importlib.import_module("aiochronicle._core._native")
     page = 1 << 12
     rc = native.lib.cq_sync(native.ffi.cast("uint8_t *", page), 0, page, 0)
     assert rc == native.ERRNO
@@ -284,7 +284,7 @@ def _classes_defined() -> list[tuple[str, str]]:
 
 def test_every_exception_class_lives_in_errors() -> None:
     """The package's exceptions and warnings are defined in one module,
-    ``aiochronicle._errors`` (and shown as ``aiochronicle.X``); what stays
+    ``aiochronicle._core._errors`` (and shown as ``aiochronicle.X``); what stays
     elsewhere is a module's private signal (an underscore name) that no other
     module names."""
     root = Path(aiochronicle.__file__).parent
@@ -292,7 +292,7 @@ def test_every_exception_class_lives_in_errors() -> None:
     elsewhere = []
     for module, name in _classes_defined():
         cls = getattr(importlib.import_module(module), name)
-        if module == "aiochronicle._errors" or not issubclass(cls, BaseException):
+        if module == "aiochronicle._core._errors" or not issubclass(cls, BaseException):
             continue
         own = Path(inspect.getfile(importlib.import_module(module)))
         named_elsewhere = [p.name for p, text in sources.items()
@@ -301,7 +301,7 @@ def test_every_exception_class_lives_in_errors() -> None:
             elsewhere.append(f"{module}.{name} {named_elsewhere}")
     assert elsewhere == []
     # and the check sees the exceptions it is about
-    assert ("aiochronicle._errors", "CodecError") in _classes_defined()
+    assert ("aiochronicle._core._errors", "CodecError") in _classes_defined()
 def test_the_package_loads_its_names_when_first_used() -> None:
     """``import aiochronicle`` loads no native code (the pytest plugin relies on it);
     the first public name used loads them all, under their ``aiochronicle.X`` names,
@@ -320,7 +320,7 @@ def test_the_package_loads_its_names_when_first_used() -> None:
         else:
             raise AssertionError("a misspelt name resolved")
         from aiochronicle import DiskFullError
-        assert "aiochronicle._native" in ours()
+        assert "aiochronicle._core._native" in ours()
         assert DiskFullError.__module__ == "aiochronicle"
         assert aiochronicle.Queue.__module__ == "aiochronicle"
         assert set(aiochronicle.__all__) <= set(dir(aiochronicle))

@@ -17,8 +17,8 @@ import pytest
 PRELUDE = textwrap.dedent("""
     import os, signal, sys, threading, time
     import aiochronicle as ac
-    from aiochronicle._queue import cycles_of
-    from aiochronicle._pauser import wait_state
+    from aiochronicle._objects._queue import cycles_of
+    from aiochronicle._waiting._pauser import wait_state
 
     path = sys.argv[1]
     q = ac.open_queue(path, lock_timeout=20.0)
@@ -106,7 +106,7 @@ SCENARIOS = {
     # parks on a socket and slot of its own, and the parent's appender wakes it
     "notify_loop_in_the_child": """
         import asyncio
-        from aiochronicle._notify import SLOTS, slot_key
+        from aiochronicle._waiting._notify import SLOTS, slot_key
 
         def owners():
             return {i: v & 0xFFFFFFFF for i in range(SLOTS)

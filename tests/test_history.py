@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 import aiochronicle as ac
-from aiochronicle._wire import WireError
+from aiochronicle._format._wire import WireError
 
 NOW = 120962203520100  # the fixed nanoTime of Java's SetTimeMessageHistory
 

@@ -151,8 +151,8 @@ def _load_ext(name, path):
     sys.modules[name] = mod
     loader.exec_module(mod)
     return mod
-_load_ext("aiochronicle._cq", sys.argv[1])
-hot = _load_ext("aiochronicle._hot", sys.argv[1])
+_load_ext("aiochronicle._core._cq", sys.argv[1])
+hot = _load_ext("aiochronicle._core._hot", sys.argv[1])
 """
 
 
@@ -273,8 +273,8 @@ SANITIZED_RUN = LOAD_SANITIZED + textwrap.dedent(
 
 
 def hot_sources() -> list[str]:
-    """The C sources of the one native extension (aiochronicle._cq and
-    aiochronicle._hot), as native/build_ffi.py names them."""
+    """The C sources of the one native extension (aiochronicle._core._cq and
+    aiochronicle._core._hot), as native/build_ffi.py names them."""
     spec = importlib.util.spec_from_file_location("_aiochronicle_build_ffi",
                                                   ROOT / "native" / "build_ffi.py")
     assert spec is not None and spec.loader is not None
@@ -284,7 +284,7 @@ def hot_sources() -> list[str]:
 
 
 def sanitized_hot(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """The one native extension (aiochronicle._cq with aiochronicle._hot in
+    """The one native extension (aiochronicle._core._cq with aiochronicle._core._hot in
     it) built with AddressSanitizer and UBSan into ``tmp_path`` by setup.py,
     and the environment to run Python with it (libasan preloaded); scripts
     load it with :data:`LOAD_SANITIZED`."""

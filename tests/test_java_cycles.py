@@ -16,7 +16,7 @@ from test_java_live import JAVA_OWN_WARNINGS, VERSIONS, _warnings, java, java_ex
 
 import aiochronicle as ac
 import jvm
-from aiochronicle._queue import cycles_of
+from aiochronicle._objects._queue import cycles_of
 
 __all__ = ["java"]  # the session fixture that builds the Java programs
 

@@ -26,9 +26,9 @@ from workers import open_q
 
 import aiochronicle as ac
 import jvm
-from aiochronicle._notify import SLOTS, notifier_for, slot_key
-from aiochronicle._queue import cycles_of
-from aiochronicle._rollcycles import CycleNamer
+from aiochronicle._format._rollcycles import CycleNamer
+from aiochronicle._objects._queue import cycles_of
+from aiochronicle._waiting._notify import SLOTS, notifier_for, slot_key
 
 VERSIONS = list(jvm.VERSIONS)
 WORKERS = str(Path(__file__).with_name("workers.py"))

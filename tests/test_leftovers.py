@@ -25,8 +25,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 BUILDER = textwrap.dedent(
     """
     import sys, aiochronicle as ac
-    from aiochronicle._queue import cycles_of
-    from aiochronicle._store import _build_aside
+    from aiochronicle._objects._queue import cycles_of
+    from aiochronicle._format._store import _build_aside
     path, cycle = sys.argv[1], int(sys.argv[2])
     with ac.open_queue(path, roll_cycle=ac.RollCycles.FAST_DAILY) as q:
         rc = q.roll_cycle
@@ -130,7 +130,7 @@ def test_missing_eof_is_still_reported_when_data_follows_the_empty_cycle(tmp_pat
 CLOSE_UNMAPS = textwrap.dedent(
     """
     import os, sys, aiochronicle as ac
-    from aiochronicle._queue import cycles_of
+    from aiochronicle._objects._queue import cycles_of
 
     def meta_in_use():
         maps = [line for line in open("/proc/self/maps") if "metadata.cq4t" in line]

@@ -21,9 +21,9 @@ import warnings
 import pytest
 
 import aiochronicle as ac
-from aiochronicle._queue import cycles_of
-from aiochronicle._tablestore import TableStore
-from aiochronicle._writelock import (
+from aiochronicle._format._tablestore import TableStore
+from aiochronicle._objects._queue import cycles_of
+from aiochronicle._storage._writelock import (
     APPEND_LOCK,
     WRITE_LOCK,
     free_dead_lock,

@@ -11,7 +11,7 @@ import threading
 from workers import make_message, open_q, parse_message
 
 import aiochronicle as ac
-from aiochronicle._queue import cycles_of
+from aiochronicle._objects._queue import cycles_of
 
 WORKERS = os.path.join(os.path.dirname(__file__), "workers.py")
 

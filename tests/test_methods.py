@@ -21,10 +21,10 @@ import msgspec
 import pytest
 
 import aiochronicle as ac
-from aiochronicle._codecs import recorded_codec
-from aiochronicle._native import WriterMethod
-from aiochronicle._pauser import wait_state
-from aiochronicle._queue import cycles_of
+from aiochronicle._core._native import WriterMethod
+from aiochronicle._messages._codecs import recorded_codec
+from aiochronicle._objects._queue import cycles_of
+from aiochronicle._waiting._pauser import wait_state
 
 CODECS = ["msgpack", "json", "binary_wire"]
 
@@ -1088,7 +1088,7 @@ def test_mypy_sees_the_proxy_as_the_interface() -> None:
     notes = [ln for ln in lines if "Revealed type" in ln]
     errors = [ln for ln in lines if ": error:" in ln]
     assert notes and all("check_method_writer.Quotes" in n for n in notes[:1]), out.stdout
-    assert 'Revealed type is "aiochronicle._queue.MethodReader"' in out.stdout
+    assert 'Revealed type is "aiochronicle._objects._queue.MethodReader"' in out.stdout
     # exactly the deliberate mistakes are reported, on the lines marked "# E:"
     marked = [i + 1 for i, ln in enumerate(target.read_text().splitlines()) if "# E:" in ln]
     got = sorted(int(e.split(":")[1]) for e in errors)

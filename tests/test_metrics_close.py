@@ -36,7 +36,7 @@ def test_close_inside_a_scrape_leaves_the_metadata_mapped(tmp_path: Path) -> Non
     out = run_child("""
         import sys
         import aiochronicle as ac
-        from aiochronicle._native import lib
+        from aiochronicle._core._native import lib
         from prometheus_client import CollectorRegistry, generate_latest
         from aiochronicle.metrics import ServiceMetrics
 

@@ -33,8 +33,8 @@ from test_cli import assert_one_line_error, run
 from test_damage import _without_privilege
 
 import aiochronicle as ac
-from aiochronicle._monitor import LatencyHistogram, QueueWatch
-from aiochronicle._wire import WireWriter
+from aiochronicle._format._wire import WireWriter
+from aiochronicle._monitoring._monitor import LatencyHistogram, QueueWatch
 from aiochronicle.metrics import ServiceMetrics
 
 DAY = 86_400_000
@@ -534,7 +534,7 @@ def test_ended_cycles_are_not_opened_again(tmp_path: Path) -> None:
         def on_released(self, cycle: int, p: str) -> None:
             pass
 
-    from aiochronicle._stats import SealedCycles, queue_stats  # the layer under the watch
+    from aiochronicle._tools._stats import SealedCycles, queue_stats  # the layer under the watch
 
     sealed: SealedCycles = {}
     with ac.open_queue(path, read_only=True) as q:

@@ -18,7 +18,7 @@ import pytest
 from test_layers import MODULES
 
 import aiochronicle as ac
-from aiochronicle._native import ERRNO, check, ffi, lib
+from aiochronicle._core._native import ERRNO, check, ffi, lib
 
 #: the owners of mapped memory, of a cycle file and of metadata.cq4t, and the boundary
 OWNERS = {"_native", "_mapped", "_store", "_tablestore"}
@@ -50,7 +50,7 @@ def test_only_the_owners_hold_ffi_and_lib() -> None:
 def test_both_modules_come_from_one_extension_file() -> None:
     """``_hot`` is loaded from ``_cq``'s file (one dlopen handle: one copy of
     the core's globals), and the package holds no other compiled module."""
-    from aiochronicle import _cq, _hot
+    from aiochronicle._core import _cq, _hot
 
     assert _hot.__file__ == _cq.__file__
     assert _hot.__spec__ is not None and _hot.__spec__.origin == _cq.__file__
@@ -120,7 +120,7 @@ def _public(names: list[str]) -> set[str]:
 
 
 def test_the_pyi_states_every_name_of_the_module_and_of_each_type() -> None:
-    from aiochronicle import _hot
+    from aiochronicle._core import _hot
 
     tree = ast.parse(PYI.read_text(), str(PYI))
     classes = _pyi_classes()
@@ -141,7 +141,7 @@ def test_the_pyi_states_every_name_of_the_module_and_of_each_type() -> None:
 def test_the_python_subclasses_provide_every_hook_c_calls() -> None:
     """C calls these methods by name on ``self``; every concrete subclass in the
     package has each one (a missing one is an AttributeError at run time)."""
-    from aiochronicle import _hot
+    from aiochronicle._core import _hot
 
     classes = _pyi_classes()
 

@@ -93,7 +93,7 @@ def test_libfuzzer_short_run(build_dir: Path) -> None:
 
 
 def test_wire_reader_fuzz_smoke(build_dir: Path) -> None:
-    """The BinaryWire method-call reader (wire.c, under aiochronicle._hot.WireDecoder):
+    """The BinaryWire method-call reader (wire.c, under aiochronicle._core._hot.WireDecoder):
     corrupt bytes are declined (the Python reader then names the error), what it reads
     lies inside the input and reads back the same once written again."""
     out = assert_clean(make(build_dir, "wire-fuzz-smoke", "FUZZ_ITERS=100000", "FUZZ_SEED=7"))

@@ -22,7 +22,7 @@ from test_durability import FULL_DISK
 from test_monitor import Endpoint
 
 import aiochronicle as ac
-from aiochronicle._queue import cycles_of
+from aiochronicle._objects._queue import cycles_of
 
 T0 = 1_637_251_500_000
 

@@ -19,9 +19,12 @@ from pathlib import Path
 import pytest
 
 import aiochronicle as ac
-from aiochronicle import _cli, _dump, _listeners, _queue, _render, _salvage
-from aiochronicle._queue import cycles_of
-from aiochronicle._tablestore import TableStore
+from aiochronicle import _cli
+from aiochronicle._format import _render
+from aiochronicle._format._tablestore import TableStore
+from aiochronicle._objects import _queue
+from aiochronicle._objects._queue import cycles_of
+from aiochronicle._tools import _dump, _listeners, _salvage
 
 DAY = 86_400_000
 START = 19_000 * DAY  # cycle 19000 = 2022-01-08

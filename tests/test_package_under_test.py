@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import aiochronicle
-from aiochronicle import _native
+from aiochronicle._core import _native
 from aiochronicle.spark import jar_path
 
 ROOT = Path(__file__).resolve().parent.parent

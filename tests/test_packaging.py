@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.checkout]
 CHECK = textwrap.dedent("""
     import os, sys, tempfile
     import aiochronicle
-    from aiochronicle import _native
+    from aiochronicle._core import _native
     target = sys.argv[1]
     assert aiochronicle.__file__.startswith(target), aiochronicle.__file__
     built = (_native.ffi.string(_native.lib.cq_version()).decode(), _native._hot_version())
@@ -67,8 +67,8 @@ def test_wheel_contents(wheel: Path) -> None:
         assert "aiochronicle/testing.py" in names
         # one extension file: the cffi core with the C API module _hot in it
         assert [n for n in names if n.endswith(".so")] == [
-            "aiochronicle/_cq" + sysconfig.get_config_var("EXT_SUFFIX")]
-        assert "aiochronicle/_hot.pyi" in names
+            "aiochronicle/_core/_cq" + sysconfig.get_config_var("EXT_SUFFIX")]
+        assert "aiochronicle/_core/_hot.pyi" in names
         assert "aiochronicle/spark/__init__.py" in names
         assert "pyspark_aiochronicle.py" in names
         # the JVM reader, built by jvm/build.py with Maven
@@ -132,7 +132,10 @@ def test_a_stale_native_core_is_refused(wheel: Path, tmp_path: Path) -> None:
     (target / "aiochronicle" / "_version.py").write_text('__version__ = "0.0.0.stale"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(target)
-    result = subprocess.run([sys.executable, "-c", "import aiochronicle"], cwd=tmp_path,
+    # the package loads its native core with its first public name (the
+    # package import alone loads nothing native)
+    result = subprocess.run([sys.executable, "-c", "import aiochronicle; aiochronicle.Queue"],
+                            cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]
@@ -182,7 +185,7 @@ def test_sdist_builds_the_native_core(tmp_path: Path) -> None:
                    check=True, cwd=tmp_path, capture_output=True, timeout=600, env=env)
     (whl,) = out.glob("aiochronicle-*.whl")
     with zipfile.ZipFile(whl) as zf:
-        assert any(n.startswith("aiochronicle/_cq") and n.endswith(".so")
+        assert any(n.startswith("aiochronicle/_core/_cq") and n.endswith(".so")
                    for n in zf.namelist())
         # the jar the sdist carries (no Maven or PySpark needed to build the wheel)
         assert "aiochronicle/spark/aiochronicle-spark.jar" in zf.namelist()

@@ -14,10 +14,10 @@ import pytest
 from workers import append_when_parked
 
 import aiochronicle as ac
-from aiochronicle._native import ffi, lib
-from aiochronicle._notify import NOTIFY_KEY, notifier_for
-from aiochronicle._pauser import PARK, SPIN, YIELD, wait_state
-from aiochronicle._queue import cycles_of
+from aiochronicle._core._native import ffi, lib
+from aiochronicle._objects._queue import cycles_of
+from aiochronicle._waiting._notify import NOTIFY_KEY, notifier_for
+from aiochronicle._waiting._pauser import PARK, SPIN, YIELD, wait_state
 
 MS = 1_000_000
 US = 1_000

@@ -15,7 +15,7 @@ import socket
 import sys
 
 import aiochronicle
-from aiochronicle._native import ffi, lib, notify_sockname
+from aiochronicle._core._native import ffi, lib, notify_sockname
 
 
 def expected() -> str:

@@ -1005,7 +1005,7 @@ def test_close_releases_cycle_files_at_once(tmp_path: Path) -> None:
     code = textwrap.dedent("""
         import os, sys, threading
         import aiochronicle as ac
-        from aiochronicle._listeners import files_open_by_processes
+        from aiochronicle._tools._listeners import files_open_by_processes
         assert threading.active_count() == 1
         with ac.open_queue(sys.argv[1], time_provider=ac.SetTimeProvider(1_700_000_000_000)) as q:
             app = q.appender()

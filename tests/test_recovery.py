@@ -10,7 +10,7 @@ import textwrap
 import time
 
 import aiochronicle as ac
-from aiochronicle._queue import cycles_of
+from aiochronicle._objects._queue import cycles_of
 
 T0 = 1_637_251_500_000
 UNLOCKED = -(1 << 63)
@@ -21,7 +21,7 @@ def _child(code: str, path: str) -> subprocess.CompletedProcess[str]:
     prelude = textwrap.dedent(
         f"""
         import os, signal, aiochronicle as ac
-        from aiochronicle._queue import cycles_of
+        from aiochronicle._objects._queue import cycles_of
         clock = ac.SetTimeProvider({T0})
         q = ac.open_queue({path!r}, time_provider=clock, block_size=256 << 10)
         app = q.appender()
@@ -95,7 +95,7 @@ def test_commit_without_write_position_or_index_update(tmp_path):
         f.store64(lay.wp_seq_off, (pos3 << 32) | 3)
         # punch the index slot of sequence 8 (spacing 4: slot 2 of page 0)
         i2i = f.load64(lay.i2i_off)
-        from aiochronicle._wire import parse_document
+        from aiochronicle._format._wire import parse_document
         word = f.load32(i2i)
         doc = parse_document(f.view(0, i2i + 4 + (word & 0x3FFFFFFF)), i2i + 4,
                              i2i + 4 + (word & 0x3FFFFFFF))

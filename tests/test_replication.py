@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 import aiochronicle as ac
-import aiochronicle._replication as rep
-from aiochronicle._queue import cycles_of
+import aiochronicle._replicas._replication as rep
+from aiochronicle._objects._queue import cycles_of
 
 T0 = 1_637_251_500_000
 HOUR = 3_600_000

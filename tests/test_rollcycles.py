@@ -1,4 +1,4 @@
-"""Tests for aiochronicle._rollcycles.
+"""Tests for aiochronicle._format._rollcycles.
 
 Expected values come from the Chronicle Queue reference (section 2 of
 docs/reference chronicle-queue-format.md), from the Java sources it cites, or from
@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from aiochronicle._rollcycles import (
+from aiochronicle._format._rollcycles import (
     CycleNamer,
     RollCycle,
     RollCycles,

@@ -19,7 +19,7 @@ import pytest
 from rawfile import raw_documents
 
 import aiochronicle as ac
-from aiochronicle._queue import cycles_of
+from aiochronicle._objects._queue import cycles_of
 
 SECOND = 1000
 HOUR = 3_600_000

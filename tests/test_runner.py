@@ -157,7 +157,7 @@ def test_bad_pipeline_is_refused_with_file_and_line(
         code = main(["run", "PIPELINE.toml"])
         stdout, stderr = capsys.readouterr()
         # the library's error: named, with where
-        from aiochronicle._pipeline import load_pipeline
+        from aiochronicle._services._pipeline import load_pipeline
 
         with pytest.raises(ac.PipelineError) as err:
             load_pipeline("PIPELINE.toml")
@@ -171,7 +171,7 @@ def test_bad_pipeline_is_refused_with_file_and_line(
 
 def test_the_good_pipeline_of_those_cases_loads(tmp_path: Path) -> None:
     """The file the cases above break is itself accepted (each case fails for its edit)."""
-    from aiochronicle._pipeline import load_pipeline
+    from aiochronicle._services._pipeline import load_pipeline
 
     (tmp_path / "PIPELINE.toml").write_text(GOOD.replace("{example}", str(EXAMPLE)))
     spec = load_pipeline(str(tmp_path / "PIPELINE.toml"))

@@ -608,8 +608,8 @@ def test_history_carried_forward_without_parsing_is_the_parsed_one(
     """The history a service writes is spliced from the bytes it read (the
     fast path exactly-once pays for): byte for byte what building a
     ``MessageHistory`` and encoding it gives."""
-    from aiochronicle import _history
-    from aiochronicle._wire import HistoryBytes
+    from aiochronicle._format import _history
+    from aiochronicle._format._wire import HistoryBytes
 
     monkeypatch.setattr(_history, "_now", lambda: 99)
     raw_in = None if raw is None else HistoryBytes(raw)

@@ -166,4 +166,4 @@ def test_the_plugin_loads_nothing_native_until_a_fixture_is_used(
     used = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "aiochronicle.testing",
                                          "-s", "-q")
     used.assert_outcomes(passed=2)
-    used.stdout.fnmatch_lines(["*AIOCHRONICLE_MODULES *'aiochronicle._native'*"])
+    used.stdout.fnmatch_lines(["*AIOCHRONICLE_MODULES *'aiochronicle._core._native'*"])

@@ -1,5 +1,5 @@
 """One waiter, one set of semantics: every pauser kind, on asyncio, uvloop and
-plain threads (``aiochronicle._waiter``).
+plain threads (``aiochronicle._waiting._waiter``).
 
 For each kind and each driver: a wait ends on an append from another process
 (a real one, told to append once the wait has begun), a timeout ends it, a
@@ -23,7 +23,7 @@ import pytest
 from loops import KINDS, loop_factory
 
 import aiochronicle as ac
-from aiochronicle import _waiter
+from aiochronicle._waiting import _waiter
 
 PAUSERS: dict[str, Callable[[], ac.Pauser]] = {
     "busy": ac.Pauser.busy,

@@ -1,4 +1,4 @@
-"""Tests for aiochronicle._wire against bytes written by Java Chronicle Queue.
+"""Tests for aiochronicle._format._wire against bytes written by Java Chronicle Queue.
 
 Expected bytes come from the Java-written fixtures in tests/fixtures/java
 (extracted into a temporary directory) or are spelled out literally from the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from aiochronicle._wire import (
+from aiochronicle._format._wire import (
     Document,
     Value,
     WireError,

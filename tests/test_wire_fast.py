@@ -1,4 +1,4 @@
-"""BinaryWire method calls in C (``aiochronicle._hot.WireEncoder`` / ``WireDecoder``,
+"""BinaryWire method calls in C (``aiochronicle._core._hot.WireEncoder`` / ``WireDecoder``,
 native/wirecall.c and native/wire.c) against the pure-Python path they replace: the
 same bytes for every value, the same error for every value they cannot write, the
 same decoded calls (and the same errors) for every payload, well-formed, unusual
@@ -23,11 +23,11 @@ import pytest
 from test_hot_path import LOAD_SANITIZED, sanitized_hot
 
 import aiochronicle as ac
-from aiochronicle import _hot
-from aiochronicle._codecs import wire_call_decoder
-from aiochronicle._methods import interface_methods
-from aiochronicle._methodwriter import _wire_encoder
-from aiochronicle._wire import WireWriter
+from aiochronicle._core import _hot
+from aiochronicle._format._wire import WireWriter
+from aiochronicle._messages._codecs import wire_call_decoder
+from aiochronicle._messages._methods import interface_methods
+from aiochronicle._messages._methodwriter import _wire_encoder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -416,8 +416,8 @@ SANITIZED_RUN = LOAD_SANITIZED + textwrap.dedent(
     import random
     sys.path.insert(0, sys.argv[2])
     import test_wire_fast as t
-    from aiochronicle._codecs import wire_call_decoder
-    from aiochronicle._methodwriter import _wire_encoder
+    from aiochronicle._messages._codecs import wire_call_decoder
+    from aiochronicle._messages._methodwriter import _wire_encoder
     assert type(_wire_encoder(t.SPECS["order"])) is hot.WireEncoder
     encs = {n: _wire_encoder(s) for n, s in t.SPECS.items()}
     decs = {n: wire_call_decoder(list(s.types)) for n, s in t.SPECS.items()}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import aiochronicle as ac
-from aiochronicle._queue import cycles_of
+from aiochronicle._objects._queue import cycles_of
 
 T0 = 1_637_251_500_000
 

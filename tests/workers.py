@@ -19,11 +19,11 @@ import zlib
 from typing import Any
 
 import aiochronicle as ac
-from aiochronicle._appender import Appender
-from aiochronicle._native import ffi, lib
-from aiochronicle._notify import NOTIFY_KEY, PARKED_KEY
-from aiochronicle._pauser import wait_state
-from aiochronicle._queue import cycles_of
+from aiochronicle._core._native import ffi, lib
+from aiochronicle._objects._appender import Appender
+from aiochronicle._objects._queue import cycles_of
+from aiochronicle._waiting._notify import NOTIFY_KEY, PARKED_KEY
+from aiochronicle._waiting._pauser import wait_state
 
 HEAD = struct.Struct("<IIQI")  # writer, incarnation, n, crc32(body)
 ACK = struct.Struct("<IIQq")  # writer, incarnation, n, index

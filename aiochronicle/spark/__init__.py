@@ -27,6 +27,11 @@ Nothing here is imported by ``import aiochronicle``; PySpark and PyArrow are
 imported when this package's members are first used.
 """
 
+# The top layer of the package: Spark names stay inside this folder.
+# May import: ``_core``, ``_format``, ``_waiting``, ``_storage``, ``_messages``,
+# ``_objects``, ``_tools``, ``_replicas``, ``_services``, ``_monitoring`` (every folder
+# below).
+
 from __future__ import annotations
 
 import os
@@ -35,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import JvmReaderWarning
+from .._core._errors import JvmReaderWarning
 from ._jar import JVM_SOURCE, NO_JAR, jar_path
 
 if TYPE_CHECKING:

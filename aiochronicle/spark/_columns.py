@@ -42,13 +42,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .._codecs import Codec, Codecs
-from .._methods import MethodSpec, interface_methods
-from .._wire import WireWriter
+from .._format._wire import WireWriter
+from .._messages._codecs import Codec, Codecs
+from .._messages._methods import MethodSpec, interface_methods
 
 if TYPE_CHECKING:
-    from .._excerpt import Batch
-    from .._queue import Tailer
+    from .._objects._queue import Tailer
+    from .._storage._excerpt import Batch
 
 __all__ = [
     "JVM_MSGPACK",

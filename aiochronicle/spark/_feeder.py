@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .._codecs import Codecs
-from .._excerpt import Batch, Excerpt
-from .._pauser import Pauser
-from .._queue import Queue, Tailer, open_queue
+from .._messages._codecs import Codecs
+from .._objects._queue import Queue, Tailer, open_queue
+from .._storage._excerpt import Batch, Excerpt
+from .._waiting._pauser import Pauser
 from ._columns import Layout
 
 if TYPE_CHECKING:

@@ -45,8 +45,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .._codecs import CODEC_KEY, Codec, Codecs, codec_of
-from .._queue import Appender, Queue, open_queue, set_queue_codec
+from .._messages._codecs import CODEC_KEY, Codec, Codecs, codec_of
+from .._objects._queue import Appender, Queue, open_queue, set_queue_codec
 from ._columns import call_params, encode_rows, load_object, norm_options, option_bool
 
 __all__ = [

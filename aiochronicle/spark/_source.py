@@ -37,15 +37,15 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .._codecs import Codec, Codecs
-from .._excerpt import Batch
-from .._queue import Queue, open_queue
+from .._messages._codecs import Codec, Codecs
+from .._objects._queue import Queue, open_queue
+from .._storage._excerpt import Batch
 from ._columns import Layout, norm_options, option_int
 from ._jar import not_serving
 from ._sink import ChronicleStreamWriter, ChronicleWriter
 
 if TYPE_CHECKING:
-    from .._queue import Tailer
+    from .._objects._queue import Tailer
 
 __all__ = [
     "ChronicleDataSource",

@@ -1,6 +1,6 @@
 /*
  * Fuzz harness of the BinaryWire method-call reader (native/wire.c, which
- * aiochronicle._hot.WireDecoder runs over every BinaryWire excerpt a method
+ * aiochronicle._core._hot.WireDecoder runs over every BinaryWire excerpt a method
  * reader takes): whatever the bytes, wire_read_args must stay inside them,
  * terminate, and either decline (WIRE_OTHER: the Python reader then reads
  * the call, and names what is wrong) or give values that lie inside the

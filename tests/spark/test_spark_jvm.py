@@ -649,7 +649,7 @@ def _wire(*parts: Any) -> bytes:
     """A BinaryWire payload: ``("event", name)``, ``("number", id)``, ``("field", name)``,
     ``("int", n)``, ``("float", x)``, ``("text", s)``, ``("null",)``, ``("bool", b)``,
     ``("typed", alias)``, ``("open",)``/``("close",)`` a length-prefixed body, or raw bytes."""
-    from aiochronicle._wire import WireWriter
+    from aiochronicle._format._wire import WireWriter
 
     w = WireWriter(small_raw=False)
     tokens = []

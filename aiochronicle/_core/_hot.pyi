@@ -1,0 +1,111 @@
+# Types of the C API module aiochronicle._core._hot (native/hot.c, native/wirecall.c),
+# the second module of the one extension file aiochronicle._core._cq.
+#
+# The classes named *Hooks are not in the module: they state the methods C
+# calls by name on ``self`` (native/hot.c's str_* names), which the Python
+# subclasses must provide; each type that calls them lists them as a base, so
+# mypy checks the subclasses' signatures (tests/test_native_boundary.py checks
+# this file against the module).
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from typing_extensions import Buffer
+
+from ._native import NativeAddress
+
+class _CallsHooks(Protocol):
+    def _let_go(self) -> None:
+        """Called when the last call in flight leaves after a close was asked."""
+
+class _AppenderHooks(Protocol):
+    def _append_native_failed(self, rc: int, data: object, /) -> int:
+        """The slow path of ``append`` for the core's result code ``rc``."""
+
+class _TailerHooks(Protocol):
+    def _read_slow(self, rc: int, /) -> Any:
+        """The slow path of ``read_nowait`` for the core's result code ``rc``."""
+    def _read_other(self) -> Any:
+        """``read_nowait`` of a tailer the native path does not serve."""
+    def _read_blocking(self, timeout: float | None = None) -> Any:
+        """The waiting read ``read_blocking`` falls back to."""
+    def _anext(self) -> Awaitable[Any]:
+        """The awaitable ``__anext__`` hands over to when nothing is there."""
+
+class _ReaderHooks(Protocol):
+    def _read_one_slow(self) -> bool:
+        """``read_one`` when the pending batch is empty or not native."""
+    def _read_one_general(self) -> bool:
+        """``read_one`` of an excerpt the native dispatch does not take."""
+
+class _HotCalls(_CallsHooks):
+    """Counts the object's calls in flight (native/hot.c)."""
+
+    def _forked(self) -> None: ...
+    def _enter(self) -> None: ...
+    def _leave(self) -> None: ...
+    def _owe(self) -> bool: ...
+
+class HotAppender(_HotCalls, _AppenderHooks):
+    def _bind_native(self, address: NativeAddress, /) -> None: ...
+    def append(self, data: bytes | bytearray | memoryview | str, /) -> int: ...
+
+class HotTailer(_HotCalls, _TailerHooks):
+    checkpoint_every: int
+    _unyielded: int
+    def __anext__(self) -> Awaitable[Any]: ...
+    def _bind_native(self, address: NativeAddress, forward: bool, plain: bool = ...,
+                     /) -> None: ...
+    def read_nowait(self) -> Any: ...
+    def read_blocking(self, timeout: float | None = None) -> Any: ...
+    def _spin_read(self, budget_ns: int, stop_address: int, stop_seen: int, /) -> Any: ...
+    def _arm_read(self, parked: int, slot: int, owner: int, ident: int, alone: bool, /) -> Any: ...
+
+class HotReader(_ReaderHooks):
+    """The pending batch and ``read_one()`` of a MethodReader."""
+
+    _pend_i: int
+    _pend_n: int
+    _one_native: bool
+    _pend_data: Any
+    _pend_off: Any
+    _pend_idx: Any
+    _fast_mp: dict[bytes, tuple[Callable[[Any], Any], Callable[[Any], Any]]]
+    _fast_done: Any
+    def read_one(self) -> bool: ...
+
+class WriterMethod:
+    """A method writer's method: positional calls encoded (``prefix +
+    encode(arg) + suffix``, or through ``into``, msgspec's ``encode_into``)
+    and appended in C; any other call is ``fallback``."""
+
+    fallback: Callable[..., None]
+    def __init__(self, appender: Any, append: Callable[[bytes], int],
+                 encode: Callable[[Any], bytes], prefix: bytes, suffix: bytes, arity: int,
+                 pack: bool, direct: bool, fallback: Callable[..., None],
+                 into: Callable[[Any, bytearray], None] | None = None, /) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> None: ...
+    def __get__(self, obj: object, cls: type | None = None) -> Any: ...
+
+_PlanNode = tuple[int, int, int, int, bytes | None, type | None, str | None]
+
+class WireEncoder:
+    """The arguments of a method call in BinaryWire, as Java's method writer
+    writes them (``key`` first); ``fallback`` (the Python encoder) writes what
+    ``plan`` does not cover."""
+
+    fallback: Callable[..., bytes]
+    def __init__(self, key: bytes, plan: tuple[_PlanNode, ...],
+                 fallback: Callable[..., bytes], /) -> None: ...
+    def __call__(self, args: tuple[Any, ...], history: bytes = ..., /) -> bytes: ...
+
+class WireDecoder:
+    """The arguments of a method call written in BinaryWire, by ``plan``."""
+
+    def __init__(self, plan: tuple[_PlanNode, ...], /) -> None: ...
+    def decode(self, buf: Buffer, pos: int, /) -> tuple[Any, ...] | None: ...
+
+def _dispatch_mp(data: Buffer, offsets: Buffer, start: int, end: int,
+                 fast: dict[bytes, tuple[Callable[[Any], Any], Callable[[Any], Any]]],
+                 done: Buffer, /) -> int: ...
+def set_excerpt_type(tp: type[tuple[Any, ...]], /) -> None: ...
+def version() -> str: ...

@@ -1,0 +1,8 @@
+"""Replication: a source and sinks copying a queue over TCP, acknowledged appends.
+
+May import: ``_core``, ``_format``, ``_waiting``, ``_storage``, ``_messages``,
+``_objects``, ``_tools`` (and the top-level ``_version``); never a folder above it, not
+even inside a function or under TYPE_CHECKING (tests/test_layers.py).
+
+Private: the public names are exported by ``aiochronicle``.
+"""

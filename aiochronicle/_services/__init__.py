@@ -1,0 +1,9 @@
+"""Exactly-once services: the service base, its process, replay, pipelines (``aiochronicle
+run PIPELINE.toml``) and the runner.
+
+May import: ``_core``, ``_format``, ``_waiting``, ``_storage``, ``_messages``,
+``_objects``, ``_tools``, ``_replicas`` (and the top-level ``_version``); never a folder
+above it, not even inside a function or under TYPE_CHECKING (tests/test_layers.py).
+
+Private: the public names are exported by ``aiochronicle``.
+"""
