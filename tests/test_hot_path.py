@@ -300,7 +300,7 @@ def sanitized_hot(tmp_path: Path) -> tuple[Path, dict[str, str]]:
         capture_output=True, text=True, timeout=600, cwd=ROOT,
         env=dict(os.environ, AIOCHRONICLE_SANITIZE="1"))
     assert r.returncode == 0, r.stderr[-3000:]
-    (so,) = (lib / "aiochronicle").glob("_cq*" + sysconfig.get_config_var("EXT_SUFFIX"))
+    (so,) = (lib / "aiochronicle" / "_core").glob("_cq*" + sysconfig.get_config_var("EXT_SUFFIX"))
     # this checkout's package (the scripts run in tmp_path: a relative PYTHONPATH
     # would miss it), with the sanitized extension loaded in place of its own
     path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])

@@ -23,7 +23,10 @@ import pytest
 from test_hot_path import LOAD_SANITIZED, sanitized_hot
 
 import aiochronicle as ac
-from aiochronicle._core import _hot
+from aiochronicle._core import (
+    _hot,
+    _native,  # noqa: F401  (loads _hot from _cq's file)
+)
 from aiochronicle._format._wire import WireWriter
 from aiochronicle._messages._codecs import wire_call_decoder
 from aiochronicle._messages._methods import interface_methods
