@@ -39,22 +39,38 @@ PRELUDE = textwrap.dedent("""
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         raise AssertionError("the forked child hung")
+
+    # fork; the child runs body() and exits 0 if it returns true, 3 if false,
+    # 1 if it raises; returns the child's PID
+    def fork_child(body):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = 0 if body() else 3
+            finally:
+                os._exit(code)
+        return pid
+
+    # waits for the child (then runs then(), even if it hung) and asserts it
+    # exited 0
+    def child_succeeded(pid, then=None):
+        try:
+            status = wait_child(pid)
+        finally:
+            if then is not None:
+                then()
+        assert os.waitstatus_to_exitcode(status) == 0, status
 """)
 
 SCENARIOS = {
     # the inherited appender takes the write lock with the child's own PID
     "lock_pid": """
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                with appender.writing_document() as dc:
-                    dc.write(b"child")
-                    code = 0 if lock_holder() == os.getpid() else 3
-            finally:
-                os._exit(code)
-        status = wait_child(pid)
-        assert os.waitstatus_to_exitcode(status) == 0, status
+        def child():
+            with appender.writing_document() as dc:
+                dc.write(b"child")
+                return lock_holder() == os.getpid()
+        child_succeeded(fork_child(child))
         assert lock_holder() is None
         payloads = [e.payload for e in iter(q.tailer().read_nowait, None)]
         assert payloads == [b"parent before the fork", b"child"], payloads
@@ -62,12 +78,11 @@ SCENARIOS = {
     # a child killed while holding the lock: the parent recovers at once
     # (the lock names the dead child, not the parent)
     "child_dies_holding_the_lock": """
-        pid = os.fork()
-        if pid == 0:
+        def child():
             dc = appender.writing_document()
             dc.write(b"never committed")
             os.kill(os.getpid(), signal.SIGKILL)
-        status = wait_child(pid)
+        status = wait_child(fork_child(child))
         assert os.waitstatus_to_exitcode(status) == -signal.SIGKILL
         t0 = time.monotonic()
         appender.append(b"parent after")  # else WriteLockTimeoutError after lock_timeout
@@ -85,20 +100,14 @@ SCENARIOS = {
         th = threading.Thread(target=hold)
         th.start()
         holding.wait()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                t = q.tailer()
-                first = t.read_nowait()
-                q.appender().append(b"from the child")
-                code = 0 if first.payload == b"parent before the fork" else 3
-            finally:
-                os._exit(code)
+        def child():
+            first = q.tailer().read_nowait()
+            q.appender().append(b"from the child")
+            return first.payload == b"parent before the fork"
+        pid = fork_child(child)
         release.set()
         th.join()
-        status = wait_child(pid)
-        assert os.waitstatus_to_exitcode(status) == 0, status
+        child_succeeded(pid)
         payloads = [e.payload for e in iter(q.tailer().read_nowait, None)]
         assert payloads[-1] == b"from the child", payloads
     """,
@@ -124,32 +133,26 @@ SCENARIOS = {
         assert loop.run_until_complete(park_once(0.1)) is None  # the parent's slot
         assert list(owners().values()) == [os.getpid()]
         r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                os.close(r)
-                async def child():
-                    t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
-                    t.to_end()
-                    task = asyncio.ensure_future(t.read())
-                    deadline = time.monotonic() + 20
-                    while not wait_state(t.pauser).parks:  # until the read is parked
-                        assert time.monotonic() < deadline and not task.done()
-                        await asyncio.sleep(0.001)
-                    os.write(w, b"p")
-                    ex = await asyncio.wait_for(task, 20)
-                    return ex.payload, t.pauser.count_paused
-                payload, parks = asyncio.run(child())
-                code = 0 if (payload, parks) == (b"wake the child", 1) else 3
-            finally:
-                os._exit(code)
+        async def parked_then_woken():
+            t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
+            t.to_end()
+            task = asyncio.ensure_future(t.read())
+            deadline = time.monotonic() + 20
+            while not wait_state(t.pauser).parks:  # until the read is parked
+                assert time.monotonic() < deadline and not task.done()
+                await asyncio.sleep(0.001)
+            os.write(w, b"p")
+            ex = await asyncio.wait_for(task, 20)
+            return ex.payload, t.pauser.count_paused
+        def child():
+            os.close(r)
+            return asyncio.run(parked_then_woken()) == (b"wake the child", 1)
+        pid = fork_child(child)
         os.close(w)
         assert os.read(r, 1) == b"p"
         assert sorted(owners().values()) == sorted([os.getpid(), pid])
         appender.append(b"wake the child")
-        status = wait_child(pid)
-        assert os.waitstatus_to_exitcode(status) == 0, status
+        child_succeeded(pid)
         loop.close()
         q.close()
     """,
@@ -170,20 +173,13 @@ SCENARIOS = {
         th = threading.Thread(target=writer)
         th.start()
         opened.wait()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                q.close()
-                code = 0
-            finally:
-                os._exit(code)
-        try:
-            status = wait_child(pid)
-        finally:
+        def child():
+            q.close()
+            return True
+        def parent_thread_done():
             fork_done.set()
             th.join()
-        assert os.waitstatus_to_exitcode(status) == 0, status
+        child_succeeded(fork_child(child), then=parent_thread_done)
         assert isinstance(result[0], int), result
         assert lock_holder() is None
         payloads = [e.payload for e in iter(q.tailer().read_nowait, None)]
@@ -204,21 +200,14 @@ SCENARIOS = {
         th = threading.Thread(target=hold)
         th.start()
         holding.wait()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                a2.append(b"x" * (1 << 18))  # past the mapping: it grows the file
-                code = 0 if q2.entry_count() == 2 else 3
-            finally:
-                os._exit(code)
-        try:
-            status = wait_child(pid)
-        finally:
+        def child():
+            a2.append(b"x" * (1 << 18))  # past the mapping: it grows the file
+            return q2.entry_count() == 2
+        def parent_thread_done():
             release.set()
             th.join()
+        child_succeeded(fork_child(child), then=parent_thread_done)
         cycles_of(q2).release(st)
-        assert os.waitstatus_to_exitcode(status) == 0, status
     """,
     # a thread of the parent was inside a tailer's call (opening the next
     # cycle, holding the store cache's lock) at the fork: the child's close
@@ -243,22 +232,14 @@ SCENARIOS = {
         th = threading.Thread(target=t2.read_nowait)
         th.start()
         inside.wait()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                q2.close()
-                with open("/proc/self/maps") as f:
-                    mapped = [ln for ln in f if path + "2/" in ln]
-                code = 0 if not mapped else 3
-            finally:
-                os._exit(code)
-        try:
-            status = wait_child(pid)
-        finally:
+        def child():
+            q2.close()
+            with open("/proc/self/maps") as f:
+                return not [ln for ln in f if path + "2/" in ln]
+        def parent_thread_done():
             release.set()
             th.join()
-        assert os.waitstatus_to_exitcode(status) == 0, status
+        child_succeeded(fork_child(child), then=parent_thread_done)
         q2.close()
     """,
 }
