@@ -32,7 +32,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 try:
     from prometheus_client import CollectorRegistry, Histogram
@@ -58,6 +58,106 @@ DEFAULT_LATENCY_BUCKETS: tuple[float, ...] = (
     1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
     1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
     600.0)
+
+
+class _Family(NamedTuple):
+    """One metric family a collector reports: its name (after ``aiochronicle_``),
+    its type, its help text and its labels."""
+
+    name: str
+    kind: type[CounterMetricFamily] | type[GaugeMetricFamily]
+    help: str
+    labels: tuple[str, ...]
+
+
+def _families(table: Sequence[_Family]) -> dict[str, Any]:
+    """Empty metric families of ``table``, by short name, in its order (the
+    order they are scraped in)."""
+    return {f.name: f.kind(f"aiochronicle_{f.name}", f.help, labels=list(f.labels))
+            for f in table}
+
+
+_C, _G = CounterMetricFamily, GaugeMetricFamily
+_Q, _QT = ("queue",), ("queue", "tailer")
+
+#: QueueCollector's figures of each queue
+_QUEUE_FAMILIES: tuple[_Family, ...] = (
+    _Family("queue_up", _G, "1 if the queue could be read", _Q),
+    _Family("excerpts", _C, "excerpts in the queue's cycle files", _Q),
+    _Family("last_index", _G, "index of the last excerpt (-1: none)", _Q),
+    _Family("first_index", _G, "index of the first excerpt (-1: none)", _Q),
+    _Family("bytes_written", _G, "bytes written in the cycle files", _Q),
+    _Family("cycle_files", _G, "cycle files", _Q),
+    _Family("disk_bytes", _G, "disk blocks allocated to the cycle files, in bytes "
+            "(st_blocks * 512: holes of sparse files take none)", _Q),
+    _Family("file_size_bytes", _G, "apparent size of the cycle files, in bytes (holes "
+            "counted)", _Q),
+    _Family("write_lock_held_seconds", _G, "seconds the write lock has been seen held with no "
+            "excerpt written (0: free)", _Q),
+    _Family("write_lock_holder", _G, "PID holding the write lock (0: free)", _Q),
+    _Family("write_lock_holder_alive", _G, "1 if the write lock's holder is a live process "
+            "(0: dead or free)", _Q),
+    _Family("write_lock_dead_seconds", _G, "seconds the write lock has been seen held by a dead "
+            "process (0: free or alive)", _Q),
+    *(_Family(f"{k}_index_{part}", _G, f"{part} of the {k} excerpt's index", _Q)
+      for part in ("cycle", "sequence") for k in ("last", "first")),
+    _Family("last_excerpt_age_seconds", _G, "seconds since the last excerpt was written",
+            ("queue", "source")),
+    _Family("named_tailer_lag_excerpts", _G, "excerpts a named tailer has still to read", _QT),
+    _Family("named_tailer_lag_bytes", _G, "bytes a named tailer has still to read", _QT),
+    _Family("named_tailer_index", _G, "the next index a named tailer reads (0: not started)",
+            _QT),
+    _Family("named_tailer_index_cycle", _G, "cycle of the next index a named tailer reads", _QT),
+    _Family("named_tailer_index_sequence", _G, "sequence of the next index a named tailer reads",
+            _QT),
+    _Family("named_tailer_lag_seconds", _G, "seconds since the oldest excerpt a named tailer "
+            "has still to read was written (0: none)", ("queue", "tailer", "source")),
+    _Family("named_tailer_reads", _C, "excerpts a named tailer was seen to read", _QT),
+)
+
+#: QueueCollector's own figures (no labels)
+_EXPORTER_FAMILIES: tuple[_Family, ...] = (
+    _Family("exporter_scrape_errors", _C, "looks at a queue that failed", ()),
+    _Family("exporter_scrapes", _C, "collections made", ()),
+    _Family("exporter_scrape_duration_seconds", _G, "seconds the last collection took", ()),
+)
+
+_READER_FIELDS = ("read", "dispatched", "unknown", "ignored", "errors")
+
+#: ServiceMetrics' figures
+_SERVICE_FAMILIES: tuple[_Family, ...] = (
+    _Family("appender_excerpts", _C, "excerpts an appender wrote", ("appender",)),
+    _Family("appender_last_index", _G, "index of an appender's last excerpt (-1: none)",
+            ("appender",)),
+    _Family("tailer_excerpts", _C, "excerpts a tailer moved past since it was added",
+            ("tailer",)),
+    _Family("tailer_index", _G, "a tailer's next index", ("tailer",)),
+    _Family("tailer_lag_excerpts", _G, "excerpts from a tailer's position to the end of its "
+            "queue", ("tailer",)),
+    *(_Family(f"reader_{f}", _C, f"a method reader's {f} counter", ("reader",))
+      for f in _READER_FIELDS),
+    _Family("pauser_pauses", _C, "times a pauser paused", ("pauser",)),
+    _Family("pauser_paused_seconds", _C, "seconds a pauser spent pausing", ("pauser",)),
+    _Family("disk_free_bytes", _G, "free bytes of a queue's file system (last look)",
+            ("queue",)),
+    _Family("disk_space_low", _G, "1 when a queue's free disk space is under its threshold",
+            ("queue",)),
+)
+
+#: PipelineCollector's figures of each service
+_PIPELINE_FAMILIES: tuple[_Family, ...] = (
+    _Family("service_up", _G, "1 while the service runs", ("service",)),
+    _Family("service_restarts", _C, "restarts by the runner", ("service",)),
+    _Family("service_inputs_handled", _C, "inputs handled live", ("service",)),
+    _Family("service_replayed_inputs", _G, "inputs replayed with outputs suppressed on the "
+            "last start", ("service",)),
+    _Family("service_lag_excerpts", _G, "input excerpts not yet handled", ("service", "input")),
+    _Family("service_lag_seconds", _G, "seconds the oldest input not yet handled has waited",
+            ("service", "input")),
+    _Family("service_snapshot_age_seconds", _G, "seconds since the service's last snapshot",
+            ("service",)),
+    _Family("service_restart_seconds", _G, "the last restart's latency", ("service",)),
+)
 
 
 class QueueCollector(Collector):
@@ -152,113 +252,59 @@ class QueueCollector(Collector):
             self._scrapes += 1
             self._last_duration = time.perf_counter() - started
             errors, scrapes, took = self._errors, self._scrapes, self._last_duration
-        c = CounterMetricFamily("aiochronicle_exporter_scrape_errors",
-                                "looks at a queue that failed", value=errors)
-        yield c
-        yield CounterMetricFamily("aiochronicle_exporter_scrapes", "collections made",
-                                  value=scrapes)
-        yield GaugeMetricFamily("aiochronicle_exporter_scrape_duration_seconds",
-                                "seconds the last collection took", value=took)
+        m = _families(_EXPORTER_FAMILIES)
+        m["exporter_scrape_errors"].add_metric([], errors)
+        m["exporter_scrapes"].add_metric([], scrapes)
+        m["exporter_scrape_duration_seconds"].add_metric([], took)
+        yield from m.values()
 
     def _queue_metrics(self) -> Iterator[Any]:
         looks = self.looks()
-        q = ["queue"]
-        up = GaugeMetricFamily("aiochronicle_queue_up", "1 if the queue could be read", labels=q)
-        excerpts = CounterMetricFamily("aiochronicle_excerpts",
-                                       "excerpts in the queue's cycle files", labels=q)
-        last = GaugeMetricFamily("aiochronicle_last_index",
-                                 "index of the last excerpt (-1: none)", labels=q)
-        first = GaugeMetricFamily("aiochronicle_first_index",
-                                  "index of the first excerpt (-1: none)", labels=q)
-        written = GaugeMetricFamily("aiochronicle_bytes_written",
-                                    "bytes written in the cycle files", labels=q)
-        files = GaugeMetricFamily("aiochronicle_cycle_files", "cycle files", labels=q)
-        disk = GaugeMetricFamily("aiochronicle_disk_bytes",
-                                 "disk blocks allocated to the cycle files, in bytes "
-                                 "(st_blocks * 512: holes of sparse files take none)", labels=q)
-        apparent = GaugeMetricFamily("aiochronicle_file_size_bytes",
-                                     "apparent size of the cycle files, in bytes (holes "
-                                     "counted)", labels=q)
-        held = GaugeMetricFamily("aiochronicle_write_lock_held_seconds",
-                                 "seconds the write lock has been seen held with no "
-                                 "excerpt written (0: free)", labels=q)
-        holder = GaugeMetricFamily("aiochronicle_write_lock_holder",
-                                   "PID holding the write lock (0: free)", labels=q)
-        alive = GaugeMetricFamily("aiochronicle_write_lock_holder_alive",
-                                  "1 if the write lock's holder is a live process "
-                                  "(0: dead or free)", labels=q)
-        dead = GaugeMetricFamily("aiochronicle_write_lock_dead_seconds",
-                                 "seconds the write lock has been seen held by a dead "
-                                 "process (0: free or alive)", labels=q)
-        cyc = {k: GaugeMetricFamily(f"aiochronicle_{k}_index_cycle",
-                                    f"cycle of the {k} excerpt's index", labels=q)
-               for k in ("last", "first")}
-        seq = {k: GaugeMetricFamily(f"aiochronicle_{k}_index_sequence",
-                                    f"sequence of the {k} excerpt's index", labels=q)
-               for k in ("last", "first")}
-        age = GaugeMetricFamily("aiochronicle_last_excerpt_age_seconds",
-                                "seconds since the last excerpt was written",
-                                labels=["queue", "source"])
-        qt = ["queue", "tailer"]
-        t_cyc = GaugeMetricFamily("aiochronicle_named_tailer_index_cycle",
-                                  "cycle of the next index a named tailer reads", labels=qt)
-        t_seq = GaugeMetricFamily("aiochronicle_named_tailer_index_sequence",
-                                  "sequence of the next index a named tailer reads",
-                                  labels=qt)
-        lag_s = GaugeMetricFamily("aiochronicle_named_tailer_lag_seconds",
-                                  "seconds since the oldest excerpt a named tailer has "
-                                  "still to read was written (0: none)",
-                                  labels=["queue", "tailer", "source"])
-        reads = CounterMetricFamily("aiochronicle_named_tailer_reads",
-                                    "excerpts a named tailer was seen to read", labels=qt)
-        lag = GaugeMetricFamily("aiochronicle_named_tailer_lag_excerpts",
-                                "excerpts a named tailer has still to read", labels=qt)
-        lag_bytes = GaugeMetricFamily("aiochronicle_named_tailer_lag_bytes",
-                                      "bytes a named tailer has still to read", labels=qt)
-        index = GaugeMetricFamily("aiochronicle_named_tailer_index",
-                                  "the next index a named tailer reads (0: not started)",
-                                  labels=qt)
+        m = _families(_QUEUE_FAMILIES)
         for path, f in looks:
-            up.add_metric([path], 0 if f is None else 1)
+            m["queue_up"].add_metric([path], 0 if f is None else 1)
             if f is None:
                 continue
             s = f.stats
-            excerpts.add_metric([path], s.total_excerpts)
-            last.add_metric([path], -1 if s.last_index is None else s.last_index)
-            first.add_metric([path], -1 if s.first_index is None else s.first_index)
-            written.add_metric([path], s.total_bytes)
-            files.add_metric([path], len(s.cycles))
-            disk.add_metric([path], s.disk_bytes)
-            apparent.add_metric([path], s.file_bytes)
+            m["excerpts"].add_metric([path], s.total_excerpts)
+            m["last_index"].add_metric([path], -1 if s.last_index is None else s.last_index)
+            m["first_index"].add_metric([path], -1 if s.first_index is None else s.first_index)
+            m["bytes_written"].add_metric([path], s.total_bytes)
+            m["cycle_files"].add_metric([path], len(s.cycles))
+            m["disk_bytes"].add_metric([path], s.disk_bytes)
+            m["file_size_bytes"].add_metric([path], s.file_bytes)
             is_held = f.write_lock_holder is not None
-            held.add_metric([path], f.write_lock_held if f.write_lock_alive else 0)
-            holder.add_metric([path], f.write_lock_holder or 0)
-            alive.add_metric([path], 1 if is_held and f.write_lock_alive else 0)
-            dead.add_metric([path], 0 if f.write_lock_alive else f.write_lock_held)
+            m["write_lock_held_seconds"].add_metric(
+                [path], f.write_lock_held if f.write_lock_alive else 0)
+            m["write_lock_holder"].add_metric([path], f.write_lock_holder or 0)
+            m["write_lock_holder_alive"].add_metric(
+                [path], 1 if is_held and f.write_lock_alive else 0)
+            m["write_lock_dead_seconds"].add_metric(
+                [path], 0 if f.write_lock_alive else f.write_lock_held)
             rc = f.roll_cycle
             if rc is not None:
                 for k, ix in (("last", s.last_index), ("first", s.first_index)):
                     if ix is not None:
-                        cyc[k].add_metric([path], ix >> rc.cycle_shift)
-                        seq[k].add_metric([path], rc.to_sequence(ix))
+                        m[f"{k}_index_cycle"].add_metric([path], ix >> rc.cycle_shift)
+                        m[f"{k}_index_sequence"].add_metric([path], rc.to_sequence(ix))
             if f.last_excerpt is not None:
-                age.add_metric([path, f.last_excerpt.source], f.last_excerpt.age)
+                m["last_excerpt_age_seconds"].add_metric([path, f.last_excerpt.source],
+                                                         f.last_excerpt.age)
             for t in s.tailers:
-                lag.add_metric([path, t.name], t.lag_messages)
-                lag_bytes.add_metric([path, t.name], t.lag_bytes)
-                index.add_metric([path, t.name], t.index)
+                pt = [path, t.name]
+                m["named_tailer_lag_excerpts"].add_metric(pt, t.lag_messages)
+                m["named_tailer_lag_bytes"].add_metric(pt, t.lag_bytes)
+                m["named_tailer_index"].add_metric(pt, t.index)
                 if rc is not None:
-                    t_cyc.add_metric([path, t.name], t.index >> rc.cycle_shift)
-                    t_seq.add_metric([path, t.name], rc.to_sequence(t.index))
+                    m["named_tailer_index_cycle"].add_metric(pt, t.index >> rc.cycle_shift)
+                    m["named_tailer_index_sequence"].add_metric(pt, rc.to_sequence(t.index))
                 lt = f.tailer_lag_time.get(t.name)
                 if lt is None:
-                    lag_s.add_metric([path, t.name, "none"], 0.0)
+                    m["named_tailer_lag_seconds"].add_metric([*pt, "none"], 0.0)
                 else:
-                    lag_s.add_metric([path, t.name, lt.source], lt.age)
-                reads.add_metric([path, t.name], f.tailer_reads.get(t.name, 0))
-        yield from (up, excerpts, last, first, written, files, disk, apparent, held, holder,
-                    alive, dead, *cyc.values(), *seq.values(), age, lag, lag_bytes, index,
-                    t_cyc, t_seq, lag_s, reads)
+                    m["named_tailer_lag_seconds"].add_metric([*pt, lt.source], lt.age)
+                m["named_tailer_reads"].add_metric(pt, f.tailer_reads.get(t.name, 0))
+        yield from m.values()
 
 
 class ServiceMetrics(Collector):
@@ -374,25 +420,13 @@ class ServiceMetrics(Collector):
             readers = list(self._readers.items())
             pausers = list(self._pausers.items())
             queues = list(self._queues.items())
-        a_count = CounterMetricFamily("aiochronicle_appender_excerpts",
-                                      "excerpts an appender wrote", labels=["appender"])
-        a_last = GaugeMetricFamily("aiochronicle_appender_last_index",
-                                   "index of an appender's last excerpt (-1: none)",
-                                   labels=["appender"])
+        m = _families(_SERVICE_FAMILIES)
         for name, ref in appenders:
             a = ref()
             if a is None:
                 continue
-            a_count.add_metric([name], a.excerpts_appended)
-            a_last.add_metric([name], a.last_index_appended)
-        t_count = CounterMetricFamily("aiochronicle_tailer_excerpts",
-                                      "excerpts a tailer moved past since it was added",
-                                      labels=["tailer"])
-        t_index = GaugeMetricFamily("aiochronicle_tailer_index", "a tailer's next index",
-                                    labels=["tailer"])
-        t_lag = GaugeMetricFamily("aiochronicle_tailer_lag_excerpts",
-                                  "excerpts from a tailer's position to the end of its queue",
-                                  labels=["tailer"])
+            m["appender_excerpts"].add_metric([name], a.excerpts_appended)
+            m["appender_last_index"].add_metric([name], a.last_index_appended)
         for name, (tref, start) in tailers:
             t = tref()
             if t is None:
@@ -407,46 +441,31 @@ class ServiceMetrics(Collector):
                           else q.count_excerpts(now, end + 1))
             except QueueClosedError:
                 continue
-            t_index.add_metric([name], now)
-            t_count.add_metric([name], read)
-            t_lag.add_metric([name], behind)
-        fields = ("read", "dispatched", "unknown", "ignored", "errors")
-        r_fams = {f: CounterMetricFamily(f"aiochronicle_reader_{f}",
-                                         f"a method reader's {f} counter", labels=["reader"])
-                  for f in fields}
+            m["tailer_index"].add_metric([name], now)
+            m["tailer_excerpts"].add_metric([name], read)
+            m["tailer_lag_excerpts"].add_metric([name], behind)
         for name, rref in readers:
             r = rref()
             if r is None:
                 continue
             st = r.statistics()
-            for f in fields:
-                r_fams[f].add_metric([name], getattr(st, f))
-        p_count = CounterMetricFamily("aiochronicle_pauser_pauses",
-                                      "times a pauser paused", labels=["pauser"])
-        p_time = CounterMetricFamily("aiochronicle_pauser_paused_seconds",
-                                     "seconds a pauser spent pausing", labels=["pauser"])
+            for f in _READER_FIELDS:
+                m[f"reader_{f}"].add_metric([name], getattr(st, f))
         for name, pref in pausers:
             p = pref()
             if p is None:
                 continue
             ps = p.statistics()
-            p_count.add_metric([name], ps.count_paused)
-            p_time.add_metric([name], ps.time_paused_ns / 1e9)
-        d_free = GaugeMetricFamily("aiochronicle_disk_free_bytes",
-                                   "free bytes of a queue's file system (last look)",
-                                   labels=["queue"])
-        d_low = GaugeMetricFamily("aiochronicle_disk_space_low",
-                                  "1 when a queue's free disk space is under its threshold",
-                                  labels=["queue"])
+            m["pauser_pauses"].add_metric([name], ps.count_paused)
+            m["pauser_paused_seconds"].add_metric([name], ps.time_paused_ns / 1e9)
         for name, qref in queues:
             qu = qref()
             ds = qu.disk_space if qu is not None else None
             if ds is None:
                 continue
-            d_free.add_metric([name], ds.free_bytes)
-            d_low.add_metric([name], 1 if ds.low else 0)
-        yield from (a_count, a_last, t_count, t_index, t_lag, *r_fams.values(), p_count, p_time,
-                    d_free, d_low)
+            m["disk_free_bytes"].add_metric([name], ds.free_bytes)
+            m["disk_space_low"].add_metric([name], 1 if ds.low else 0)
+        yield from m.values()
 
 
 class PipelineCollector(Collector):
@@ -485,35 +504,19 @@ class PipelineCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         """The figures, read from the runner now."""
-        svc = ["service"]
-        up = GaugeMetricFamily("aiochronicle_service_up", "1 while the service runs", labels=svc)
-        restarts = CounterMetricFamily("aiochronicle_service_restarts",
-                                       "restarts by the runner", labels=svc)
-        handled = CounterMetricFamily("aiochronicle_service_inputs_handled",
-                                      "inputs handled live", labels=svc)
-        replayed = GaugeMetricFamily("aiochronicle_service_replayed_inputs",
-                                     "inputs replayed with outputs suppressed on the last start",
-                                     labels=svc)
-        lag = GaugeMetricFamily("aiochronicle_service_lag_excerpts",
-                                "input excerpts not yet handled", labels=["service", "input"])
-        lag_s = GaugeMetricFamily("aiochronicle_service_lag_seconds",
-                                  "seconds the oldest input not yet handled has waited",
-                                  labels=["service", "input"])
-        snap = GaugeMetricFamily("aiochronicle_service_snapshot_age_seconds",
-                                 "seconds since the service's last snapshot", labels=svc)
-        restart = GaugeMetricFamily("aiochronicle_service_restart_seconds",
-                                    "the last restart's latency", labels=svc)
+        m = _families(_PIPELINE_FAMILIES)
         now = time.time()
         for f in self._figures():
-            up.add_metric([f.name], 1 if f.up else 0)
-            restarts.add_metric([f.name], f.restarts)
-            handled.add_metric([f.name], f.handled_total)
-            replayed.add_metric([f.name], f.replayed)
+            m["service_up"].add_metric([f.name], 1 if f.up else 0)
+            m["service_restarts"].add_metric([f.name], f.restarts)
+            m["service_inputs_handled"].add_metric([f.name], f.handled_total)
+            m["service_replayed_inputs"].add_metric([f.name], f.replayed)
             for path, n in f.lag.items():
-                lag.add_metric([f.name, path], n)
-                lag_s.add_metric([f.name, path], f.lag_seconds.get(path, 0.0))
+                m["service_lag_excerpts"].add_metric([f.name, path], n)
+                m["service_lag_seconds"].add_metric([f.name, path], f.lag_seconds.get(path, 0.0))
             if f.snapshot_time is not None:
-                snap.add_metric([f.name], max(0.0, now - f.snapshot_time))
+                m["service_snapshot_age_seconds"].add_metric([f.name],
+                                                             max(0.0, now - f.snapshot_time))
             if f.restart_ms is not None:
-                restart.add_metric([f.name], f.restart_ms / 1e3)
-        yield from (up, restarts, handled, replayed, lag, lag_s, snap, restart)
+                m["service_restart_seconds"].add_metric([f.name], f.restart_ms / 1e3)
+        yield from m.values()

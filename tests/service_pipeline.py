@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 import msgspec
+from shared_messages import Tick
 
 import aiochronicle as ac
 
@@ -35,13 +36,6 @@ class Raw(msgspec.Struct):
     seq: int
     sym: int
     mid: float
-
-
-class Tick(msgspec.Struct):
-    symbol: str
-    bid: float
-    ask: float
-    seq: int
 
 
 class Order(msgspec.Struct):

@@ -2,7 +2,8 @@
 
 Spark's workers are separate Python processes: they run this interpreter
 (``PYSPARK_PYTHON``) with the repository root (for the ``pyspark_aiochronicle``
-registration hook) and this directory (for ``spark_messages``) on their path.
+registration hook), this directory (for ``spark_messages``) and its parent (for
+``shared_messages``, which it imports) on their path.
 
 The session loads the JVM reader (``aiochronicle-spark.jar``, built by
 ``scripts/setup.sh``), so ``format("chronicle")`` reads in the JVM and hands
@@ -34,7 +35,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
                                             "PYTHONPATH")}
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    paths = [str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")]
+    paths = [str(ROOT), str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     from pyspark.sql import SparkSession
 

@@ -1,20 +1,15 @@
 """Message types the Spark tests decode (imported by name in Spark's workers:
-``option("struct", "spark_messages:Tick")``)."""
+``option("struct", "spark_messages:Tick")``). ``Tick`` is defined once, in
+``tests/shared_messages.py``, and re-exported here."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 import msgspec
+from shared_messages import Tick
 
 from aiochronicle import method_id
-
-
-class Tick(msgspec.Struct):
-    symbol: str
-    bid: float
-    ask: float
-    seq: int
 
 
 class Order(msgspec.Struct):
