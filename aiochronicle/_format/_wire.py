@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
-from typing import Final, NamedTuple, TypeAlias
+from typing import Final, NamedTuple, TypeAlias, TypeVar
 
 from .._core._errors import WireError
 
@@ -311,6 +311,10 @@ class I64Array:
         return self.offset + 16 + 8 * index
 
 
+#: the type :meth:`Value._of_type` checks for
+_V = TypeVar("_V")
+
+
 @dataclass(frozen=True, slots=True)
 class Value:
     """One parsed value.
@@ -352,31 +356,33 @@ class Value:
             and self.value.is_integer()
         ):
             return int(self.value)
-        raise WireError(f"expected an integer at offset 0x{self.code_offset:x}, got {self.kind}")
+        raise self._expected("an integer")
 
     def as_float(self) -> float:
         """Return a numeric value as a float."""
         if self.kind in ("int", "float") and isinstance(self.value, int | float):
             return float(self.value)
-        raise WireError(f"expected a number at offset 0x{self.code_offset:x}, got {self.kind}")
+        raise self._expected("a number")
 
     def as_str(self) -> str:
         """Return a textual value (text, time, date, ...) as a str."""
-        if isinstance(self.value, str):
-            return self.value
-        raise WireError(f"expected text at offset 0x{self.code_offset:x}, got {self.kind}")
+        return self._of_type(str, "text")
 
     def as_document(self) -> Document:
         """Return a nested marshallable."""
-        if isinstance(self.value, Document):
-            return self.value
-        raise WireError(f"expected a document at offset 0x{self.code_offset:x}, got {self.kind}")
+        return self._of_type(Document, "a document")
 
     def as_array(self) -> I64Array:
         """Return an I64 array (e.g. ``writePosition`` or an index page)."""
-        if isinstance(self.value, I64Array):
+        return self._of_type(I64Array, "an I64 array")
+
+    def _of_type(self, cls: type[_V], what: str) -> _V:
+        if isinstance(self.value, cls):
             return self.value
-        raise WireError(f"expected an I64 array at offset 0x{self.code_offset:x}, got {self.kind}")
+        raise self._expected(what)
+
+    def _expected(self, what: str) -> WireError:
+        return WireError(f"expected {what} at offset 0x{self.code_offset:x}, got {self.kind}")
 
     def to_python(self) -> object:
         """Convert to plain Python data (documents become dicts, sequences lists)."""

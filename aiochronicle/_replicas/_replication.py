@@ -58,7 +58,7 @@ import time
 import warnings
 import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from types import TracebackType
@@ -360,6 +360,51 @@ async def _heartbeats(interval: float, timeout: float | None, send: Callable[[],
             last_sent = now
 
 
+def _check_heartbeat(interval: float, timeout: float | None) -> None:
+    if interval <= 0 or (timeout is not None and timeout <= interval):
+        raise ValueError("need 0 < heartbeat_interval < heartbeat_timeout")
+
+
+def _tls(ctx: ssl_.SSLContext, certfile: str | os.PathLike[str] | None,
+         keyfile: str | os.PathLike[str] | None) -> ssl_.SSLContext:
+    """``ctx`` held to TLS 1.2 or later, presenting ``certfile`` when given."""
+    ctx.minimum_version = ssl_.TLSVersion.TLSv1_2
+    if certfile is not None:
+        ctx.load_cert_chain(certfile, keyfile)
+    return ctx
+
+
+def _opened(queue: Queue | None, not_yet: str) -> Queue:
+    """``queue``; ReplicationError(``not_yet``) while it is None."""
+    if queue is None:
+        raise ReplicationError(not_yet)
+    return queue
+
+
+def _no_delay(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+async def _until_first_done(tasks: Sequence[asyncio.Task[None]]) -> None:
+    """Wait for the first of ``tasks`` to end, cancel the others, and raise
+    what an ended one raised."""
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+    for t in done:
+        exc = t.exception()
+        if exc is not None:
+            raise exc
+
+
 # -- source --------------------------------------------------------------------------------
 
 @dataclass
@@ -494,18 +539,7 @@ class _SourceConnection:
                  loop.create_task(_heartbeats(src.heartbeat_interval, src.heartbeat_timeout,
                                               self._heartbeat, lambda: self.last_recv,
                                               f"sink {self.info.name}"))]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(BaseException):
-                    await t
-        for t in done:
-            exc = t.exception()
-            if exc is not None:
-                raise exc
+        await _until_first_done(tasks)
 
     def _heartbeat(self) -> None:
         last = self.source.queue.last_index
@@ -635,9 +669,7 @@ class ReplicationSource:
                  queue_options: dict[str, Any] | None = None) -> None:
         self.secret = _secret_bytes(secret)
         _check_security(self.secret, ssl, server=True)
-        if heartbeat_interval <= 0 or (heartbeat_timeout is not None
-                                       and heartbeat_timeout <= heartbeat_interval):
-            raise ValueError("need 0 < heartbeat_interval < heartbeat_timeout")
+        _check_heartbeat(heartbeat_interval, heartbeat_timeout)
         if max_batch_count < 1 or max_batch_bytes < 1:
             raise ValueError("max_batch_count and max_batch_bytes must be positive")
         self._queue_arg = queue
@@ -666,9 +698,7 @@ class ReplicationSource:
                     cafile: str | os.PathLike[str] | None = None) -> ssl_.SSLContext:
         """A server TLS context with this certificate; with ``cafile`` it
         requires sinks to present a certificate signed by that CA."""
-        ctx = ssl_.SSLContext(ssl_.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl_.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(certfile, keyfile)
+        ctx = _tls(ssl_.SSLContext(ssl_.PROTOCOL_TLS_SERVER), certfile, keyfile)
         if cafile is not None:
             ctx.load_verify_locations(cafile)
             ctx.verify_mode = ssl_.CERT_REQUIRED
@@ -677,9 +707,7 @@ class ReplicationSource:
     @property
     def queue(self) -> Queue:
         """The queue served (once started)."""
-        if self._queue is None:
-            raise ReplicationError("the source has not started")
-        return self._queue
+        return _opened(self._queue, "the source has not started")
 
     @property
     def port(self) -> int:
@@ -722,10 +750,7 @@ class ReplicationSource:
         task = asyncio.current_task()
         if task is not None:
             self._handlers.add(task)
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _no_delay(writer)
         writer.transport.set_write_buffer_limits(high=self.write_buffer_high)
         assert self._sent_cell is not None and self._ack_cell is not None  # (set by start)
         conn = _SourceConnection(self, reader, writer, self._sent_cell, self._ack_cell)
@@ -876,9 +901,7 @@ class ReplicationSink:
                  queue_options: dict[str, Any] | None = None) -> None:
         self.secret = _secret_bytes(secret)
         _check_security(self.secret, ssl, server=False)
-        if heartbeat_interval <= 0 or (heartbeat_timeout is not None
-                                       and heartbeat_timeout <= heartbeat_interval):
-            raise ValueError("need 0 < heartbeat_interval < heartbeat_timeout")
+        _check_heartbeat(heartbeat_interval, heartbeat_timeout)
         if not 0 < min_backoff <= max_backoff:
             raise ValueError("need 0 < min_backoff <= max_backoff")
         self._queue_arg = queue
@@ -931,19 +954,14 @@ class ReplicationSink:
                     keyfile: str | os.PathLike[str] | None = None) -> ssl_.SSLContext:
         """A client TLS context trusting ``cafile`` (default: the system's CAs),
         presenting ``certfile`` to sources that require a client certificate."""
-        ctx = ssl_.create_default_context(ssl_.Purpose.SERVER_AUTH, cafile=cafile)
-        ctx.minimum_version = ssl_.TLSVersion.TLSv1_2
-        if certfile is not None:
-            ctx.load_cert_chain(certfile, keyfile)
-        return ctx
+        return _tls(ssl_.create_default_context(ssl_.Purpose.SERVER_AUTH, cafile=cafile),
+                    certfile, keyfile)
 
     # -- state -----------------------------------------------------------------
     @property
     def queue(self) -> Queue:
         """The local queue (once opened, after the first handshake)."""
-        if self._queue is None:
-            raise ReplicationError("the sink's queue is not open yet")
-        return self._queue
+        return _opened(self._queue, "the sink's queue is not open yet")
 
     @property
     def connected(self) -> bool:
@@ -1161,10 +1179,7 @@ class ReplicationSink:
                                     server_hostname=(self.server_hostname or self.host)
                                     if self.ssl is not None else None),
             self.connect_timeout)
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _no_delay(writer)
         self._out = writer
         frames = FrameReader(reader)
         try:
@@ -1261,18 +1276,7 @@ class ReplicationSink:
                 frame(HEARTBEAT, _I64.pack(self.last_index))),
             lambda: self._last_recv, f"source {self.host}:{self.port}"))
         receive = loop.create_task(self._receive(frames))
-        try:
-            done, _ = await asyncio.wait((beat, receive), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in (beat, receive):
-                t.cancel()
-            for t in (beat, receive):
-                with contextlib.suppress(BaseException):
-                    await t
-        for t in done:
-            exc = t.exception()
-            if exc is not None:
-                raise exc
+        await _until_first_done((beat, receive))
 
     async def _receive(self, frames: FrameReader) -> None:
         writer = self._writer
