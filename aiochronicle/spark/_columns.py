@@ -155,6 +155,21 @@ def _getter(t: mi.Type) -> Callable[[Any, str], Any]:
     return lambda v, k: getattr(v, k, None)
 
 
+#: msgspec scalar types -> the Spark type for them, and the converter of a value
+_SCALAR_TYPES: tuple[tuple[tuple[type[mi.Type], ...], Callable[[], DataType], Conv | None],
+                     ...] = (
+    ((mi.BoolType,), BooleanType, None),
+    ((mi.IntType,), LongType, None),
+    ((mi.FloatType,), DoubleType, None),
+    ((mi.StrType,), StringType, None),
+    ((mi.BytesType, mi.ByteArrayType, mi.MemoryViewType), BinaryType, _nullable(bytes)),
+    ((mi.DateTimeType,), TimestampType, None),
+    ((mi.DateType,), DateType, None),
+    ((mi.TimeDeltaType,), DayTimeIntervalType, None),
+    ((mi.TimeType, mi.UUIDType, mi.DecimalType), StringType, _nullable(str)),
+)
+
+
 def spark_type(t: mi.Type) -> tuple[DataType, Conv | None]:
     """The Spark type for a msgspec type, and how to turn a decoded value into
     what ``pyarrow.array`` takes for it (None: as it is)."""
@@ -163,24 +178,9 @@ def spark_type(t: mi.Type) -> tuple[DataType, Conv | None]:
         if len(others) == 1:
             return spark_type(others[0])
         return StringType(), _nullable(_json_text)
-    if isinstance(t, mi.BoolType):
-        return BooleanType(), None
-    if isinstance(t, mi.IntType):
-        return LongType(), None
-    if isinstance(t, mi.FloatType):
-        return DoubleType(), None
-    if isinstance(t, mi.StrType):
-        return StringType(), None
-    if isinstance(t, mi.BytesType | mi.ByteArrayType | mi.MemoryViewType):
-        return BinaryType(), _nullable(bytes)
-    if isinstance(t, mi.DateTimeType):
-        return TimestampType(), None
-    if isinstance(t, mi.DateType):
-        return DateType(), None
-    if isinstance(t, mi.TimeDeltaType):
-        return DayTimeIntervalType(), None
-    if isinstance(t, mi.TimeType | mi.UUIDType | mi.DecimalType):
-        return StringType(), _nullable(str)
+    for kinds, make, conv in _SCALAR_TYPES:
+        if isinstance(t, kinds):
+            return make(), conv
     if isinstance(t, mi.EnumType | mi.LiteralType):
         values = ([m.value for m in t.cls] if isinstance(t, mi.EnumType) else list(t.values))
         if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
