@@ -52,6 +52,22 @@ PRELUDE = textwrap.dedent("""
                 os._exit(code)
         return pid
 
+    # a thread holds ``lock`` from now until the returned function is called
+    # (which lets it go and joins the thread)
+    def hold_in_a_thread(lock):
+        holding, release = threading.Event(), threading.Event()
+        def hold():
+            with lock:
+                holding.set()
+                release.wait()
+        th = threading.Thread(target=hold)
+        th.start()
+        holding.wait()
+        def let_go():
+            release.set()
+            th.join()
+        return let_go
+
     # waits for the child (then runs then(), even if it hung) and asserts it
     # exited 0
     def child_succeeded(pid, then=None):
@@ -92,21 +108,13 @@ SCENARIOS = {
     """,
     # another thread of the parent held the queue's lock at the fork
     "lock_held_by_another_thread": """
-        holding, release = threading.Event(), threading.Event()
-        def hold():
-            with cycles_of(q).lock:
-                holding.set()
-                release.wait()
-        th = threading.Thread(target=hold)
-        th.start()
-        holding.wait()
+        let_go = hold_in_a_thread(cycles_of(q).lock)
         def child():
             first = q.tailer().read_nowait()
             q.appender().append(b"from the child")
             return first.payload == b"parent before the fork"
         pid = fork_child(child)
-        release.set()
-        th.join()
+        let_go()
         child_succeeded(pid)
         payloads = [e.payload for e in iter(q.tailer().read_nowait, None)]
         assert payloads[-1] == b"from the child", payloads
@@ -192,21 +200,11 @@ SCENARIOS = {
         a2 = q2.appender()
         a2.append(b"small")
         st = cycles_of(q2).acquire(q2.cycles()[0])
-        holding, release = threading.Event(), threading.Event()
-        def hold():
-            with st.file._grow_lock:
-                holding.set()
-                release.wait()
-        th = threading.Thread(target=hold)
-        th.start()
-        holding.wait()
+        let_go = hold_in_a_thread(st.file._grow_lock)
         def child():
             a2.append(b"x" * (1 << 18))  # past the mapping: it grows the file
             return q2.entry_count() == 2
-        def parent_thread_done():
-            release.set()
-            th.join()
-        child_succeeded(fork_child(child), then=parent_thread_done)
+        child_succeeded(fork_child(child), then=let_go)
         cycles_of(q2).release(st)
     """,
     # a thread of the parent was inside a tailer's call (opening the next
