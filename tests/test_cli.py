@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from queue_meta import dead_pid, meta_get, meta_set
 
 import aiochronicle as ac
-from aiochronicle._format._tablestore import TableStore
 
 DAY = 86_400_000
 START = 19_000 * DAY
@@ -70,28 +70,6 @@ def make_queue(path: Path, cycles: int = 2, per_cycle: int = 5) -> None:
 def payloads(path: Path) -> list[bytes]:
     with ac.open_queue(path, read_only=True) as q:
         return [e.payload for e in q.tailer()]
-
-
-def meta_set(path: Path, key: str, value: int) -> None:
-    t = TableStore(str(path / "metadata.cq4t"), read_only=False)
-    try:
-        t.set(key, value)
-    finally:
-        t.close()
-
-
-def meta_get(path: Path, key: str) -> int | None:
-    t = TableStore(str(path / "metadata.cq4t"), read_only=True)
-    try:
-        return t.get(key)
-    finally:
-        t.close()
-
-
-def dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
 
 
 # --------------------------------------------------------------------------

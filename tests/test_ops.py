@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from queue_meta import dead_pid, meta_get, meta_set
 
 import aiochronicle as ac
 from aiochronicle import _cli
 from aiochronicle._format import _render
-from aiochronicle._format._tablestore import TableStore
 from aiochronicle._objects import _queue
 from aiochronicle._objects._queue import cycles_of
 from aiochronicle._tools import _dump, _listeners, _salvage
@@ -60,28 +60,6 @@ def read_all(path: Path) -> list[tuple[int, bytes]]:
 
 def cycle_files(path: Path) -> list[Path]:
     return sorted(path.glob("*.cq4"))
-
-
-def meta_set(path: Path, key: str, value: int) -> None:
-    t = TableStore(str(path / "metadata.cq4t"), read_only=False)
-    try:
-        t.set(key, value)
-    finally:
-        t.close()
-
-
-def meta_get(path: Path, key: str) -> int | None:
-    t = TableStore(str(path / "metadata.cq4t"), read_only=True)
-    try:
-        return t.get(key)
-    finally:
-        t.close()
-
-
-def dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
 
 
 def u32(path: Path, off: int) -> int:
