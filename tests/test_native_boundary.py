@@ -170,3 +170,65 @@ def test_the_python_subclasses_provide_every_hook_c_calls() -> None:
             assert not missing, (leaf, missing)
             checked += 1
     assert checked >= 3
+
+
+# -- native memory crosses as handles, never as addresses ----------------------------
+
+def test_hot_takes_native_memory_only_as_a_handle_of_its_kind(tmp_path: Path) -> None:
+    """``_hot`` refuses an int address, a handle of another kind and a buffer
+    of the wrong size with a TypeError (never dereferences them); a tailer
+    bound to its handle reads."""
+    from aiochronicle._core._hot import handle as make_handle
+    from aiochronicle._core._native import (
+        NativeHandle,
+        handle,
+        new_appender,
+        new_tailer,
+        new_uint32,
+    )
+
+    with ac.open_queue(tmp_path / "q") as q:
+        appender = q.appender()
+        tailer = q.tailer()
+        stop = handle(new_uint32())
+        tailer_struct = new_tailer()
+        address = int(ffi.cast("uintptr_t", tailer_struct))
+        for wrong in (address, handle(new_appender()), stop, object()):
+            with pytest.raises(TypeError, match="handle of a cq_tailer"):
+                tailer._bind_native(NativeHandle(wrong), True)
+        with pytest.raises(TypeError, match="handle of a cq_appender"):
+            appender._bind_native(handle(tailer_struct))
+        with pytest.raises(TypeError, match="handle of a uint32_t"):
+            tailer._spin_read(0, NativeHandle(int(ffi.cast("uintptr_t", new_uint32()))), 0)
+        with pytest.raises(TypeError, match="handle of a int64_t"):
+            tailer._arm_read(stop, 0, stop, 1, True)
+        with pytest.raises(TypeError, match="is 4 bytes, the buffer 8"):
+            make_handle(bytearray(8), "uint32_t")
+        with pytest.raises(TypeError, match="no handle for a char"):
+            make_handle(bytearray(1), "char")
+        with pytest.raises(BufferError):  # read-only memory
+            make_handle(bytes(4), "uint32_t")
+        # the refused calls left both bound as they were
+        index = appender.append(b"x")
+        got = tailer.read_nowait()
+        assert got is not None and got.index == index and got.payload == b"x"
+        assert tailer._spin_read(0, stop, 0) == lib.CQ_NONE
+
+
+def test_a_handle_keeps_its_memory_alive() -> None:
+    """The handle holds the cffi buffer, which holds the owning pointer: the
+    memory lives while the handle does, and goes with it."""
+    import gc
+    import weakref
+
+    from aiochronicle._core._native import handle, new_uint32
+
+    word = new_uint32()
+    ref = weakref.ref(word)
+    h = handle(word)
+    del word
+    gc.collect()
+    assert ref() is not None
+    del h
+    gc.collect()
+    assert ref() is None

@@ -106,6 +106,7 @@ try:
         set_excerpt_type,
     )
     from ._hot import _dispatch_mp as dispatch_mp
+    from ._hot import handle as _make_handle
     from ._hot import version as _hot_version
 except ImportError as exc:  # pragma: no cover - depends on the build
     raise ImportError(_not_built_message()) from exc
@@ -300,14 +301,19 @@ def new_uint32() -> Any:
     return ffi.new("uint32_t *")
 
 
-NativeAddress = NewType("NativeAddress", int)
-"""The address of a struct of the native core (``address(ptr)``): what
-``_hot``'s ``_bind_native`` takes, so that no other int can be passed there."""
+NativeHandle = NewType("NativeHandle", object)
+"""A struct or word of the native core handed to ``_hot`` as an object (a
+capsule named for its C type, made by :func:`handle`), never as an address:
+``_hot`` checks its kind, and it keeps the memory alive while held."""
 
 
-def address(ptr: Any) -> NativeAddress:
-    """The address of a native pointer, for ``_bind_native``."""
-    return NativeAddress(int(ffi.cast("uintptr_t", ptr)))
+def handle(ptr: Any) -> NativeHandle:
+    """The handle of a typed native pointer (``cq_appender *``, ``cq_tailer *``,
+    ``uint32_t *``, ``int64_t *``) for the ``_hot`` methods that take native
+    memory: ``_hot`` makes it from a buffer of exactly the pointed-to type
+    (checked there: a wrong type or size is a TypeError) and keeps that buffer,
+    so the pointer's owner, alive."""
+    return _make_handle(ffi.buffer(ptr), ffi.typeof(ptr).item.cname)
 
 
 def int64_at(ptr: Any) -> Any:

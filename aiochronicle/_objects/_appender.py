@@ -32,7 +32,6 @@ from .._core._native import (
     NULL,
     ROLL,
     HotAppender,
-    address,
     append,
     append_at,
     append_batch,
@@ -44,6 +43,7 @@ from .._core._native import (
     doc_ensure,
     doc_rollback,
     from_buffer,
+    handle,
     int64_at,
     memmove,
     new_appender,
@@ -139,7 +139,7 @@ class Appender(HotAppender, _CycleFileUser):
         self._synced_store: CycleStore | None = None
         self._since_sync = 0
         self._last_sync = time.monotonic()
-        self._bind_native(address(c))
+        self._bind_native(handle(c))
 
     def _refresh_append_lock(self) -> None:
         meta = self._meta

@@ -29,10 +29,10 @@ from .._core._native import (
     TOO_LARGE,
     UNMARKED_END,
     HotTailer,
-    address,
     check,
     error,
     from_buffer,
+    handle,
     int64_at,
     new_bytes,
     new_tailer,
@@ -225,7 +225,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         hot = self._direction == TailerDirection.FORWARD and not self._c.include_meta
         # read_blocking reads in C first only where read_nowait is the C one
         plain = type(self).read_nowait is HotTailer.read_nowait
-        self._bind_native(address(self._c), hot, plain)
+        self._bind_native(handle(self._c), hot, plain)
         self._spin_reads = hot and not self._gated
 
     @property

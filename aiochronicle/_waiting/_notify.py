@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any
 from .._core._native import (
     NOTIFY_SLOTS,
     NULL,
-    address,
     cas64,
     futex_wait,
     futex_wake,
+    handle,
     int64_at,
     new_notify_watch,
     notify_arm,
@@ -142,9 +142,9 @@ class LoopWaker:
         #: until close(): its slot may be armed
         self.open = True
         #: the arguments of a tailer's ``_arm_read`` (native/hot.c), which
-        #: arms and looks for data in one call: the parked bits' address, the
+        #: arms and looks for data in one call: the parked bits' handle, the
         #: slot, the slot's owner value's address and our ident
-        self.arm_args = (address(self._parked), slot, address(self._slot_ptr), ident)
+        self.arm_args = (handle(self._parked), slot, handle(self._slot_ptr), ident)
         loop.add_reader(sock.fileno(), self._readable)
         # a loop that is dropped without the queue closing frees its slot
         self._finalizer = weakref.finalize(loop, LoopWaker._drop, sock, self._slot_ptr,

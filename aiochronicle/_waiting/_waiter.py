@@ -33,13 +33,14 @@ from .._core._native import (
     BAD_STATE,
     NONE,
     NULL,
-    address,
+    NativeHandle,
     futex_wake,
     new_uint32,
     park_read,
     spin,
     yield_cpu,
 )
+from .._core._native import handle as native_handle
 from ._notify import running_loop
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ class WaitState:
     park timer kept across parks, and the plan of the next step."""
 
     __slots__ = ("due", "notify", "parks", "paused_ns", "plan", "reset", "slice_ns", "stop",
-                 "stop_address", "sync_word", "timer", "timer_due", "timer_loop")
+                 "stop_handle", "sync_word", "timer", "timer_due", "timer_loop")
 
     def __init__(self, plan: Plan, reset: Callable[[], None], slice_ns: int,
                  notify: bool) -> None:
@@ -110,7 +111,7 @@ class WaitState:
         self.notify = notify
         self.paused_ns = 0
         self.stop: Any = new_uint32()
-        self.stop_address = address(self.stop)
+        self.stop_handle = native_handle(self.stop)
         # the futures of the parks in progress; unpause() takes a copy from any
         # thread (adding, discarding and copying are each one C call on a set
         # of futures, which hash by identity: no lock needed)
@@ -134,8 +135,8 @@ class Probe(Generic[Excerpt]):
 
     def __init__(self, *, read: Callable[[Any], Excerpt | None],
                  spin_reads: Callable[[Any], bool],
-                 spin_read: Callable[[Any, int, int, int], Any],
-                 arm_read: Callable[[Any, int, int, int, int, bool], Any],
+                 spin_read: Callable[[Any, int, NativeHandle, int], Any],
+                 arm_read: Callable[[Any, NativeHandle, int, NativeHandle, int, bool], Any],
                  park_on: Callable[[Any], Any],
                  finish: Callable[[Any, int, Excerpt | None], Excerpt | None],
                  taken: Callable[[Any, int], Excerpt | None],
@@ -213,7 +214,7 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
                     probe.check(reader)
                 if kind == SPIN:
                     if forward:
-                        r = probe.spin_read(reader, ns, w.stop_address, seen)
+                        r = probe.spin_read(reader, ns, w.stop_handle, seen)
                         if type(r) is int:
                             n = r
                         else:
@@ -305,7 +306,7 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                     if probe.spin_reads(reader):
                         # spins in C with the GIL released; an excerpt comes
                         # back built (no cffi call, no copy through Python)
-                        r = probe.spin_read(reader, ns, w.stop_address, seen)
+                        r = probe.spin_read(reader, ns, w.stop_handle, seen)
                         if type(r) is int:
                             n = r
                         else:
