@@ -140,6 +140,7 @@ class Appender(HotAppender, _CycleFileUser):
         self._since_sync = 0
         self._last_sync = time.monotonic()
         self._bind_native(handle(c))
+        self._hold_files(cycles.holds)
 
     def _refresh_append_lock(self) -> None:
         meta = self._meta
@@ -158,8 +159,8 @@ class Appender(HotAppender, _CycleFileUser):
         """:meth:`close` for ``async`` code (idempotent)."""
         self.close()
 
-    def after_fork(self) -> CycleStore | None:
-        """For the queue's use, in a forked child: take the write lock with
+    def _after_fork(self) -> CycleStore | None:
+        """In a forked child: take the write lock with
         this process's PID (not the parent's); a document a thread of the
         parent had open stays the parent's (the child neither commits nor
         abandons it, and never releases the parent's lock), and no call is in

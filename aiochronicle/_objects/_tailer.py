@@ -118,6 +118,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         self._saved = 0  # the value of index.<name> as this tailer last wrote it
         self._last_mod = -2
         self._before_start = False
+        self._hold_files(cycles.holds)
         if name is not None:
             meta = cycles.meta
             if meta is None or cycles.read_only:
@@ -152,14 +153,14 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
             self._save()
         self._detach()
 
-    def queue_closing(self) -> None:
-        """For the queue's use, before a clean close: a named tailer not closed
+    def _queue_closing(self) -> None:
+        """Before a clean close of the queue: a named tailer not closed
         yet saves its position (what it handed out is done)."""
         if not self._closed:
             self._save()
 
-    def after_fork(self) -> CycleStore | None:
-        """For the queue's use, in a forked child: a fresh wait guard (a thread
+    def _after_fork(self) -> CycleStore | None:
+        """In a forked child: a fresh wait guard (a thread
         of the parent may have held it, and only the forking thread survives)
         and no call in flight (those were the parent's threads'); returns the
         cycle file it holds (the queue counts its holders again)."""
