@@ -97,10 +97,10 @@ def test_a_dropped_tailer_leaves_the_registry_at_once(tmp_path: Path) -> None:
             tailer = q.tailer()
             appender = q.appender()
             refs = [weakref.ref(tailer), weakref.ref(appender)]
-            hold_count = len(list(holds._holds))  # noqa: SLF001  (the registry's own state)
+            hold_count = len(list(holds._holds))
             assert hold_count == 2
             del tailer, appender
             assert [r() for r in refs] == [None, None]
-            assert list(holds._holds) == []  # noqa: SLF001
+            assert list(holds._holds) == []
         finally:
             gc.enable()
