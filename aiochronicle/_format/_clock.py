@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from .._core._native import new_int64
+from .._core._native import Cell, new_int64
 
 __all__ = ["SetTimeProvider", "SystemTimeProvider", "TimeProvider"]
 
@@ -48,9 +48,9 @@ class SetTimeProvider:
     __slots__ = ("_cell",)
 
     def __init__(self, initial_millis: int = 0) -> None:
-        self._cell: Any = new_int64(initial_millis)
+        self._cell: Cell = new_int64(initial_millis)
 
-    def ptr(self) -> Any:
+    def ptr(self) -> Cell:
         """The ``int64_t`` the time is kept in (what native appenders read; for
         this package's use, not part of the user API)."""
         return self._cell

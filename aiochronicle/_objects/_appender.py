@@ -7,7 +7,7 @@ import logging
 import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._core._errors import (
     ChronicleError,
@@ -30,8 +30,13 @@ from .._core._native import (
     NO_SPACE,
     NOT_REACHED,
     NULL,
+    NULL_CELL,
     ROLL,
+    AppenderStruct,
+    Array,
+    Cell,
     HotAppender,
+    Pointer,
     append,
     append_at,
     append_batch,
@@ -40,12 +45,12 @@ from .._core._native import (
     doc_abandon,
     doc_begin,
     doc_commit,
+    doc_copy,
     doc_ensure,
     doc_rollback,
     from_buffer,
     handle,
     int64_at,
-    memmove,
     new_appender,
     new_int64,
     new_uint64,
@@ -104,8 +109,8 @@ class Appender(HotAppender, _CycleFileUser):
         self._write_lock = cycles.write_lock
         self._store: CycleStore | None = None
         c = new_appender()
-        self._c: Any = c
-        self._keep: list[Any] = []
+        self._c: AppenderStruct = c
+        self._keep: list[Cell] = []
         c.write_lock = self._write_lock.ptr()
         self._refresh_append_lock()
         c.pid = lock_value()  # the PID, with its namespace tag (_writelock)
@@ -116,7 +121,7 @@ class Appender(HotAppender, _CycleFileUser):
             c.clock_cell = cell
             self._keep.append(cell)
         elif isinstance(tp, SystemTimeProvider):
-            c.clock_cell = NULL
+            c.clock_cell = NULL_CELL
         else:
             cell = new_int64(tp.current_time_millis())
             self._keep.append(cell)
@@ -131,7 +136,7 @@ class Appender(HotAppender, _CycleFileUser):
         c.last_index = -1
         #: with ``notify``, what the native appender checks after each commit to
         #: wake parked ``Pauser.notify()`` tailers (``_notify``); kept while it points at it
-        self._notify_watch: Any = notify_watch(meta) if notify else None
+        self._notify_watch: Pointer | None = notify_watch(meta) if notify else None
         if self._notify_watch is not None:
             c.notify = self._notify_watch
         self._closed = False
@@ -231,14 +236,14 @@ class Appender(HotAppender, _CycleFileUser):
     #: the listeners of an appender made with some (``_ListenedAppender``)
     _listeners: tuple[AppenderListener, ...] = ()
 
-    def _tell_run(self, buf: Any, offsets: array[int], start: int, n: int) -> None:
+    def _tell_run(self, buf: bytes | Array, offsets: array[int], start: int, n: int) -> None:
         """Tell the listeners about excerpts ``start..start+n-1`` of a packed
         run, just committed in one native batch (one cycle, one lock hold:
         their indices are consecutive up to the last one appended)."""
         first = int(self._c.last_index) - n + 1
         for j in range(n):
             o0, o1 = offsets[start + j], offsets[start + j + 1]
-            payload = buf[o0:o1] if type(buf) is bytes else unpack(buf + o0, o1 - o0)
+            payload = buf[o0:o1] if isinstance(buf, bytes) else unpack(buf + o0, o1 - o0)
             self._tell(first + j, payload)
 
     def _tell(self, index: int, payload: bytes) -> None:
@@ -310,23 +315,22 @@ class Appender(HotAppender, _CycleFileUser):
     @in_flight
     def append_metadata(self, data: bytes | bytearray | memoryview | str) -> None:
         """Append a metadata excerpt (skipped by tailers unless asked for; no index)."""
-        if type(data) is not bytes:
-            data = self._coerce(data)
+        raw = data if type(data) is bytes else self._coerce(data)
         if self._py_clock is not None:
             self._c.clock_cell[0] = self._py_clock.current_time_millis()
-        rc = _cq_append(self._c, data, len(data), 1)
+        rc = _cq_append(self._c, raw, len(raw), 1)
         if rc < 0:
-            self._append_slow(rc, data, 1)
+            self._append_slow(rc, raw, 1)
 
     @staticmethod
-    def _coerce(data: object) -> Any:
+    def _coerce(data: object) -> bytes | Array:
         if isinstance(data, str):
             return data.encode()
         if isinstance(data, bytearray | memoryview):
             return from_buffer(data)
         raise TypeError(f"cannot append {type(data).__name__}; expected bytes or str")
 
-    def _append_slow(self, rc: int, data: Any, meta: int) -> int:
+    def _append_slow(self, rc: int, data: bytes | Array, meta: int) -> int:
         c = self._c
         for _ in range(10_000):
             self._handle(rc, len(data), bool(meta))
@@ -489,25 +493,27 @@ class Appender(HotAppender, _CycleFileUser):
         already closed. Moves to (and creates) the cycle of ``index`` whatever
         the clock says.
         """
-        if type(data) is not bytes:
-            # a small payload is copied (cheaper than a cffi buffer per call)
-            if ((isinstance(data, bytearray) and len(data) <= 65536)
-                    or (isinstance(data, memoryview) and data.nbytes <= 65536)):
-                data = bytes(data)
-            else:
-                data = self._coerce(data)
+        raw: bytes | Array
+        if type(data) is bytes:
+            raw = data
+        # a small payload is copied (cheaper than a cffi buffer per call)
+        elif ((isinstance(data, bytearray) and len(data) <= 65536)
+                or (isinstance(data, memoryview) and data.nbytes <= 65536)):
+            raw = bytes(data)
+        else:
+            raw = self._coerce(data)
         shift = self._cycles.roll_cycle.cycle_shift
         st = self._store
         if st is not None and index >= 0 and st.cycle == index >> shift:
             # the common case of a replication sink: the next index of this cycle
-            r = _cq_append_at(self._c, data, len(data), index & ((1 << shift) - 1))
+            r = _cq_append_at(self._c, raw, len(raw), index & ((1 << shift) - 1))
             if r >= 0:
                 return True
             if r == DUPLICATE:
                 return False
-        return self._write_at_slow(index, data)
+        return self._write_at_slow(index, raw)
 
-    def _write_at_slow(self, index: int, data: Any) -> bool:
+    def _write_at_slow(self, index: int, data: bytes | Array) -> bool:
         rc_ = self._cycles.roll_cycle
         cycle, seq = rc_.to_cycle(index), rc_.to_sequence(index)
         c = self._c
@@ -580,7 +586,7 @@ class Appender(HotAppender, _CycleFileUser):
         self._append_batches(buf, from_buffer("int64_t[]", offsets), offsets, 0)
         return int(self._c.last_index)
 
-    def _append_batches(self, buf: Any, offs: Any, offsets: array[int], start: int,
+    def _append_batches(self, buf: bytes | Array, offs: Array, offsets: array[int], start: int,
                         at: int | None = None) -> None:
         """Append excerpts ``start..n-1`` of a packed run in native batches,
         dealing with every other code (roll, map, wait) between them.  ``at``:
@@ -644,8 +650,7 @@ class Appender(HotAppender, _CycleFileUser):
         if end > MAX_PAYLOAD:
             raise MessageTooLargeError(f"an excerpt holds at most {MAX_PAYLOAD} bytes")
         self._doc_ensure(end)
-        c = self._c
-        memmove(c.store.base + c.doc_pos + 4 + at, raw, len(raw))
+        doc_copy(self._c, at, raw)
 
     @in_flight
     def _doc_rollback(self, length: int) -> None:
@@ -691,7 +696,7 @@ class Appender(HotAppender, _CycleFileUser):
         return index
 
     # -- replication acknowledgements -------------------------------------
-    def _acked_target(self, index: int | None) -> tuple[Any, int]:
+    def _acked_target(self, index: int | None) -> tuple[Cell, int]:
         meta = self._meta
         self._cycles.check_open()
         if index is None:

@@ -28,7 +28,10 @@ from .._core._native import (
     TAILER_INDEX_WORD,
     TOO_LARGE,
     UNMARKED_END,
+    Cell,
     HotTailer,
+    Pointer,
+    TailerStruct,
     check,
     error,
     from_buffer,
@@ -91,8 +94,8 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         """The named tailer's name (its position is kept as ``index.<name>``), or None."""
         self._store: CycleStore | None = None
         c = new_tailer()
-        self._c: Any = c
-        self._scratch: Any = new_bytes(SCRATCH)
+        self._c: TailerStruct = c
+        self._scratch: Pointer = new_bytes(SCRATCH)
         c.scratch = self._scratch
         c.scratch_cap = SCRATCH
         # struct fields read on the hot path go through a memoryview: far
@@ -803,7 +806,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         n = int(n_out[0])
         if n:
             if self._named_off is not None:
-                self._save(int(sc.pindices[0]))
+                self._save(sc.indices[0])  # the array pindices points into
             batch, spent = sc.take(n)
             if spent:
                 self._batch_scratch = None  # handed out: new buffers next time
@@ -819,7 +822,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
     _batch_scratch: _BatchScratch | None = None
 
     # -- replication: only what a replica acknowledged ---------------------
-    _ack_cell: Any = None
+    _ack_cell: Cell | None = None
     #: reads are checked against the replicas' acknowledgement (_AckedTailer)
     _gated = False
 
@@ -847,7 +850,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                              "with queue.tailer(..., read_after_replica_acknowledged=True)")
         self._ack_cell = self._ack_pointer() if value else None
 
-    def _ack_pointer(self) -> Any:
+    def _ack_pointer(self) -> Cell:
         meta = self._cycles.meta
         if meta is None or (self._cycles.read_only and meta.offset(ACK_KEY) is None):
             raise ReadOnlyQueueError(f"queue {self._cycles.path} has no {ACK_KEY} value")
@@ -951,7 +954,9 @@ class _AckedTailer(Tailer):
         """The highest readable index, or None when nothing may be read now."""
         if self._closed or self._cycles.closed:
             self._check()
-        ack = int(self._ack_cell[0])
+        cell = self._ack_cell
+        assert cell is not None  # an acked tailer's check is on while it gates
+        ack = int(cell[0])
         if ack < 0 or (self._direction == TailerDirection.FORWARD and self.index > ack):
             return None
         return ack

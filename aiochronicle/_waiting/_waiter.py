@@ -33,7 +33,9 @@ from .._core._native import (
     BAD_STATE,
     NONE,
     NULL,
+    Cell,
     NativeHandle,
+    Pointer,
     futex_wake,
     new_uint32,
     park_read,
@@ -110,14 +112,14 @@ class WaitState:
         #: parks may be ended by the queue's notify (``Pauser.notify()``)
         self.notify = notify
         self.paused_ns = 0
-        self.stop: Any = new_uint32()
+        self.stop: Cell = new_uint32()
         self.stop_handle = native_handle(self.stop)
         # the futures of the parks in progress; unpause() takes a copy from any
         # thread (adding, discarding and copying are each one C call on a set
         # of futures, which hash by identity: no lock needed)
         self.parks: set[asyncio.Future[None]] = set()
         # the notify word a thread is parked on (unpause() wakes it too)
-        self.sync_word: Any = None
+        self.sync_word: Cell | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.timer_loop: asyncio.AbstractEventLoop | None = None
         self.timer_due = 0
@@ -237,7 +239,7 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
         w.paused_ns += _mono_ns() - t0
 
 
-def _park_sync(w: WaitState, c: Any, ns: int, notifier: Notifier | None, seen: int) -> int:
+def _park_sync(w: WaitState, c: Pointer, ns: int, notifier: Notifier | None, seen: int) -> int:
     """Park this thread for ``ns``; with a notifier, on the queue's notify word
     (then a committed excerpt ends it).  Returns cq_park_read's code."""
     if notifier is None:
