@@ -6,8 +6,8 @@
  * two small base types that aiochronicle.Appender and aiochronicle.Tailer
  * derive from.  They call the same core (cq.c, compiled into this module
  * too) on the same structs, which Python allocates with cffi and hands over
- * as handles (capsules made by handle() below from a cffi buffer of exactly
- * the struct: never a raw address).  Anything but the common case (a roll, a remap, a busy lock,
+ * as handles (NativeHandle objects made by handle() below from a cffi buffer
+ * of exactly the struct: never a raw address).  Anything but the common case (a roll, a remap, a busy lock,
  * an error, a closed object) goes back to the Python slow path with the
  * native result code, exactly as the cffi path does.
  *
@@ -102,17 +102,19 @@ static PyObject *calls_forked(PyObject *obj, PyObject *unused) {
 /* Handles: a native struct handed over as an object, never an address */
 
 /* The kinds of memory that cross from the cffi side (aiochronicle._core._native)
- * to this module: a capsule named for its kind, made by handle() from a
- * writable buffer of exactly that kind's size (cffi's ffi.buffer() of a typed
- * pointer); the capsule keeps the buffer (and so the memory) alive. */
-static const char HANDLE_APPENDER[] = "aiochronicle.cq_appender";
-static const char HANDLE_TAILER[] = "aiochronicle.cq_tailer";
-static const char HANDLE_U32[] = "aiochronicle.uint32_t";
-static const char HANDLE_I64[] = "aiochronicle.int64_t";
+ * to this module.  handle() makes a NativeHandle of one kind from a writable
+ * buffer of exactly that kind's size (cffi's ffi.buffer() of a typed
+ * pointer); the handle keeps the buffer (and so the memory) alive.  A method
+ * taking native memory checks the object's type and kind (two compares: the
+ * kind is one of the static strings below) and refuses anything else. */
+static const char HANDLE_APPENDER[] = "cq_appender";
+static const char HANDLE_TAILER[] = "cq_tailer";
+static const char HANDLE_U32[] = "uint32_t";
+static const char HANDLE_I64[] = "int64_t";
 
 static const struct {
-    const char *ctype;
-    const char *name;
+    const char *ctype; /* cffi's name of the type */
+    const char *kind;
     Py_ssize_t size;
 } handle_kinds[] = {
     {"struct cq_appender", HANDLE_APPENDER, (Py_ssize_t)sizeof(cq_appender)},
@@ -121,11 +123,34 @@ static const struct {
     {"int64_t", HANDLE_I64, (Py_ssize_t)sizeof(int64_t)},
 };
 
-static void handle_destroy(PyObject *cap) {
-    Py_XDECREF((PyObject *)PyCapsule_GetContext(cap));
+typedef struct {
+    PyObject_HEAD
+    void *p;
+    const char *kind; /* one of the HANDLE_* strings */
+    PyObject *keep;   /* the buffer's exporter */
+} NativeHandle;
+
+static void native_handle_dealloc(NativeHandle *h) {
+    Py_XDECREF(h->keep);
+    Py_TYPE(h)->tp_free((PyObject *)h);
 }
 
-/* handle(buffer, ctype) -> capsule: the memory `buffer` exposes, as a
+static PyObject *native_handle_repr(NativeHandle *h) {
+    return PyUnicode_FromFormat("<native handle of a %s>", h->kind);
+}
+
+static PyTypeObject NativeHandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiochronicle._core._hot.NativeHandle",
+    .tp_basicsize = sizeof(NativeHandle),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)native_handle_dealloc,
+    .tp_repr = (reprfunc)native_handle_repr,
+    .tp_doc = "A struct or word of the native core, made by handle(): what the methods "
+              "taking native memory accept (never an address). It keeps its memory alive.",
+};
+
+/* handle(buffer, ctype) -> NativeHandle: the memory `buffer` exposes, as a
  * `ctype` (one of handle_kinds), checked to be writable and of its size. */
 static PyObject *make_handle(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyUnicode_Check(args[1])) {
@@ -151,37 +176,33 @@ static PyObject *make_handle(PyObject *mod, PyObject *const *args, Py_ssize_t na
                      ctype, handle_kinds[k].size, len);
         return NULL;
     }
-    PyObject *cap = PyCapsule_New(p, handle_kinds[k].name, handle_destroy);
-    if (cap == NULL) return NULL;
-    if (PyCapsule_SetContext(cap, Py_NewRef(args[0])) < 0) {
-        Py_DECREF(args[0]);
-        Py_DECREF(cap);
-        return NULL;
-    }
-    return cap;
+    NativeHandle *h = PyObject_New(NativeHandle, &NativeHandleType);
+    if (h == NULL) return NULL;
+    h->p = p;
+    h->kind = handle_kinds[k].kind;
+    h->keep = Py_NewRef(args[0]);
+    return (PyObject *)h;
 }
 
-/* The memory of a handle of kind `name`; NULL with a TypeError naming what
- * was expected for anything else (an int, another kind, a foreign capsule). */
-static void *handle_pointer(PyObject *obj, const char *name, const char *what) {
-    if (PyCapsule_CheckExact(obj)) {
-        const char *got = PyCapsule_GetName(obj);
-        if (got == name || (got != NULL && strcmp(got, name) == 0)) {
-            void *p = PyCapsule_GetPointer(obj, name);
-            if (p != NULL) return p;
-        }
-        PyErr_Clear();
-    }
-    PyErr_Format(PyExc_TypeError, "%s: expected a handle of a %s (from _native), not %.80s",
-                 what, name + sizeof "aiochronicle." - 1, Py_TYPE(obj)->tp_name);
+/* The memory of a handle of `kind`; NULL with a TypeError naming what was
+ * expected for anything else (an int, a handle of another kind, ...). */
+static inline void *handle_pointer(PyObject *obj, const char *kind, const char *what) {
+    if (Py_IS_TYPE(obj, &NativeHandleType) && ((NativeHandle *)obj)->kind == kind)
+        return ((NativeHandle *)obj)->p;
+    if (Py_IS_TYPE(obj, &NativeHandleType))
+        PyErr_Format(PyExc_TypeError, "%s: expected a handle of a %s (from _native), not of a %s",
+                     what, kind, ((NativeHandle *)obj)->kind);
+    else
+        PyErr_Format(PyExc_TypeError, "%s: expected a handle of a %s (from _native), not %.80s",
+                     what, kind, Py_TYPE(obj)->tp_name);
     return NULL;
 }
 
-/* Bind `obj` to the struct of handle `cap` (kept while bound). */
-static void *bind_handle(PyObject *obj, PyObject *cap, const char *name) {
-    void *p = handle_pointer(cap, name, "_bind_native");
+/* Bind `obj` to the struct of handle `handle` (kept while bound). */
+static void *bind_handle(PyObject *obj, PyObject *handle, const char *name) {
+    void *p = handle_pointer(handle, name, "_bind_native");
     if (p == NULL) return NULL;
-    Py_XSETREF(((HotCalls *)obj)->bound, Py_NewRef(cap));
+    Py_XSETREF(((HotCalls *)obj)->bound, Py_NewRef(handle));
     return p;
 }
 
@@ -1350,7 +1371,7 @@ static PyMethodDef module_methods[] = {
      "Dispatch the common msgpack method calls of a batch (see native/hot.c)."},
     {"set_excerpt_type", set_excerpt_type, METH_O, "Register aiochronicle.Excerpt."},
     {"handle", (PyCFunction)(void (*)(void))make_handle, METH_FASTCALL,
-     "handle(buffer, ctype) -> capsule\n--\n\nThe memory a writable buffer of exactly one "
+     "handle(buffer, ctype) -> NativeHandle\n--\n\nThe memory a writable buffer of exactly one "
      "C type (struct cq_appender, struct cq_tailer, uint32_t, int64_t) exposes, as the handle the "
      "methods taking native memory accept; it keeps the buffer alive."},
     {"version", version, METH_NOARGS, "The version this module was built for."},
@@ -1365,6 +1386,7 @@ static struct PyModuleDef hot_module = {
 
 PyMODINIT_FUNC PyInit__hot(void) {
     if (PyType_Ready(&HotAppenderType) < 0 || PyType_Ready(&HotTailerType) < 0 ||
+        PyType_Ready(&NativeHandleType) < 0 ||
         PyType_Ready(&NextType) < 0 || PyType_Ready(&WriterMethodType) < 0 ||
         PyType_Ready(&HotReaderType) < 0)
         return NULL;
@@ -1384,6 +1406,7 @@ PyMODINIT_FUNC PyInit__hot(void) {
     PyObject *m = PyModule_Create(&hot_module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "HotAppender", (PyObject *)&HotAppenderType) < 0 ||
+        PyModule_AddObjectRef(m, "NativeHandle", (PyObject *)&NativeHandleType) < 0 ||
         PyModule_AddObjectRef(m, "HotTailer", (PyObject *)&HotTailerType) < 0 ||
         PyModule_AddObjectRef(m, "WriterMethod", (PyObject *)&WriterMethodType) < 0 ||
         PyModule_AddObjectRef(m, "HotReader", (PyObject *)&HotReaderType) < 0 ||

@@ -14,6 +14,7 @@ import importlib.machinery
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 from test_layers import MODULES
@@ -195,12 +196,12 @@ def test_hot_takes_native_memory_only_as_a_handle_of_its_kind(tmp_path: Path) ->
         tailer_struct = new_tailer()
         address = int(ffi.cast("uintptr_t", tailer_struct))
         for wrong in (address, handle(new_appender()), stop, object()):
-            with pytest.raises(TypeError, match="handle of a cq_tailer"):
-                tailer._bind_native(NativeHandle(wrong), True)
+            with pytest.raises(TypeError, match="expected a handle of a cq_tailer"):
+                tailer._bind_native(cast(NativeHandle, wrong), True)
         with pytest.raises(TypeError, match="handle of a cq_appender"):
             appender._bind_native(handle(tailer_struct))
         with pytest.raises(TypeError, match="handle of a uint32_t"):
-            tailer._spin_read(0, NativeHandle(int(ffi.cast("uintptr_t", new_uint32()))), 0)
+            tailer._spin_read(0, cast(NativeHandle, int(ffi.cast("uintptr_t", new_uint32()))), 0)
         with pytest.raises(TypeError, match="handle of a int64_t"):
             tailer._arm_read(stop, 0, stop, 1, True)
         with pytest.raises(TypeError, match="is 4 bytes, the buffer 8"):

@@ -7,11 +7,15 @@
 # mypy checks the subclasses' signatures (tests/test_native_boundary.py checks
 # this file against the module).
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, final
 
 from typing_extensions import Buffer
 
-from ._native import NativeHandle
+@final
+class NativeHandle:
+    """A struct or word of the native core, made by :func:`handle` (never an
+    address): what the methods taking native memory accept; it keeps the
+    memory alive.  Not constructible from Python."""
 
 class _CallsHooks(Protocol):
     def _let_go(self) -> None:

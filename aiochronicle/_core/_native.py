@@ -17,7 +17,7 @@ import glob
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NewType, Protocol
+from typing import Any, Protocol
 
 from .._version import __version__
 from ._errors import (
@@ -100,6 +100,7 @@ try:
         HotAppender,
         HotReader,
         HotTailer,
+        NativeHandle,
         WireDecoder,
         WireEncoder,
         WriterMethod,
@@ -423,18 +424,13 @@ def new_uint32() -> Cell:
     return typed
 
 
-NativeHandle = NewType("NativeHandle", object)
-"""A struct or word of the native core handed to ``_hot`` as an object (a
-capsule named for its C type, made by :func:`handle`), never as an address:
-``_hot`` checks its kind, and it keeps the memory alive while held."""
-
-
 def handle(ptr: Any) -> NativeHandle:
     """The handle of a typed native pointer (``cq_appender *``, ``cq_tailer *``,
     ``uint32_t *``, ``int64_t *``) for the ``_hot`` methods that take native
     memory: ``_hot`` makes it from a buffer of exactly the pointed-to type
     (checked there: a wrong type or size is a TypeError) and keeps that buffer,
-    so the pointer's owner, alive."""
+    so the pointer's owner, alive (:class:`NativeHandle`: a struct or word of
+    the native core as an object, never an address)."""
     return _make_handle(ffi.buffer(ptr), ffi.typeof(ptr).item.cname)
 
 
@@ -505,6 +501,7 @@ __all__ = [
     "HotAppender",
     "HotReader",
     "HotTailer",
+    "NativeHandle",
     "WireDecoder",
     "WireEncoder",
     "WriterMethod",
