@@ -155,7 +155,7 @@ CASES = {
             with obj.writing_document() as dc:
                 dc.write(b"a" * 100)
                 dc.write(b"b" * 100)
-        trace = hook("_doc_write", "_appender.py", line="doc_copy(")
+        trace = hook("_doc_write", "_appender.py", line="memmove(")
     """,
     # a blocking read about to park: the close's wake-up must not be missed
     # (the park would last its full 600 s; the child's deadline is 60 s)

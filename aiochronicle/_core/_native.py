@@ -255,10 +255,17 @@ class Array(Pointer, Protocol):
     def __add__(self, n: int, /) -> Array: ...
 
 
+class StoreStruct(Protocol):
+    """A ``cq_store`` (native/cq.h), the mapping of a cycle file, as an
+    appender's open document is written through it (``base + offset``)."""
+
+    base: Array
+
+
 class AppenderStruct(Protocol):
     """A ``cq_appender`` (native/cq.h): the fields the appender's Python side sets and reads."""
 
-    store: Pointer
+    store: StoreStruct
     write_lock: Pointer
     append_lock: Pointer
     pid: int
@@ -332,6 +339,8 @@ class NotifyWatch(Pointer, Protocol):
 
 
 NULL: Pointer = ffi.NULL
+#: NULL where a StoreStruct goes (an appender holding no cycle file)
+NULL_STORE: StoreStruct = ffi.NULL
 #: NULL where a Cell goes (an appender's clock cell: the system clock)
 NULL_CELL: Cell = ffi.NULL
 #: word index of cq_tailer.index in a tailer struct viewed as int64 words
@@ -353,13 +362,6 @@ doc_ensure: Callable[[Any, int], int] = lib.cq_doc_ensure
 doc_commit: Callable[[Any, int], int] = lib.cq_doc_commit
 #: cq_doc_rollback(appender, length): the open document becomes padding
 doc_rollback: Callable[[Any, int], int] = lib.cq_doc_rollback
-
-
-def doc_copy(appender: AppenderStruct, at: int, raw: bytes | bytearray | memoryview) -> None:
-    """Copy ``raw`` into the appender's open document, ``at`` bytes into its
-    payload (the caller made sure the mapping covers it)."""
-    c: Any = appender
-    ffi.memmove(c.store.base + c.doc_pos + 4 + at, raw, len(raw))
 
 
 #: cq_doc_abandon(appender): end the open document from another thread (close)

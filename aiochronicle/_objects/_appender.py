@@ -31,6 +31,7 @@ from .._core._native import (
     NOT_REACHED,
     NULL,
     NULL_CELL,
+    NULL_STORE,
     ROLL,
     AppenderStruct,
     Array,
@@ -45,12 +46,12 @@ from .._core._native import (
     doc_abandon,
     doc_begin,
     doc_commit,
-    doc_copy,
     doc_ensure,
     doc_rollback,
     from_buffer,
     handle,
     int64_at,
+    memmove,
     new_appender,
     new_int64,
     new_uint64,
@@ -205,7 +206,7 @@ class Appender(HotAppender, _CycleFileUser):
         st, self._store = self._store, None
         # no native call runs now and none will touch the store again (the
         # closed flag comes first): the struct lets go of it too
-        self._c.store = NULL
+        self._c.store = NULL_STORE
         self._cycles.release(st)
 
     def _held(self) -> CycleStore:
@@ -650,7 +651,8 @@ class Appender(HotAppender, _CycleFileUser):
         if end > MAX_PAYLOAD:
             raise MessageTooLargeError(f"an excerpt holds at most {MAX_PAYLOAD} bytes")
         self._doc_ensure(end)
-        doc_copy(self._c, at, raw)
+        c = self._c
+        memmove(c.store.base + c.doc_pos + 4 + at, raw, len(raw))
 
     @in_flight
     def _doc_rollback(self, length: int) -> None:
