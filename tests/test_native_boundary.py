@@ -239,8 +239,8 @@ def test_a_handle_keeps_its_memory_alive() -> None:
 # -- cdata is typed outside the boundary modules -------------------------------------
 
 #: the types ``_native`` gives native memory (cffi's cdata) outside the boundary
-CDATA_TYPES = {"Pointer", "Cell", "Array", "CellArray", "AppenderStruct", "TailerStruct",
-               "NotifyWatch", "Any"}
+CDATA_TYPES = {"Pointer", "Cell", "Array", "CellArray", "StoreStruct", "AppenderStruct",
+               "TailerStruct", "NotifyWatch", "Any"}
 
 
 def _mentions(node: ast.AST | None, names: set[str]) -> bool:
