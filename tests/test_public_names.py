@@ -34,6 +34,7 @@ DOCUMENTED: dict[type, set[str]] = {
         "queue", "read", "read_after_replica_acknowledged", "read_blocking", "read_many",
         "read_nowait", "reading_document", "state", "to_end", "to_start", "until_end"},
     ac.Pretoucher: {"errors", "execute", "headroom", "preroll", "queue", "start", "stop"},
+    ac.SetTimeProvider: {"advance_millis", "current_time_millis", "set_millis"},
     ac.MethodReader: {
         "aread_one", "default_handler", "handlers", "metadata_reader", "on_error", "process",
         "read_available", "read_one", "run", "statistics", "stop", "tailer"},
@@ -56,7 +57,7 @@ def test_the_public_classes_expose_only_their_documented_names(tmp_path: Path) -
         objects: list[object] = [
             q, s, q.appender(), s.appender(), q.appender(listener=lambda i, p: None),
             q.tailer(), named, q.tailer(read_after_replica_acknowledged=True),
-            q.pretoucher(), named.method_reader(_Handler())]
+            q.pretoucher(), named.method_reader(_Handler()), ac.SetTimeProvider(5)]
         for obj in objects:
             cls = next(c for c in DOCUMENTED if isinstance(obj, c))
             assert _public(obj) - DOCUMENTED[cls] == set(), type(obj)

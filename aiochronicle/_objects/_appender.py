@@ -58,7 +58,7 @@ from .._core._native import (
     release_buffer,
     unpack,
 )
-from .._format._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
+from .._format._clock import SetTimeProvider, SystemTimeProvider, TimeProvider, clock_cell
 from .._format._headerless import headerless_append_message
 from .._messages._methodwriter import make_method_writer
 from .._storage._excerpt import text_bytes
@@ -118,7 +118,7 @@ class Appender(HotAppender, _CycleFileUser):
         tp = cycles.time_provider
         self._py_clock: TimeProvider | None = None
         if isinstance(tp, SetTimeProvider):
-            cell = tp.ptr()
+            cell = clock_cell(tp)
             c.clock_cell = cell
             self._keep.append(cell)
         elif isinstance(tp, SystemTimeProvider):
