@@ -150,7 +150,7 @@ class Probe(Generic[Excerpt]):
         #: whether ``spin_read`` watches the next header (forward, ungated)
         self.spin_reads = spin_reads
         #: a native spin that watches the next header: ``(reader, budget_ns,
-        #: stop_address, seen) -> Excerpt | code``
+        #: stop_handle, seen) -> Excerpt | code``
         self.spin_read = spin_read
         #: set the loop's parked bit and look once more, in one native call:
         #: ``-> Excerpt | None (armed) | False (slot lost)``
