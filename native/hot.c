@@ -6,7 +6,8 @@
  * two small base types that aiochronicle.Appender and aiochronicle.Tailer
  * derive from.  They call the same core (cq.c, compiled into this module
  * too) on the same structs, which Python allocates with cffi and hands over
- * by address.  Anything but the common case (a roll, a remap, a busy lock,
+ * as handles (NativeHandle objects made by handle() below from a cffi buffer
+ * of exactly the struct: never a raw address).  Anything but the common case (a roll, a remap, a busy lock,
  * an error, a closed object) goes back to the Python slow path with the
  * native result code, exactly as the cffi path does.
  *
@@ -49,7 +50,8 @@ static PyObject *str_let_go;        /* "_let_go" */
 #define HOT_CALLS_HEAD \
     PyObject_HEAD \
     Py_ssize_t busy; /* calls of this object in flight (any thread, nested) */ \
-    int owing;       /* closed while busy: the last call out lets the file go */
+    int owing;       /* closed while busy: the last call out lets the file go */ \
+    PyObject *bound; /* the handle of the bound struct: keeps its memory alive */
 
 typedef struct {
     HOT_CALLS_HEAD
@@ -96,6 +98,119 @@ static PyObject *calls_forked(PyObject *obj, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ */
+/* Handles: a native struct handed over as an object, never an address */
+
+/* The kinds of memory that cross from the cffi side (aiochronicle._core._native)
+ * to this module.  handle() makes a NativeHandle of one kind from a writable
+ * buffer of exactly that kind's size (cffi's ffi.buffer() of a typed
+ * pointer); the handle keeps the buffer (and so the memory) alive.  A method
+ * taking native memory checks the object's type and kind (two compares: the
+ * kind is one of the static strings below) and refuses anything else. */
+static const char HANDLE_APPENDER[] = "cq_appender";
+static const char HANDLE_TAILER[] = "cq_tailer";
+static const char HANDLE_U32[] = "uint32_t";
+static const char HANDLE_I64[] = "int64_t";
+
+static const struct {
+    const char *ctype; /* cffi's name of the type */
+    const char *kind;
+    Py_ssize_t size;
+} handle_kinds[] = {
+    {"struct cq_appender", HANDLE_APPENDER, (Py_ssize_t)sizeof(cq_appender)},
+    {"struct cq_tailer", HANDLE_TAILER, (Py_ssize_t)sizeof(cq_tailer)},
+    {"uint32_t", HANDLE_U32, (Py_ssize_t)sizeof(uint32_t)},
+    {"int64_t", HANDLE_I64, (Py_ssize_t)sizeof(int64_t)},
+};
+
+typedef struct {
+    PyObject_HEAD
+    void *p;
+    const char *kind; /* one of the HANDLE_* strings */
+    PyObject *keep;   /* the buffer's exporter */
+} NativeHandle;
+
+static void native_handle_dealloc(NativeHandle *h) {
+    Py_XDECREF(h->keep);
+    Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+static PyObject *native_handle_repr(NativeHandle *h) {
+    return PyUnicode_FromFormat("<native handle of a %s>", h->kind);
+}
+
+static PyTypeObject NativeHandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aiochronicle._core._hot.NativeHandle",
+    .tp_basicsize = sizeof(NativeHandle),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)native_handle_dealloc,
+    .tp_repr = (reprfunc)native_handle_repr,
+    .tp_doc = "A struct or word of the native core, made by handle(): what the methods "
+              "taking native memory accept (never an address). It keeps its memory alive.",
+};
+
+/* handle(buffer, ctype) -> NativeHandle: the memory `buffer` exposes, as a
+ * `ctype` (one of handle_kinds), checked to be writable and of its size. */
+static PyObject *make_handle(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "handle(buffer, ctype: str)");
+        return NULL;
+    }
+    const char *ctype = PyUnicode_AsUTF8(args[1]);
+    if (ctype == NULL) return NULL;
+    size_t k = 0;
+    while (k < sizeof handle_kinds / sizeof handle_kinds[0] &&
+           strcmp(handle_kinds[k].ctype, ctype) != 0) k++;
+    if (k == sizeof handle_kinds / sizeof handle_kinds[0]) {
+        PyErr_Format(PyExc_TypeError, "handle: no handle for a %s", ctype);
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) return NULL;
+    void *p = view.buf;
+    Py_ssize_t len = view.len;
+    PyBuffer_Release(&view);
+    if (len != handle_kinds[k].size || p == NULL) {
+        PyErr_Format(PyExc_TypeError, "handle: a %s is %zd bytes, the buffer %zd",
+                     ctype, handle_kinds[k].size, len);
+        return NULL;
+    }
+    NativeHandle *h = PyObject_New(NativeHandle, &NativeHandleType);
+    if (h == NULL) return NULL;
+    h->p = p;
+    h->kind = handle_kinds[k].kind;
+    h->keep = Py_NewRef(args[0]);
+    return (PyObject *)h;
+}
+
+/* The memory of a handle of `kind`; NULL with a TypeError naming what was
+ * expected for anything else (an int, a handle of another kind, ...). */
+static inline void *handle_pointer(PyObject *obj, const char *kind, const char *what) {
+    if (Py_IS_TYPE(obj, &NativeHandleType) && ((NativeHandle *)obj)->kind == kind)
+        return ((NativeHandle *)obj)->p;
+    if (Py_IS_TYPE(obj, &NativeHandleType))
+        PyErr_Format(PyExc_TypeError, "%s: expected a handle of a %s (from _native), not of a %s",
+                     what, kind, ((NativeHandle *)obj)->kind);
+    else
+        PyErr_Format(PyExc_TypeError, "%s: expected a handle of a %s (from _native), not %.80s",
+                     what, kind, Py_TYPE(obj)->tp_name);
+    return NULL;
+}
+
+/* Bind `obj` to the struct of handle `handle` (kept while bound). */
+static void *bind_handle(PyObject *obj, PyObject *handle, const char *name) {
+    void *p = handle_pointer(handle, name, "_bind_native");
+    if (p == NULL) return NULL;
+    Py_XSETREF(((HotCalls *)obj)->bound, Py_NewRef(handle));
+    return p;
+}
+
+static void calls_dealloc(PyObject *obj) {
+    Py_CLEAR(((HotCalls *)obj)->bound);
+    Py_TYPE(obj)->tp_free(obj);
+}
+
 #define HOT_CALLS_METHODS \
     {"_forked", calls_forked, METH_NOARGS, \
      "In a forked child: no call is in flight (the parent's threads are not here)."}, \
@@ -115,9 +230,9 @@ typedef struct {
     cq_appender *a;
 } HotAppender;
 
-static PyObject *hot_appender_bind(HotAppender *self, PyObject *addr) {
-    void *p = PyLong_AsVoidPtr(addr);
-    if (p == NULL && PyErr_Occurred()) return NULL;
+static PyObject *hot_appender_bind(HotAppender *self, PyObject *handle) {
+    void *p = bind_handle((PyObject *)self, handle, HANDLE_APPENDER);
+    if (p == NULL) return NULL;
     self->a = (cq_appender *)p;
     Py_RETURN_NONE;
 }
@@ -176,7 +291,8 @@ static PyObject *hot_appender_append(HotAppender *self, PyObject *const *args,
 
 static PyMethodDef hot_appender_methods[] = {
     {"_bind_native", (PyCFunction)hot_appender_bind, METH_O,
-     "Point this object at its native cq_appender (an address)."},
+     "_bind_native(handle)\n--\n\nPoint this object at its native cq_appender (a handle "
+     "from _native, which it keeps)."},
     {"append", (PyCFunction)(void (*)(void))hot_appender_append, METH_FASTCALL,
      "append(data) -> int\n--\n\nAppend one excerpt; returns its 64-bit index."},
     HOT_CALLS_METHODS,
@@ -188,6 +304,7 @@ static PyTypeObject HotAppenderType = {
     .tp_name = "aiochronicle._core._hot.HotAppender",
     .tp_basicsize = sizeof(HotAppender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_dealloc = calls_dealloc,
     .tp_doc = "The per-message calls of an Appender (C API).",
     .tp_methods = hot_appender_methods,
     .tp_new = PyType_GenericNew,
@@ -495,15 +612,15 @@ static PyObject *hot_tailer_new(PyTypeObject *type, PyObject *args, PyObject *kw
 
 static PyObject *hot_tailer_bind(HotTailer *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 && nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "_bind_native(address, forward, plain=False)");
+        PyErr_SetString(PyExc_TypeError, "_bind_native(handle, forward, plain=False)");
         return NULL;
     }
-    void *p = PyLong_AsVoidPtr(args[0]);
-    if (p == NULL && PyErr_Occurred()) return NULL;
     int fw = PyObject_IsTrue(args[1]);
     if (fw < 0) return NULL;
     int plain = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
     if (plain < 0) return NULL;
+    void *p = bind_handle((PyObject *)self, args[0], HANDLE_TAILER);
+    if (p == NULL) return NULL;
     self->t = (cq_tailer *)p;
     self->forward = fw;
     self->plain = plain;
@@ -598,7 +715,7 @@ static PyObject *hot_tailer_read_blocking(HotTailer *self, PyObject *const *args
     return leave((PyObject *)self, tailer_read_blocking(self, args, nargs, kwnames));
 }
 
-/* _spin_read(budget_ns, stop_address, stop_seen) -> Excerpt | int: the
+/* _spin_read(budget_ns, stop, stop_seen) -> Excerpt | int: the
  * waiting step of read_blocking() and await read() with a spinning pauser.
  * Spins for the next excerpt with the GIL released (cq_spin_read: bounded
  * by budget_ns, ended early when *stop moves); an excerpt comes back built
@@ -606,13 +723,13 @@ static PyObject *hot_tailer_read_blocking(HotTailer *self, PyObject *const *args
 static PyObject *tailer_spin_read(HotTailer *self, PyObject *const *args,
                                  Py_ssize_t nargs) {
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "_spin_read(budget_ns, stop_address, stop_seen)");
+        PyErr_SetString(PyExc_TypeError, "_spin_read(budget_ns, stop, stop_seen)");
         return NULL;
     }
     unsigned long long budget = PyLong_AsUnsignedLongLong(args[0]);
     if (budget == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-    void *stop = PyLong_AsVoidPtr(args[1]);
-    if (stop == NULL && PyErr_Occurred()) return NULL;
+    void *stop = handle_pointer(args[1], HANDLE_U32, "_spin_read");
+    if (stop == NULL) return NULL;
     unsigned long seen = PyLong_AsUnsignedLong(args[2]);
     if (seen == (unsigned long)-1 && PyErr_Occurred()) return NULL;
     cq_tailer *t = self->t;
@@ -637,36 +754,30 @@ static PyObject *hot_tailer_spin_read(HotTailer *self, PyObject *const *args,
 /* _arm_read(parked, slot, owner, ident, alone) -> Excerpt | None | False:
  * an event loop's park announced and the look for data after it, in one call
  * (the owner side of notify.h's protocol).  If owner slot `slot` (the int64
- * at address `owner`) still holds `ident`, set bit `slot` of the parked bits
- * (at address `parked`; a full barrier), then read_nowait() (this type's, in
+ * of handle `owner`) still holds `ident`, set bit `slot` of the parked bits
+ * (handle `parked`; a full barrier), then read_nowait() (this type's, in
  * C, or a subclass's own).  None: armed with nothing to read (the caller
  * sleeps until a datagram or its timer).  An excerpt: when the caller is the
  * loop's only parked waiter (`alone`), the bit is cleared again (an appender
  * that saw it meanwhile sends one datagram all the same, which only wakes
  * the loop for nothing).  False: the slot is no longer ours; nothing was
- * armed or read.  The addresses are in the caller's mapping of
+ * armed or read.  The handles are of the caller's mapping of
  * metadata.cq4t, which outlives the call. */
 static PyObject *tailer_arm_read(HotTailer *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "_arm_read(parked, slot, owner, ident, alone)");
         return NULL;
     }
-    int64_t *parked = (int64_t *)PyLong_AsVoidPtr(args[0]);
-    if (parked == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_arm_read: no parked bits");
-        return NULL;
-    }
+    int64_t *parked = (int64_t *)handle_pointer(args[0], HANDLE_I64, "_arm_read");
+    if (parked == NULL) return NULL;
     long slot = PyLong_AsLong(args[1]);
     if (slot == -1 && PyErr_Occurred()) return NULL;
     if (slot < 0 || slot >= CQ_NOTIFY_SLOTS) {
         PyErr_SetString(PyExc_ValueError, "_arm_read: no such slot");
         return NULL;
     }
-    const int64_t *owner = (const int64_t *)PyLong_AsVoidPtr(args[2]);
-    if (owner == NULL) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_arm_read: no owner slot");
-        return NULL;
-    }
+    const int64_t *owner = (const int64_t *)handle_pointer(args[2], HANDLE_I64, "_arm_read");
+    if (owner == NULL) return NULL;
     long long ident = PyLong_AsLongLong(args[3]);
     if (ident == -1 && PyErr_Occurred()) return NULL;
     int alone = PyObject_IsTrue(args[4]);
@@ -885,8 +996,8 @@ static PyMethodDef hot_tailer_methods[] = {
     {"_spin_read", (PyCFunction)(void (*)(void))hot_tailer_spin_read, METH_FASTCALL,
      "Spin (GIL released, bounded) for the next excerpt: it, or a result code."},
     {"_bind_native", (PyCFunction)(void (*)(void))hot_tailer_bind, METH_FASTCALL,
-     "Point this object at its native cq_tailer (an address) and say whether it "
-     "reads forward."},
+     "_bind_native(handle, forward, plain=False)\n--\n\nPoint this object at its native "
+     "cq_tailer (a handle from _native, which it keeps) and say whether it reads forward."},
     {"read_nowait", (PyCFunction)hot_tailer_read_nowait, METH_NOARGS,
      "read_nowait() -> Excerpt | None\n--\n\n"
      "The next excerpt, or None if none has been written yet."},
@@ -910,6 +1021,7 @@ static PyTypeObject HotTailerType = {
     .tp_name = "aiochronicle._core._hot.HotTailer",
     .tp_basicsize = sizeof(HotTailer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_dealloc = calls_dealloc,
     .tp_doc = "The per-message calls of a Tailer (C API).",
     .tp_methods = hot_tailer_methods,
     .tp_members = hot_tailer_members,
@@ -1258,6 +1370,10 @@ static PyMethodDef module_methods[] = {
     {"_dispatch_mp", (PyCFunction)(void (*)(void))dispatch_mp, METH_FASTCALL,
      "Dispatch the common msgpack method calls of a batch (see native/hot.c)."},
     {"set_excerpt_type", set_excerpt_type, METH_O, "Register aiochronicle.Excerpt."},
+    {"handle", (PyCFunction)(void (*)(void))make_handle, METH_FASTCALL,
+     "handle(buffer, ctype) -> NativeHandle\n--\n\nThe memory a writable buffer of exactly one "
+     "C type (struct cq_appender, struct cq_tailer, uint32_t, int64_t) exposes, as the handle the "
+     "methods taking native memory accept; it keeps the buffer alive."},
     {"version", version, METH_NOARGS, "The version this module was built for."},
     {NULL, NULL, 0, NULL},
 };
@@ -1270,6 +1386,7 @@ static struct PyModuleDef hot_module = {
 
 PyMODINIT_FUNC PyInit__hot(void) {
     if (PyType_Ready(&HotAppenderType) < 0 || PyType_Ready(&HotTailerType) < 0 ||
+        PyType_Ready(&NativeHandleType) < 0 ||
         PyType_Ready(&NextType) < 0 || PyType_Ready(&WriterMethodType) < 0 ||
         PyType_Ready(&HotReaderType) < 0)
         return NULL;
@@ -1289,6 +1406,7 @@ PyMODINIT_FUNC PyInit__hot(void) {
     PyObject *m = PyModule_Create(&hot_module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "HotAppender", (PyObject *)&HotAppenderType) < 0 ||
+        PyModule_AddObjectRef(m, "NativeHandle", (PyObject *)&NativeHandleType) < 0 ||
         PyModule_AddObjectRef(m, "HotTailer", (PyObject *)&HotTailerType) < 0 ||
         PyModule_AddObjectRef(m, "WriterMethod", (PyObject *)&WriterMethodType) < 0 ||
         PyModule_AddObjectRef(m, "HotReader", (PyObject *)&HotReaderType) < 0 ||

@@ -12,7 +12,9 @@ import ast
 import errno
 import importlib.machinery
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 from test_layers import MODULES
@@ -170,3 +172,237 @@ def test_the_python_subclasses_provide_every_hook_c_calls() -> None:
             assert not missing, (leaf, missing)
             checked += 1
     assert checked >= 3
+
+
+# -- native memory crosses as handles, never as addresses ----------------------------
+
+def test_hot_takes_native_memory_only_as_a_handle_of_its_kind(tmp_path: Path) -> None:
+    """``_hot`` refuses an int address, a handle of another kind and a buffer
+    of the wrong size with a TypeError (never dereferences them); a tailer
+    bound to its handle reads."""
+    from aiochronicle._core._hot import handle as make_handle
+    from aiochronicle._core._native import (
+        NativeHandle,
+        handle,
+        new_appender,
+        new_tailer,
+        new_uint32,
+    )
+
+    with ac.open_queue(tmp_path / "q") as q:
+        appender = q.appender()
+        tailer = q.tailer()
+        stop = handle(new_uint32())
+        tailer_struct = new_tailer()
+        address = int(ffi.cast("uintptr_t", tailer_struct))
+        for wrong in (address, handle(new_appender()), stop, object()):
+            with pytest.raises(TypeError, match="expected a handle of a cq_tailer"):
+                tailer._bind_native(cast(NativeHandle, wrong), True)
+        with pytest.raises(TypeError, match="handle of a cq_appender"):
+            appender._bind_native(handle(tailer_struct))
+        with pytest.raises(TypeError, match="handle of a uint32_t"):
+            tailer._spin_read(0, cast(NativeHandle, int(ffi.cast("uintptr_t", new_uint32()))), 0)
+        with pytest.raises(TypeError, match="handle of a int64_t"):
+            tailer._arm_read(stop, 0, stop, 1, True)
+        with pytest.raises(TypeError, match="is 4 bytes, the buffer 8"):
+            make_handle(bytearray(8), "uint32_t")
+        with pytest.raises(TypeError, match="no handle for a char"):
+            make_handle(bytearray(1), "char")
+        with pytest.raises(BufferError):  # read-only memory
+            make_handle(bytes(4), "uint32_t")
+        # the refused calls left both bound as they were
+        index = appender.append(b"x")
+        got = tailer.read_nowait()
+        assert got is not None and got.index == index and got.payload == b"x"
+        assert tailer._spin_read(0, stop, 0) == lib.CQ_NONE
+
+
+def test_a_handle_keeps_its_memory_alive() -> None:
+    """The handle holds the cffi buffer, which holds the owning pointer: the
+    memory lives while the handle does, and goes with it."""
+    import gc
+    import weakref
+
+    from aiochronicle._core._native import handle, new_uint32
+
+    word = new_uint32()
+    ref = weakref.ref(word)
+    h = handle(word)
+    del word
+    gc.collect()
+    assert ref() is not None
+    del h
+    gc.collect()
+    assert ref() is None
+
+
+# -- cdata is typed outside the boundary modules -------------------------------------
+
+#: the types ``_native`` gives native memory (cffi's cdata) outside the boundary
+CDATA_TYPES = {"Pointer", "Cell", "Array", "CellArray", "StoreStruct", "AppenderStruct",
+               "TailerStruct", "NotifyWatch", "Any"}
+
+
+def _mentions(node: ast.AST | None, names: set[str]) -> bool:
+    return node is not None and any(
+        (isinstance(n, ast.Name) and n.id in names)
+        or (isinstance(n, ast.Attribute) and n.attr in names)
+        or (isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and any(t in n.value.replace("[", " ").replace("]", " ").replace(",", " ").split()
+                    for t in names))
+        for n in ast.walk(node))
+
+
+def _is_any(node: ast.AST | None) -> bool:
+    return _mentions(node, {"Any"})
+
+
+def _native_tree() -> ast.Module:
+    path = next(p for n, p in MODULES.items() if n.rsplit(".", 1)[-1] == "_native")
+    return ast.parse(path.read_text(), str(path))
+
+
+def _native_producers() -> tuple[set[str], dict[str, list[bool]]]:
+    """From ``_native``: the names whose value or result is cdata, and for each
+    callable the positions of its parameters that take cdata (typed ``Any``)."""
+    producers: set[str] = set()
+    takes: dict[str, list[bool]] = {}
+    for node in _native_tree().body:
+        if isinstance(node, ast.FunctionDef):
+            if _mentions(node.returns, CDATA_TYPES):
+                producers.add(node.name)
+            takes[node.name] = [_is_any(a.annotation) for a in node.args.args]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            ann = node.annotation
+            name = node.target.id
+            if (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name)
+                    and ann.value.id == "Callable"):
+                assert isinstance(ann.slice, ast.Tuple)
+                params, result = ann.slice.elts
+                if _mentions(result, CDATA_TYPES):
+                    producers.add(name)
+                takes[name] = ([_is_any(p) for p in params.elts]
+                               if isinstance(params, ast.List) else [True] * 8)
+            elif _mentions(ann, CDATA_TYPES - {"Any"}) or (
+                    _is_any(ann) and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "NULL"):
+                producers.add(name)
+    return producers, takes
+
+
+def _local_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr  # self.x, obj.x: by attribute name
+    return None
+
+
+def _any_typed_cdata() -> list[str]:
+    """Every place outside the boundary modules where cdata is typed ``Any``:
+    ``cast(Any, ...)``; a variable, attribute or return annotated ``Any`` that
+    holds or returns cdata (made by ``_native``, by a method returning it, or a
+    local that was); a parameter annotated ``Any`` handed to a ``_native``
+    call where that takes cdata."""
+    producers, takes = _native_producers()
+    trees = {name.rsplit(".", 1)[-1]: ast.parse(path.read_text(), str(path))
+             for name, path in MODULES.items()}
+    # what each module calls the _native names (aliases included)
+    aliases: dict[str, dict[str, str]] = {}
+    for mod, tree in trees.items():
+        aliases[mod] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("_native"):
+                for a in node.names:
+                    aliases[mod][a.asname or a.name] = a.name
+    methods: set[str] = set()  # functions anywhere that return cdata (by name)
+
+    def native(mod: str, expr: ast.expr | None, local: set[str]) -> bool:
+        if expr is None:
+            return False
+        if isinstance(expr, ast.IfExp):
+            return native(mod, expr.body, local) or native(mod, expr.orelse, local)
+        if isinstance(expr, ast.Name):
+            return aliases[mod].get(expr.id) in producers or expr.id in local
+        if isinstance(expr, ast.Call):
+            f = expr.func
+            if isinstance(f, ast.Name):
+                return aliases[mod].get(f.id) in producers or f.id in methods
+            if isinstance(f, ast.Attribute):
+                return f.attr in methods or (  # ffi.cast(...), lib.cq_...(): the owners'
+                    isinstance(f.value, ast.Name) and f.value.id in ("ffi", "lib"))
+        return False
+
+    def walk_functions(mod: str, tree: ast.Module,
+                       visit: Callable[[ast.FunctionDef, set[str]], None]) -> None:
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef):
+                local: set[str] = set()
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Assign) and native(mod, node.value, local):
+                        local |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+                visit(fn, local)
+
+    for _ in range(3):  # functions returning what others return: a few rounds
+        for mod, tree in trees.items():
+            def returns(fn: ast.FunctionDef, local: set[str], mod: str = mod) -> None:
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Return) and native(mod, node.value, local):
+                        methods.add(fn.name)
+            walk_functions(mod, tree, returns)
+
+    found: list[str] = []
+    for mod, tree in trees.items():
+        if mod in OWNERS:
+            continue
+        cdata_attrs: set[str] = set()  # names assigned cdata anywhere in the module
+
+        def collect(fn: ast.FunctionDef, local: set[str], mod: str = mod,
+                    into: set[str] = cdata_attrs) -> None:
+            for node in ast.walk(fn):
+                targets = (node.targets if isinstance(node, ast.Assign)
+                           else [node.target] if isinstance(node, ast.AnnAssign) else [])
+                for t in targets:
+                    name = _local_name(t)
+                    value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+                    if name is not None and native(mod, value, local):
+                        into.add(name)
+        walk_functions(mod, tree, collect)
+
+        def check(fn: ast.FunctionDef, local: set[str], mod: str = mod,
+                  attrs: set[str] = cdata_attrs) -> None:
+            if _is_any(fn.returns) and fn.name in methods:
+                found.append(f"{mod}.{fn.name}: returns cdata typed Any")
+            anys = {a.arg for a in fn.args.args if _is_any(a.annotation)}
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    real = aliases[mod].get(node.func.id)
+                    if real in takes:
+                        for i, arg in enumerate(node.args):
+                            if (isinstance(arg, ast.Name) and arg.id in anys
+                                    and i < len(takes[real]) and takes[real][i]):
+                                found.append(f"{mod}.{fn.name}: parameter {arg.id} (Any) "
+                                             f"passed to {real}")
+                    if node.func.id == "cast" and node.args and _is_any(node.args[0]):
+                        found.append(f"{mod}.{fn.name}: cast(Any, ...)")
+                if isinstance(node, ast.Assign):  # fields set on an Any parameter
+                    for t in node.targets:
+                        if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                                and t.value.id in anys and native(mod, node.value, local)):
+                            found.append(f"{mod}.{fn.name}: parameter {t.value.id} (Any) "
+                                         "holds cdata fields")
+        walk_functions(mod, tree, check)
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.AnnAssign) and _is_any(node.annotation):
+                name = _local_name(node.target)
+                if name in cdata_attrs:
+                    found.append(f"{mod}: {name} holds cdata typed Any (line {node.lineno})")
+    return sorted(set(found))
+
+
+def test_no_any_typed_cdata_outside_the_boundary_modules() -> None:
+    """Outside ``_native``, ``_mapped``, ``_store`` and ``_tablestore``, native
+    memory is held as the types ``_native`` defines (``Pointer``, ``Cell``,
+    the structs), never as ``Any``."""
+    assert _any_typed_cdata() == []

@@ -17,7 +17,7 @@ import glob
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NewType
+from typing import Any, Protocol
 
 from .._version import __version__
 from ._errors import (
@@ -100,12 +100,14 @@ try:
         HotAppender,
         HotReader,
         HotTailer,
+        NativeHandle,
         WireDecoder,
         WireEncoder,
         WriterMethod,
         set_excerpt_type,
     )
     from ._hot import _dispatch_mp as dispatch_mp
+    from ._hot import handle as _make_handle
     from ._hot import version as _hot_version
 except ImportError as exc:  # pragma: no cover - depends on the build
     raise ImportError(_not_built_message()) from exc
@@ -224,7 +226,123 @@ def error(rc: int, *, path: str = "", pos: int | None = None, what: str = "",
 # so they cost no extra Python frame.
 
 #: a NULL pointer (for struct fields)
-NULL: Any = ffi.NULL
+# -- the types of native memory outside this module ---------------------------------
+# cffi's objects are untyped (``Any``) here; every other module holds them as
+# these types, so mypy checks what they do with them: a Pointer is opaque (only
+# the boundary modules read or write through it), a Cell is one integer, and
+# the two structs other modules fill are listed field by field (native/cq.h).
+
+
+class Pointer(Protocol):
+    """A pointer into native memory (a cffi ``cdata``): opaque outside the
+    boundary modules (``_native``, ``_mapped``, ``_store``, ``_tablestore``),
+    which alone read or write through it; others only pass it back in."""
+
+
+class Cell(Pointer, Protocol):
+    """A pointer to one integer (``int64_t *``, ``uint64_t *``, ``uint32_t *``):
+    ``cell[0]`` reads or writes it."""
+
+    def __getitem__(self, i: int, /) -> int: ...
+    def __setitem__(self, i: int, value: int, /) -> None: ...
+
+
+class Array(Pointer, Protocol):
+    """A pointer to the items of a Python buffer (:data:`from_buffer`): its
+    length, and a pointer ``n`` items on (``array + n``)."""
+
+    def __len__(self) -> int: ...
+    def __add__(self, n: int, /) -> Array: ...
+
+
+class StoreStruct(Protocol):
+    """A ``cq_store`` (native/cq.h), the mapping of a cycle file, as an
+    appender's open document is written through it (``base + offset``)."""
+
+    base: Array
+
+
+class AppenderStruct(Protocol):
+    """A ``cq_appender`` (native/cq.h): the fields the appender's Python side sets and reads."""
+
+    store: StoreStruct
+    write_lock: Pointer
+    append_lock: Pointer
+    pid: int
+    clock_cell: Cell
+    epoch: int
+    length_ms: int
+    queue_shift: int
+    check_cycle: int
+    closed: int
+    lock_spin_ns: int
+    pos: int
+    seq: int
+    populated: int
+    populate_step: int
+    dropped: int
+    allocated: int
+    notify: Pointer
+    last_index: int
+    want_cycle: int
+    need: int
+    err_pos: int
+    doc_open: int
+    doc_meta: int
+    doc_pos: int
+    doc_claim: int
+    appended: int
+
+
+class TailerStruct(Protocol):
+    """A ``cq_tailer`` (native/cq.h): the fields the tailer's Python side sets and reads."""
+
+    store: Pointer
+    queue_shift: int
+    include_meta: int
+    closed: int
+    pos: int
+    seq: int
+    dropped: int
+    scratch: Pointer
+    scratch_cap: int
+    data: Pointer
+    len: int
+    index: int
+    is_meta: int
+    need: int
+    err_pos: int
+    last_cycle: Pointer
+    stall_cycle: int
+    stall_pos: int
+    stall_polls: int
+
+
+class CellArray(Protocol):
+    """A C array of cell pointers (``int64_t *[n]``)."""
+
+    def __getitem__(self, i: int, /) -> Cell: ...
+    def __setitem__(self, i: int, value: Cell, /) -> None: ...
+
+
+class NotifyWatch(Pointer, Protocol):
+    """A ``cq_notify_watch`` (native/notify.h): the notify values an appender
+    checks after each commit, as ``_notify`` points it at them."""
+
+    cell: Cell
+    meta: Pointer
+    meta_len: int
+    probe: int
+    parked: Cell
+    slots: CellArray
+    known: int
+
+
+NULL: Pointer = ffi.NULL
+#: NULL where a StoreStruct goes (an appender holding no cycle file)
+NULL_STORE: StoreStruct = ffi.NULL
+#: NULL where a Cell goes (an appender's clock cell: the system clock)
+NULL_CELL: Cell = ffi.NULL
 #: word index of cq_tailer.index in a tailer struct viewed as int64 words
 TAILER_INDEX_WORD: int = ffi.offsetof("cq_tailer", "index") // 8
 #: how many event loops can own a notify slot of one queue
@@ -244,6 +362,8 @@ doc_ensure: Callable[[Any, int], int] = lib.cq_doc_ensure
 doc_commit: Callable[[Any, int], int] = lib.cq_doc_commit
 #: cq_doc_rollback(appender, length): the open document becomes padding
 doc_rollback: Callable[[Any, int], int] = lib.cq_doc_rollback
+
+
 #: cq_doc_abandon(appender): end the open document from another thread (close)
 doc_abandon: Callable[[Any], int] = lib.cq_doc_abandon
 #: cq_read(tailer) -> length or code
@@ -263,56 +383,63 @@ yield_cpu: Callable[[], int] = lib.cq_yield
 #: bytes at a char pointer: unpack(pointer, length)
 unpack: Callable[[Any, int], bytes] = ffi.unpack
 #: a pointer to the bytes of a buffer (bytes, bytearray, memoryview, array)
-from_buffer: Callable[..., Any] = ffi.from_buffer
+from_buffer: Callable[..., Array] = ffi.from_buffer
 #: let go of a from_buffer() pointer now
 release_buffer: Callable[[Any], None] = ffi.release
 #: copy bytes between pointers and buffers
 memmove: Callable[[Any, Any, int], None] = ffi.memmove
 
 
-def new_appender() -> Any:
+def new_appender() -> AppenderStruct:
     """A zeroed native appender (``cq_appender *``), freed with its last reference."""
-    return ffi.new("cq_appender *")
+    typed: AppenderStruct = ffi.new("cq_appender *")
+    return typed
 
 
-def new_tailer() -> Any:
+def new_tailer() -> TailerStruct:
     """A zeroed native tailer (``cq_tailer *``), freed with its last reference."""
-    return ffi.new("cq_tailer *")
+    typed: TailerStruct = ffi.new("cq_tailer *")
+    return typed
 
 
-def new_bytes(size: int) -> Any:
+def new_bytes(size: int) -> Pointer:
     """A zeroed ``char[size]`` (a tailer's scratch buffer)."""
-    return ffi.new("char[]", size)
+    typed: Pointer = ffi.new("char[]", size)
+    return typed
 
 
-def new_int64(value: int = 0) -> Any:
+def new_int64(value: int = 0) -> Cell:
     """A heap ``int64_t *`` holding ``value`` (a clock cell)."""
-    return ffi.new("int64_t *", value)
+    typed: Cell = ffi.new("int64_t *", value)
+    return typed
 
 
-def new_uint64() -> Any:
+def new_uint64() -> Cell:
     """A heap ``uint64_t *`` (an out parameter)."""
-    return ffi.new("uint64_t *")
+    typed: Cell = ffi.new("uint64_t *")
+    return typed
 
 
-def new_uint32() -> Any:
+def new_uint32() -> Cell:
     """A heap ``uint32_t *`` (a pauser's stop word)."""
-    return ffi.new("uint32_t *")
+    typed: Cell = ffi.new("uint32_t *")
+    return typed
 
 
-NativeAddress = NewType("NativeAddress", int)
-"""The address of a struct of the native core (``address(ptr)``): what
-``_hot``'s ``_bind_native`` takes, so that no other int can be passed there."""
+def handle(ptr: Any) -> NativeHandle:
+    """The handle of a typed native pointer (``cq_appender *``, ``cq_tailer *``,
+    ``uint32_t *``, ``int64_t *``) for the ``_hot`` methods that take native
+    memory: ``_hot`` makes it from a buffer of exactly the pointed-to type
+    (checked there: a wrong type or size is a TypeError) and keeps that buffer,
+    so the pointer's owner, alive (:class:`NativeHandle`: a struct or word of
+    the native core as an object, never an address)."""
+    return _make_handle(ffi.buffer(ptr), ffi.typeof(ptr).item.cname)
 
 
-def address(ptr: Any) -> NativeAddress:
-    """The address of a native pointer, for ``_bind_native``."""
-    return NativeAddress(int(ffi.cast("uintptr_t", ptr)))
-
-
-def int64_at(ptr: Any) -> Any:
+def int64_at(ptr: Any) -> Cell:
     """``ptr`` (a pointer into mapped memory) as an ``int64_t *``."""
-    return ffi.cast("int64_t *", ptr)
+    typed: Cell = ffi.cast("int64_t *", ptr)
+    return typed
 
 
 def struct_words(ptr: Any) -> memoryview:
@@ -354,9 +481,10 @@ def notify_unpark(parked: Any, slot: int) -> None:
     lib.cq_notify_unpark(parked, slot)
 
 
-def notify_word(cell: Any) -> Any:
+def notify_word(cell: Any) -> Cell:
     """The futex word of the notify value at ``cell``."""
-    return lib.cq_notify_word(cell)
+    typed: Cell = lib.cq_notify_word(cell)
+    return typed
 
 
 def notify_arm(cell: Any, horizon_ns: int) -> int:
@@ -364,16 +492,18 @@ def notify_arm(cell: Any, horizon_ns: int) -> int:
     return int(lib.cq_notify_arm(cell, horizon_ns))
 
 
-def new_notify_watch() -> Any:
+def new_notify_watch() -> NotifyWatch:
     """A native appender's notify watch (``cq_notify_watch *``): its socket
     closes when the watch is garbage."""
-    return ffi.gc(ffi.new("cq_notify_watch *"), lib.cq_notify_watch_close)
+    typed: NotifyWatch = ffi.gc(ffi.new("cq_notify_watch *"), lib.cq_notify_watch_close)
+    return typed
 
 
 __all__ = [
     "HotAppender",
     "HotReader",
     "HotTailer",
+    "NativeHandle",
     "WireDecoder",
     "WireEncoder",
     "WriterMethod",

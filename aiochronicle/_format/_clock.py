@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol, runtime_checkable
+import weakref
+from typing import Protocol, runtime_checkable
 
-from .._core._native import new_int64
+from .._core._native import Cell, new_int64
 
-__all__ = ["SetTimeProvider", "SystemTimeProvider", "TimeProvider"]
+__all__ = ["SetTimeProvider", "SystemTimeProvider", "TimeProvider", "clock_cell"]
 
 
 @runtime_checkable
@@ -45,15 +46,11 @@ class SetTimeProvider:
         clock.advance_millis(86_400_000)   # one day later: the next append rolls
     """
 
-    __slots__ = ("_cell",)
+    __slots__ = ("__weakref__", "_cell")
 
     def __init__(self, initial_millis: int = 0) -> None:
-        self._cell: Any = new_int64(initial_millis)
-
-    def ptr(self) -> Any:
-        """The ``int64_t`` the time is kept in (what native appenders read; for
-        this package's use, not part of the user API)."""
-        return self._cell
+        self._cell: Cell = new_int64(initial_millis)
+        _CELLS[self] = self._cell
 
     def current_time_millis(self) -> int:
         """The time this clock was set to, in milliseconds since the Unix epoch."""
@@ -69,3 +66,14 @@ class SetTimeProvider:
 
     def __repr__(self) -> str:
         return f"SetTimeProvider({self.current_time_millis()})"
+
+
+#: each SetTimeProvider's native cell (what :func:`clock_cell` gives)
+_CELLS: weakref.WeakKeyDictionary[SetTimeProvider, Cell] = weakref.WeakKeyDictionary()
+
+
+def clock_cell(clock: SetTimeProvider) -> Cell:
+    """The ``int64_t`` ``clock``'s time is kept in: what a native appender
+    reads before each append (for this package; not a member of the public
+    class)."""
+    return _CELLS[clock]

@@ -33,7 +33,7 @@ from .._core._errors import (
     QueueAccessError,
     QueueClosedError,
 )
-from .._core._native import ERRNO, NO_SPACE, OK, check, error, ffi, last_errno, lib
+from .._core._native import ERRNO, NO_SPACE, OK, Cell, check, error, ffi, last_errno, lib
 
 __all__ = ["MappedFile", "MappedWords", "list_dir", "open_regular"]
 
@@ -418,9 +418,10 @@ class MappedWords:
         self._base: Any = out[0]
         self.size = size
 
-    def int64(self, offset: int) -> Any:
+    def int64(self, offset: int) -> Cell:
         """The ``int64_t *`` at ``offset``."""
-        return ffi.cast("int64_t *", self._base + offset)
+        typed: Cell = ffi.cast("int64_t *", self._base + offset)
+        return typed
 
     def unmap(self) -> None:
         """Drop the mapping (no pointer from :meth:`int64` may be used after)."""

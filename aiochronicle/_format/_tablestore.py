@@ -16,11 +16,11 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from .._core._errors import ChronicleError, CorruptQueueError, QueueAccessError, ReadOnlyQueueError
 from .._core._native import HDR_LENGTH_MASK as LENGTH_MASK
 from .._core._native import HDR_META, HDR_NOT_COMPLETE, UNLOCKED, ffi
+from .._core._native import Cell as NativeCell
 from ._mapped import MappedFile
 from ._wire import Document, WireError, WireWriter, parse_document
 
@@ -292,9 +292,10 @@ class TableStore:
         """The value of ``key`` (created if absent) as a :class:`Cell`."""
         return Cell(self.file, self.acquire(key, default))
 
-    def ptr(self, key: str, default: int) -> Any:
+    def ptr(self, key: str, default: int) -> NativeCell:
         """A native ``int64_t *`` to the value of ``key`` (created if absent)."""
-        return ffi.cast("int64_t *", self.file.ptr(self.acquire(key, default)))
+        cell: NativeCell = ffi.cast("int64_t *", self.file.ptr(self.acquire(key, default)))
+        return cell
 
     def set(self, key: str, value: int) -> None:
         """Store ``value`` under ``key``."""

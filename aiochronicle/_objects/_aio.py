@@ -20,10 +20,10 @@ from __future__ import annotations
 import threading
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._core._errors import QueueClosedError
-from .._core._native import NULL, HotTailer
+from .._core._native import NULL, HotTailer, Pointer, TailerStruct
 from .._storage._excerpt import Excerpt, TailerDirection
 from .._waiting._notify import Notifier, notifier_for
 from .._waiting._pauser import Pauser, wait_state
@@ -63,7 +63,7 @@ class AsyncTailerMixin(HotTailer):
     # instance attribute that shadows a class attribute is read unspecialised)
     queue: QueueView
     #: the native ``cq_tailer`` (parks of ``read_blocking`` read through it)
-    _c: Any
+    _c: TailerStruct
     _closed: bool
     #: native reads while waiting (set by the tailer as its direction changes)
     _spin_reads: bool
@@ -141,7 +141,7 @@ class AsyncTailerMixin(HotTailer):
     def _spin_reads_now(self) -> bool:
         return self._spin_reads  # native reads while waiting (Tailer._bind)
 
-    def _park_on(self) -> Any:
+    def _park_on(self) -> Pointer:
         return self._c if self._spin_reads else NULL
 
     def _is_closed(self) -> bool:

@@ -7,7 +7,7 @@ import logging
 import time
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._core._errors import (
     ChronicleError,
@@ -30,9 +30,14 @@ from .._core._native import (
     NO_SPACE,
     NOT_REACHED,
     NULL,
+    NULL_CELL,
+    NULL_STORE,
     ROLL,
+    AppenderStruct,
+    Array,
+    Cell,
     HotAppender,
-    address,
+    Pointer,
     append,
     append_at,
     append_batch,
@@ -44,6 +49,7 @@ from .._core._native import (
     doc_ensure,
     doc_rollback,
     from_buffer,
+    handle,
     int64_at,
     memmove,
     new_appender,
@@ -52,7 +58,7 @@ from .._core._native import (
     release_buffer,
     unpack,
 )
-from .._format._clock import SetTimeProvider, SystemTimeProvider, TimeProvider
+from .._format._clock import SetTimeProvider, SystemTimeProvider, TimeProvider, clock_cell
 from .._format._headerless import headerless_append_message
 from .._messages._methodwriter import make_method_writer
 from .._storage._excerpt import text_bytes
@@ -104,19 +110,19 @@ class Appender(HotAppender, _CycleFileUser):
         self._write_lock = cycles.write_lock
         self._store: CycleStore | None = None
         c = new_appender()
-        self._c: Any = c
-        self._keep: list[Any] = []
+        self._c: AppenderStruct = c
+        self._keep: list[Cell] = []
         c.write_lock = self._write_lock.ptr()
         self._refresh_append_lock()
         c.pid = lock_value()  # the PID, with its namespace tag (_writelock)
         tp = cycles.time_provider
         self._py_clock: TimeProvider | None = None
         if isinstance(tp, SetTimeProvider):
-            cell = tp.ptr()
+            cell = clock_cell(tp)
             c.clock_cell = cell
             self._keep.append(cell)
         elif isinstance(tp, SystemTimeProvider):
-            c.clock_cell = NULL
+            c.clock_cell = NULL_CELL
         else:
             cell = new_int64(tp.current_time_millis())
             self._keep.append(cell)
@@ -131,7 +137,7 @@ class Appender(HotAppender, _CycleFileUser):
         c.last_index = -1
         #: with ``notify``, what the native appender checks after each commit to
         #: wake parked ``Pauser.notify()`` tailers (``_notify``); kept while it points at it
-        self._notify_watch: Any = notify_watch(meta) if notify else None
+        self._notify_watch: Pointer | None = notify_watch(meta) if notify else None
         if self._notify_watch is not None:
             c.notify = self._notify_watch
         self._closed = False
@@ -139,7 +145,8 @@ class Appender(HotAppender, _CycleFileUser):
         self._synced_store: CycleStore | None = None
         self._since_sync = 0
         self._last_sync = time.monotonic()
-        self._bind_native(address(c))
+        self._bind_native(handle(c))
+        self._hold_files(cycles.holds)
 
     def _refresh_append_lock(self) -> None:
         meta = self._meta
@@ -158,8 +165,8 @@ class Appender(HotAppender, _CycleFileUser):
         """:meth:`close` for ``async`` code (idempotent)."""
         self.close()
 
-    def after_fork(self) -> CycleStore | None:
-        """For the queue's use, in a forked child: take the write lock with
+    def _after_fork(self) -> CycleStore | None:
+        """In a forked child: take the write lock with
         this process's PID (not the parent's); a document a thread of the
         parent had open stays the parent's (the child neither commits nor
         abandons it, and never releases the parent's lock), and no call is in
@@ -199,7 +206,7 @@ class Appender(HotAppender, _CycleFileUser):
         st, self._store = self._store, None
         # no native call runs now and none will touch the store again (the
         # closed flag comes first): the struct lets go of it too
-        self._c.store = NULL
+        self._c.store = NULL_STORE
         self._cycles.release(st)
 
     def _held(self) -> CycleStore:
@@ -230,14 +237,14 @@ class Appender(HotAppender, _CycleFileUser):
     #: the listeners of an appender made with some (``_ListenedAppender``)
     _listeners: tuple[AppenderListener, ...] = ()
 
-    def _tell_run(self, buf: Any, offsets: array[int], start: int, n: int) -> None:
+    def _tell_run(self, buf: bytes | Array, offsets: array[int], start: int, n: int) -> None:
         """Tell the listeners about excerpts ``start..start+n-1`` of a packed
         run, just committed in one native batch (one cycle, one lock hold:
         their indices are consecutive up to the last one appended)."""
         first = int(self._c.last_index) - n + 1
         for j in range(n):
             o0, o1 = offsets[start + j], offsets[start + j + 1]
-            payload = buf[o0:o1] if type(buf) is bytes else unpack(buf + o0, o1 - o0)
+            payload = buf[o0:o1] if isinstance(buf, bytes) else unpack(buf + o0, o1 - o0)
             self._tell(first + j, payload)
 
     def _tell(self, index: int, payload: bytes) -> None:
@@ -309,23 +316,22 @@ class Appender(HotAppender, _CycleFileUser):
     @in_flight
     def append_metadata(self, data: bytes | bytearray | memoryview | str) -> None:
         """Append a metadata excerpt (skipped by tailers unless asked for; no index)."""
-        if type(data) is not bytes:
-            data = self._coerce(data)
+        raw = data if type(data) is bytes else self._coerce(data)
         if self._py_clock is not None:
             self._c.clock_cell[0] = self._py_clock.current_time_millis()
-        rc = _cq_append(self._c, data, len(data), 1)
+        rc = _cq_append(self._c, raw, len(raw), 1)
         if rc < 0:
-            self._append_slow(rc, data, 1)
+            self._append_slow(rc, raw, 1)
 
     @staticmethod
-    def _coerce(data: object) -> Any:
+    def _coerce(data: object) -> bytes | Array:
         if isinstance(data, str):
             return data.encode()
         if isinstance(data, bytearray | memoryview):
             return from_buffer(data)
         raise TypeError(f"cannot append {type(data).__name__}; expected bytes or str")
 
-    def _append_slow(self, rc: int, data: Any, meta: int) -> int:
+    def _append_slow(self, rc: int, data: bytes | Array, meta: int) -> int:
         c = self._c
         for _ in range(10_000):
             self._handle(rc, len(data), bool(meta))
@@ -488,25 +494,27 @@ class Appender(HotAppender, _CycleFileUser):
         already closed. Moves to (and creates) the cycle of ``index`` whatever
         the clock says.
         """
-        if type(data) is not bytes:
-            # a small payload is copied (cheaper than a cffi buffer per call)
-            if ((isinstance(data, bytearray) and len(data) <= 65536)
-                    or (isinstance(data, memoryview) and data.nbytes <= 65536)):
-                data = bytes(data)
-            else:
-                data = self._coerce(data)
+        raw: bytes | Array
+        if type(data) is bytes:
+            raw = data
+        # a small payload is copied (cheaper than a cffi buffer per call)
+        elif ((isinstance(data, bytearray) and len(data) <= 65536)
+                or (isinstance(data, memoryview) and data.nbytes <= 65536)):
+            raw = bytes(data)
+        else:
+            raw = self._coerce(data)
         shift = self._cycles.roll_cycle.cycle_shift
         st = self._store
         if st is not None and index >= 0 and st.cycle == index >> shift:
             # the common case of a replication sink: the next index of this cycle
-            r = _cq_append_at(self._c, data, len(data), index & ((1 << shift) - 1))
+            r = _cq_append_at(self._c, raw, len(raw), index & ((1 << shift) - 1))
             if r >= 0:
                 return True
             if r == DUPLICATE:
                 return False
-        return self._write_at_slow(index, data)
+        return self._write_at_slow(index, raw)
 
-    def _write_at_slow(self, index: int, data: Any) -> bool:
+    def _write_at_slow(self, index: int, data: bytes | Array) -> bool:
         rc_ = self._cycles.roll_cycle
         cycle, seq = rc_.to_cycle(index), rc_.to_sequence(index)
         c = self._c
@@ -579,7 +587,7 @@ class Appender(HotAppender, _CycleFileUser):
         self._append_batches(buf, from_buffer("int64_t[]", offsets), offsets, 0)
         return int(self._c.last_index)
 
-    def _append_batches(self, buf: Any, offs: Any, offsets: array[int], start: int,
+    def _append_batches(self, buf: bytes | Array, offs: Array, offsets: array[int], start: int,
                         at: int | None = None) -> None:
         """Append excerpts ``start..n-1`` of a packed run in native batches,
         dealing with every other code (roll, map, wait) between them.  ``at``:
@@ -690,7 +698,7 @@ class Appender(HotAppender, _CycleFileUser):
         return index
 
     # -- replication acknowledgements -------------------------------------
-    def _acked_target(self, index: int | None) -> tuple[Any, int]:
+    def _acked_target(self, index: int | None) -> tuple[Cell, int]:
         meta = self._meta
         self._cycles.check_open()
         if index is None:

@@ -95,15 +95,14 @@ __all__ = ["Appender", "MethodReader", "Pretoucher", "Queue", "Tailer", "cycles_
 # parent's PID (so a crash of the child would look like a crash of the parent,
 # and the parent's death would let others take a lock the child holds).
 
-#: every queue object alive, with its appenders and tailers
-_OPEN_QUEUES: weakref.WeakKeyDictionary[Queue, weakref.WeakSet[Appender | Tailer]] = (
-    weakref.WeakKeyDictionary())
+#: every queue object alive, with the owner of its files (whose registry of
+#: holds reaches its appenders and tailers; also what :func:`cycles_of` gives)
+_OPEN_QUEUES: weakref.WeakKeyDictionary[Queue, Cycles] = weakref.WeakKeyDictionary()
 
 
 def _after_fork_in_child() -> None:
-    for q, children in list(_OPEN_QUEUES.items()):
-        held = [st for child in list(children) if (st := child.after_fork()) is not None]
-        cycles_of(q).after_fork(held)
+    for cycles in list(_OPEN_QUEUES.values()):
+        cycles.after_fork()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -302,7 +301,6 @@ class Queue(_Resource):
         self._block_size = o.block_size
         self._week_rule = o.week_rule
         self._source_id = source_id
-        self._children: weakref.WeakSet[Appender | Tailer] = weakref.WeakSet()
 
         # QueueAccessError (not "no queue here") when the directory is unreadable
         names = list_dir(self._path) if os.path.isdir(self._path) else []
@@ -388,7 +386,7 @@ class Queue(_Resource):
         self._disk: DiskSpace | None = (
             None if o.disk_space_warning is None or read_only
             else watch_disk(self._path, o.disk_space_warning, o.disk_check_interval))
-        _OPEN_QUEUES[self] = self._children
+        _OPEN_QUEUES[self] = self._cycles
 
 
     # -- fixed settings --------------------------------------------------
@@ -628,15 +626,9 @@ class Queue(_Resource):
             if cycles.closed:
                 return
             if clean:
-                for child in list(self._children):
-                    if isinstance(child, Tailer):
-                        child.queue_closing()
+                cycles.holds.closing()
             cycles.shut()
-            busy = False
-            for child in list(self._children):
-                # one with no call in flight lets its cycle file go now (the
-                # last holder unmaps it); one in a call, when the call leaves
-                busy = child.queue_closed() or busy
+            busy = cycles.holds.closed()
             if cycles.meta is not None:
                 close_notifier(cycles.meta)  # asyncio: the notify helper thread (_notify)
             # still held stores (by a call in flight: an appender's or tailer's,
@@ -667,17 +659,13 @@ class Queue(_Resource):
         listeners = tuple(fn for fn in (self.options.appender_listener, listener)
                           if fn is not None)
         if listeners:
-            la = _ListenedAppender(self._cycles, self, True, listeners)
-            self._children.add(la)
-            return la
+            return _ListenedAppender(self._cycles, self, True, listeners)
         kind: type[Appender] = Appender
         if self.sync_mode is not SyncMode.NONE:
             kind = _SyncedAppender
         elif not isinstance(self.time_provider, SetTimeProvider | SystemTimeProvider):
             kind = _ClockedAppender
-        a = kind(self._cycles, self, notify=True)  # wakes parked Pauser.notify() tailers
-        self._children.add(a)
-        return a
+        return kind(self._cycles, self, notify=True)  # wakes parked Pauser.notify() tailers
 
     def tailer(self, name: str | None = None, *,
                direction: TailerDirection = TailerDirection.FORWARD,
@@ -701,7 +689,6 @@ class Queue(_Resource):
         t = kind(self._cycles, self, name, direction, include_metadata)
         if pauser is not None:
             t.pauser = pauser
-        self._children.add(t)
         return t
 
     # -- cycles ----------------------------------------------------------
@@ -840,7 +827,7 @@ def cycles_of(queue: Queue) -> Cycles:
     write lock and rolling: what this package's tools (dump, the operations,
     replication, services) are given to work on an open queue.  Not a member
     of :class:`Queue`: users never need it."""
-    return queue._cycles  # noqa: SLF001  (the queue's own module)
+    return _OPEN_QUEUES[queue]
 
 
 def set_queue_codec(queue: Queue, codec: Codec | str) -> Codec:

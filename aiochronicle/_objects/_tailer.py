@@ -28,11 +28,14 @@ from .._core._native import (
     TAILER_INDEX_WORD,
     TOO_LARGE,
     UNMARKED_END,
+    Cell,
     HotTailer,
-    address,
+    Pointer,
+    TailerStruct,
     check,
     error,
     from_buffer,
+    handle,
     int64_at,
     new_bytes,
     new_tailer,
@@ -91,8 +94,8 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         """The named tailer's name (its position is kept as ``index.<name>``), or None."""
         self._store: CycleStore | None = None
         c = new_tailer()
-        self._c: Any = c
-        self._scratch: Any = new_bytes(SCRATCH)
+        self._c: TailerStruct = c
+        self._scratch: Pointer = new_bytes(SCRATCH)
         c.scratch = self._scratch
         c.scratch_cap = SCRATCH
         # struct fields read on the hot path go through a memoryview: far
@@ -118,6 +121,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         self._saved = 0  # the value of index.<name> as this tailer last wrote it
         self._last_mod = -2
         self._before_start = False
+        self._hold_files(cycles.holds)
         if name is not None:
             meta = cycles.meta
             if meta is None or cycles.read_only:
@@ -152,14 +156,14 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
             self._save()
         self._detach()
 
-    def queue_closing(self) -> None:
-        """For the queue's use, before a clean close: a named tailer not closed
+    def _queue_closing(self) -> None:
+        """Before a clean close of the queue: a named tailer not closed
         yet saves its position (what it handed out is done)."""
         if not self._closed:
             self._save()
 
-    def after_fork(self) -> CycleStore | None:
-        """For the queue's use, in a forked child: a fresh wait guard (a thread
+    def _after_fork(self) -> CycleStore | None:
+        """In a forked child: a fresh wait guard (a thread
         of the parent may have held it, and only the forking thread survives)
         and no call in flight (those were the parent's threads'); returns the
         cycle file it holds (the queue counts its holders again)."""
@@ -225,7 +229,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         hot = self._direction == TailerDirection.FORWARD and not self._c.include_meta
         # read_blocking reads in C first only where read_nowait is the C one
         plain = type(self).read_nowait is HotTailer.read_nowait
-        self._bind_native(address(self._c), hot, plain)
+        self._bind_native(handle(self._c), hot, plain)
         self._spin_reads = hot and not self._gated
 
     @property
@@ -802,7 +806,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
         n = int(n_out[0])
         if n:
             if self._named_off is not None:
-                self._save(int(sc.pindices[0]))
+                self._save(sc.indices[0])  # the array pindices points into
             batch, spent = sc.take(n)
             if spent:
                 self._batch_scratch = None  # handed out: new buffers next time
@@ -818,7 +822,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
     _batch_scratch: _BatchScratch | None = None
 
     # -- replication: only what a replica acknowledged ---------------------
-    _ack_cell: Any = None
+    _ack_cell: Cell | None = None
     #: reads are checked against the replicas' acknowledgement (_AckedTailer)
     _gated = False
 
@@ -846,7 +850,7 @@ class Tailer(AsyncTailerMixin, _CycleFileUser):
                              "with queue.tailer(..., read_after_replica_acknowledged=True)")
         self._ack_cell = self._ack_pointer() if value else None
 
-    def _ack_pointer(self) -> Any:
+    def _ack_pointer(self) -> Cell:
         meta = self._cycles.meta
         if meta is None or (self._cycles.read_only and meta.offset(ACK_KEY) is None):
             raise ReadOnlyQueueError(f"queue {self._cycles.path} has no {ACK_KEY} value")
@@ -950,7 +954,9 @@ class _AckedTailer(Tailer):
         """The highest readable index, or None when nothing may be read now."""
         if self._closed or self._cycles.closed:
             self._check()
-        ack = int(self._ack_cell[0])
+        cell = self._ack_cell
+        assert cell is not None  # an acked tailer's check is on while it gates
+        ack = int(cell[0])
         if ack < 0 or (self._direction == TailerDirection.FORWARD and self.index > ack):
             return None
         return ack

@@ -40,6 +40,7 @@ from .._format._store import (
     unwritten_age,
 )
 from .._format._tablestore import TableStore
+from ._resource import FileHolds
 from ._settings import SUFFIX, UnlockMode
 from ._writelock import WRITE_LOCK, WriteLock, lock_holder, pid_alive
 
@@ -111,6 +112,9 @@ class Cycles:
         """``chronicle.write.lock`` (every roll and creation happens under it)."""
         self.lock = threading.RLock()
         """Guards the store cache (and the queue's close)."""
+        self.holds = FileHolds()
+        """The appenders and tailers holding these files (the queue's close and
+        the fork handler reach them through it)."""
         self._closed = False
         self._stores: dict[int, CycleStore] = {}
         self.listeners: list[StoreListener] = []
@@ -192,12 +196,13 @@ class Cycles:
             if self.meta is not None:
                 self.meta.close(now=True)
 
-    def after_fork(self, held: list[CycleStore]) -> None:
+    def after_fork(self) -> None:
         """In a forked child: a fresh :attr:`lock` and fresh locks of the open
         files (a thread of the parent may have held one, and only the forking
         thread survives); each store counts as holders only the appenders and
-        tailers that hold it (``held``, one entry per holder): the parent's
-        threads' calls that held one are not here to let it go."""
+        tailers that hold it (:attr:`holds`): the parent's threads' calls that
+        held one are not here to let it go."""
+        held = self.holds.after_fork()
         self.lock = threading.RLock()
         self._meta_users = 0
         self._meta_owed = False

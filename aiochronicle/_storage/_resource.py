@@ -13,11 +13,15 @@ nothing about which threads exist.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from types import TracebackType
-from typing import Concatenate, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, Protocol, TypeVar
 
-__all__ = ["in_flight"]
+if TYPE_CHECKING:
+    from .._format._store import CycleStore
+
+__all__ = ["FileHold", "FileHolds", "in_flight"]
 
 _Self = TypeVar("_Self", bound="_Resource")
 _P = ParamSpec("_P")
@@ -62,11 +66,91 @@ class _CycleFileUser(_Resource):
         """True while a call is in flight (``native/hot.c``)."""
         raise NotImplementedError
 
-    def queue_closed(self) -> bool:
-        """For the queue's use: its files are shut; let go of the cycle file,
-        now or when the call in flight leaves.  True if a call is in flight."""
+    def _hold_files(self, holds: FileHolds) -> None:
+        """Register with the owner of the queue's files (once, when made): it
+        calls the steps below on close and in a forked child."""
+        self._file_hold = holds.add(self._queue_closing, self._queue_closed, self._after_fork)
+
+    def _queue_closing(self) -> None:
+        """Before a clean close of the queue (a named tailer saves its place)."""
+
+    def _queue_closed(self) -> bool:
+        """The queue's files are shut: let go of the cycle file, now or when
+        the call in flight leaves.  True if a call is in flight."""
         self._detach()
         return self._owe()
+
+    def _after_fork(self) -> CycleStore | None:
+        """In a forked child: forget the parent's calls in flight; returns the
+        cycle file held (the owner counts its holders again)."""
+        raise NotImplementedError
+
+
+class FileHold:
+    """One appender's or tailer's hold on its queue's cycle files as the owner
+    of the files sees it: the steps it takes on the queue's close and in a
+    forked child.  The holder keeps it (a member, not a base); it refers to
+    the holder's steps weakly, so a dropped holder goes as before and its
+    hold leaves the registry with it."""
+
+    __slots__ = ("__weakref__", "_after_fork", "_closed", "_closing")
+
+    def __init__(self, closing: Callable[[], None], closed: Callable[[], bool],
+                 after_fork: Callable[[], CycleStore | None]) -> None:
+        self._closing = weakref.WeakMethod(closing)
+        self._closed = weakref.WeakMethod(closed)
+        self._after_fork = weakref.WeakMethod(after_fork)
+
+    def closing(self) -> None:
+        """Before a clean close of the queue."""
+        step = self._closing()
+        if step is not None:
+            step()
+
+    def closed(self) -> bool:
+        """The queue's files are shut; True while a call of the holder is in flight."""
+        step = self._closed()
+        return step is not None and step()
+
+    def after_fork(self) -> CycleStore | None:
+        """In a forked child: the cycle file the holder holds."""
+        step = self._after_fork()
+        return None if step is None else step()
+
+
+class FileHolds:
+    """The holds on one queue's cycle files (a registry kept by their owner,
+    ``Cycles``): the queue's close and the fork handler go through it, never
+    through the appenders' and tailers' own methods."""
+
+    def __init__(self) -> None:
+        self._holds: weakref.WeakSet[FileHold] = weakref.WeakSet()
+
+    def add(self, closing: Callable[[], None], closed: Callable[[], bool],
+            after_fork: Callable[[], CycleStore | None]) -> FileHold:
+        """A new hold with these steps, registered; the holder keeps it."""
+        hold = FileHold(closing, closed, after_fork)
+        self._holds.add(hold)
+        return hold
+
+    def closing(self) -> None:
+        """Before a clean close: every holder's closing step."""
+        for hold in list(self._holds):
+            hold.closing()
+
+    def closed(self) -> bool:
+        """The files are shut: every holder lets go (now, or when its call in
+        flight leaves); True if any call is in flight."""
+        busy = False
+        for hold in list(self._holds):
+            # one with no call in flight lets its cycle file go now (the last
+            # holder unmaps it); one in a call, when the call leaves
+            busy = hold.closed() or busy
+        return busy
+
+    def after_fork(self) -> list[CycleStore]:
+        """In a forked child: the cycle files held, one entry per holder."""
+        return [st for hold in list(self._holds) if (st := hold.after_fork()) is not None]
 
 
 class _Counted(Protocol):

@@ -25,10 +25,10 @@ import os
 import time
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._core._errors import AppendLockedError, QueueClosedError, WriteLockTimeoutError
-from .._core._native import UNLOCKED, lock, unlock
+from .._core._native import UNLOCKED, Cell, lock, unlock
 from ._settings import UnlockMode
 
 if TYPE_CHECKING:
@@ -281,7 +281,7 @@ class WriteLock:
         """Seconds to wait for a live holder before ``unlock_mode`` applies."""
         self.unlock_mode = unlock_mode
         """What to do with a lock a live process holds past ``lock_timeout``."""
-        self._cell: Any = None
+        self._cell: Cell | None = None
         self._closed = False
 
     def close(self) -> None:
@@ -295,7 +295,7 @@ class WriteLock:
         assert meta is not None
         return meta
 
-    def ptr(self) -> Any:
+    def ptr(self) -> Cell:
         """The lock word in the mapped table store (what the native appender CASes)."""
         # looked up once, while the queue is open; kept so that a lock taken
         # just before another thread closes the queue can still be released

@@ -35,15 +35,18 @@ import secrets
 import socket
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._core._native import (
     NOTIFY_SLOTS,
     NULL,
-    address,
+    NULL_CELL,
+    Cell,
+    NotifyWatch,
     cas64,
     futex_wait,
     futex_wake,
+    handle,
     int64_at,
     new_notify_watch,
     notify_arm,
@@ -74,7 +77,7 @@ def slot_key(i: int) -> str:
     return f"{NOTIFY_KEY}.{i}"
 
 
-def _cas_slot(slot_ptr: Any, expected: int, value: int) -> bool:
+def _cas_slot(slot_ptr: Cell, expected: int, value: int) -> bool:
     return cas64(slot_ptr, expected, value)
 
 
@@ -142,9 +145,9 @@ class LoopWaker:
         #: until close(): its slot may be armed
         self.open = True
         #: the arguments of a tailer's ``_arm_read`` (native/hot.c), which
-        #: arms and looks for data in one call: the parked bits' address, the
+        #: arms and looks for data in one call: the parked bits' handle, the
         #: slot, the slot's owner value's address and our ident
-        self.arm_args = (address(self._parked), slot, address(self._slot_ptr), ident)
+        self.arm_args = (handle(self._parked), slot, handle(self._slot_ptr), ident)
         loop.add_reader(sock.fileno(), self._readable)
         # a loop that is dropped without the queue closing frees its slot
         self._finalizer = weakref.finalize(loop, LoopWaker._drop, sock, self._slot_ptr,
@@ -172,7 +175,7 @@ class LoopWaker:
             _wake(fut)
 
     @staticmethod
-    def _drop(sock: socket.socket | None, slot_ptr: Any, parked: Any, slot: int,
+    def _drop(sock: socket.socket | None, slot_ptr: Cell, parked: Cell, slot: int,
               ident: int) -> None:
         """Give the slot up (unless someone took it over) and clear its bit."""
         _cas_slot(slot_ptr, ident, 0)
@@ -229,10 +232,10 @@ class Notifier:
         self._words = MappedWords(meta.path, size)
         self._offsets = offsets
         #: the value, and its futex word (for threads parking in cq_park_read)
-        self.cell: Any = self._words.int64(offsets[NOTIFY_KEY])
-        self.word: Any = notify_word(self.cell)
+        self.cell: Cell = self._words.int64(offsets[NOTIFY_KEY])
+        self.word: Cell = notify_word(self.cell)
         #: the parked bits of the owner slots
-        self.parked: Any = self._words.int64(offsets[PARKED_KEY])
+        self.parked: Cell = self._words.int64(offsets[PARKED_KEY])
         self._cond = threading.Condition()
         self._waiters: dict[asyncio.Future[None], int] = {}
         self._thread: threading.Thread | None = None
@@ -255,7 +258,7 @@ class Notifier:
         self._fast = None
         self._wakers = weakref.WeakKeyDictionary()
 
-    def slot_ptr(self, i: int) -> Any:
+    def slot_ptr(self, i: int) -> Cell:
         """The value of owner slot ``i``."""
         return self._words.int64(self._offsets[slot_key(i)])
 
@@ -434,14 +437,14 @@ def close_notifier(meta: TableStore) -> None:
         n.close()
 
 
-def _watch_setup(meta: TableStore, w: Any) -> None:
+def _watch_setup(meta: TableStore, w: NotifyWatch) -> None:
     """Point ``w`` at the notify values that exist, and at the table store's
     end to pick up the others when a waiter creates them."""
     file = meta.file
 
-    def value(key: str) -> Any:
+    def value(key: str) -> Cell:
         off = meta.offset(key)  # rescans the keys when absent
-        return NULL if off is None else int64_at(file.ptr(off))
+        return NULL_CELL if off is None else int64_at(file.ptr(off))
 
     w.cell = value(NOTIFY_KEY)
     w.parked = value(PARKED_KEY)
@@ -459,7 +462,7 @@ def _watch_setup(meta: TableStore, w: Any) -> None:
     w.probe = meta.end
 
 
-def notify_watch(meta: TableStore) -> Any:
+def notify_watch(meta: TableStore) -> NotifyWatch | None:
     """What an appender of the queue whose metadata table store is ``meta``
     points its native struct at (``cq_appender.notify``) to wake parked
     ``Pauser.notify()`` tailers: the native core checks the watched words

@@ -33,13 +33,16 @@ from .._core._native import (
     BAD_STATE,
     NONE,
     NULL,
-    address,
+    Cell,
+    NativeHandle,
+    Pointer,
     futex_wake,
     new_uint32,
     park_read,
     spin,
     yield_cpu,
 )
+from .._core._native import handle as native_handle
 from ._notify import running_loop
 
 if TYPE_CHECKING:
@@ -97,7 +100,7 @@ class WaitState:
     park timer kept across parks, and the plan of the next step."""
 
     __slots__ = ("due", "notify", "parks", "paused_ns", "plan", "reset", "slice_ns", "stop",
-                 "stop_address", "sync_word", "timer", "timer_due", "timer_loop")
+                 "stop_handle", "sync_word", "timer", "timer_due", "timer_loop")
 
     def __init__(self, plan: Plan, reset: Callable[[], None], slice_ns: int,
                  notify: bool) -> None:
@@ -109,14 +112,14 @@ class WaitState:
         #: parks may be ended by the queue's notify (``Pauser.notify()``)
         self.notify = notify
         self.paused_ns = 0
-        self.stop: Any = new_uint32()
-        self.stop_address = address(self.stop)
+        self.stop: Cell = new_uint32()
+        self.stop_handle = native_handle(self.stop)
         # the futures of the parks in progress; unpause() takes a copy from any
         # thread (adding, discarding and copying are each one C call on a set
         # of futures, which hash by identity: no lock needed)
         self.parks: set[asyncio.Future[None]] = set()
         # the notify word a thread is parked on (unpause() wakes it too)
-        self.sync_word: Any = None
+        self.sync_word: Cell | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.timer_loop: asyncio.AbstractEventLoop | None = None
         self.timer_due = 0
@@ -134,8 +137,8 @@ class Probe(Generic[Excerpt]):
 
     def __init__(self, *, read: Callable[[Any], Excerpt | None],
                  spin_reads: Callable[[Any], bool],
-                 spin_read: Callable[[Any, int, int, int], Any],
-                 arm_read: Callable[[Any, int, int, int, int, bool], Any],
+                 spin_read: Callable[[Any, int, NativeHandle, int], Any],
+                 arm_read: Callable[[Any, NativeHandle, int, NativeHandle, int, bool], Any],
                  park_on: Callable[[Any], Any],
                  finish: Callable[[Any, int, Excerpt | None], Excerpt | None],
                  taken: Callable[[Any, int], Excerpt | None],
@@ -147,7 +150,7 @@ class Probe(Generic[Excerpt]):
         #: whether ``spin_read`` watches the next header (forward, ungated)
         self.spin_reads = spin_reads
         #: a native spin that watches the next header: ``(reader, budget_ns,
-        #: stop_address, seen) -> Excerpt | code``
+        #: stop_handle, seen) -> Excerpt | code``
         self.spin_read = spin_read
         #: set the loop's parked bit and look once more, in one native call:
         #: ``-> Excerpt | None (armed) | False (slot lost)``
@@ -213,7 +216,7 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
                     probe.check(reader)
                 if kind == SPIN:
                     if forward:
-                        r = probe.spin_read(reader, ns, w.stop_address, seen)
+                        r = probe.spin_read(reader, ns, w.stop_handle, seen)
                         if type(r) is int:
                             n = r
                         else:
@@ -236,7 +239,7 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
         w.paused_ns += _mono_ns() - t0
 
 
-def _park_sync(w: WaitState, c: Any, ns: int, notifier: Notifier | None, seen: int) -> int:
+def _park_sync(w: WaitState, c: Pointer, ns: int, notifier: Notifier | None, seen: int) -> int:
     """Park this thread for ``ns``; with a notifier, on the queue's notify word
     (then a committed excerpt ends it).  Returns cq_park_read's code."""
     if notifier is None:
@@ -305,7 +308,7 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                     if probe.spin_reads(reader):
                         # spins in C with the GIL released; an excerpt comes
                         # back built (no cffi call, no copy through Python)
-                        r = probe.spin_read(reader, ns, w.stop_address, seen)
+                        r = probe.spin_read(reader, ns, w.stop_handle, seen)
                         if type(r) is int:
                             n = r
                         else:
