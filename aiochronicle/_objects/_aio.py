@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .._format._tablestore import TableStore
     from ._queueview import QueueView
 
-__all__ = ["AsyncTailerMixin"]
+__all__ = ["AsyncTailerMixin", "tailer_wait"]
 
 
 @types.coroutine
@@ -183,11 +183,7 @@ class AsyncTailerMixin(HotTailer):
         (``_waiter.wait_async``, which documents ``until``, ``loop`` and the
         drain, ``handle``): its coroutine itself, one frame less to resume
         per wake-up."""
-        p = self._pauser
-        if p is None:
-            p = self.pauser
-        return wait_async(wait_state(p), _probe(type(self)), self, until, loop, handle,
-                          None, self.checkpoint_every)
+        return tailer_wait(self, until, loop, handle)
 
     def __aiter__(self) -> AsyncIterator[Excerpt]:
         return self
@@ -240,6 +236,19 @@ class AsyncTailerMixin(HotTailer):
         if ex is not None:
             return ex
         return wait_sync(wait_state(self.pauser), _probe(type(self)), self, timeout)
+
+
+def tailer_wait(tailer: AsyncTailerMixin, until: Callable[[], bool] | None,
+                loop: asyncio.AbstractEventLoop | None = None,
+                handle: Callable[[Excerpt], bool] | None = None) -> Awaitable[Excerpt | None]:
+    """The next excerpt of ``tailer``, waited for by the waiter with the
+    tailer's pauser (``_waiter.wait_async``, which documents ``until``,
+    ``loop`` and the drain, ``handle``): the one wait of a tailer, which a
+    method reader's ``run()`` (through its source) and the package's services
+    share.  Returns the waiter's coroutine itself (no frame of its own to
+    resume per wake-up)."""
+    return wait_async(wait_state(tailer.pauser), _probe(type(tailer)), tailer, until, loop,
+                      handle, None, tailer.checkpoint_every)
 
 
 #: each tailer class's probe (its own reads, looked up through its class)

@@ -43,6 +43,7 @@ from .._format._history import MessageHistory
 from .._format._wire import PlainReader, WireError
 from .._messages._methods import JSON_RAWS, MP_ENC, msgpack_history
 from .._messages._methodwriter import make_method_writer
+from .._objects._aio import tailer_wait
 from .._objects._queue import MethodReader, Queue, Tailer, cycles_of, open_queue
 from .._storage._excerpt import Excerpt, TailerDirection
 from .._waiting._pauser import Pauser
@@ -941,7 +942,7 @@ class Service:
         with the same bookkeeping."""
         tailer = inp.tailer
         read_many = tailer.read_many
-        wait = tailer._wait  # noqa: SLF001 - the wait a method reader's run() has (MethodSource)
+        wait = tailer_wait  # the wait a method reader's run() has (its source's)
         loop = asyncio.get_running_loop()
         step = self._step
         process = inp.process
@@ -1020,7 +1021,7 @@ class Service:
                 break
             inp.waiting = True
             try:
-                got = await wait(until, loop, handle)
+                got = await wait(tailer, until, loop, handle)
             except asyncio.CancelledError:
                 if self._stopping:  # stop() ended the wait
                     task = asyncio.current_task()
