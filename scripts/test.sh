@@ -25,11 +25,13 @@ XDIST=(-n "$WORKERS")
 SIDE=(-n "$(( WORKERS < 2 ? WORKERS : 2 ))")
 # how long each step took, and the CPU time used so far by this script's children
 # (user+system: against the wall time x 2 cores, whether the run is CPU-bound)
+# (`times` in this shell: in a command substitution it would count the subshell's)
+TIMES="$(mktemp)"
 step() {
-  local cpu
-  cpu=$(times | tail -1 | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/);
-    printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
-  echo "test.sh: ${SECONDS}s (children's CPU ${cpu}s): $*" >&2
+  times >"$TIMES"
+  echo "test.sh: ${SECONDS}s (children's CPU $(tail -1 "$TIMES" | awk '{
+    split($1, u, /[ms]/); split($2, s, /[ms]/);
+    printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')s): $*" >&2
 }
 step "start"
 # clang builds the libFuzzer target of the native core (gcc builds everything else);
@@ -73,7 +75,7 @@ step "setup.sh done (.venv, editable install, jar)"
 LOGS="$(mktemp -d)"
 # on a failure, the steps still running in the background end too
 trap 'for f in "$LOGS"/*.pid; do [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
-      rm -rf "$LOGS"' EXIT
+      rm -rf "$LOGS" "$TIMES"' EXIT
 bg() { local name=$1; shift; "$@" >"$LOGS/$name" 2>&1 & echo $! >"$LOGS/$name.pid"; }
 fg() {
   local rc=0

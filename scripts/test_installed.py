@@ -156,7 +156,11 @@ def main(pytest_args: list[str]) -> int:
                if not k.startswith(("PYTHON", "VIRTUAL_ENV", "CC", "CXX"))}
         env["PATH"] = f"{py.parent}{os.pathsep}{path_without_compilers(work)}"
         # what users run, with the dev extra for the test runner and the tools tests call
-        run(py, "-m", "pip", "install", "--quiet", f"{repaired}[spark,dev]", env=env)
+        # (no bytecode compiled ahead for the dependencies: PySpark's, pandas' and the
+        # dev tools' thousands of modules cost a minute of CPU; what is imported
+        # compiles when it is)
+        run(py, "-m", "pip", "install", "--quiet", "--no-compile", f"{repaired}[spark,dev]",
+            env=env)
         site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('platlib'))"],
                               env=env, check=True, capture_output=True, text=True).stdout.strip()
         copy = work / "repo"
