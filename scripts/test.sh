@@ -74,12 +74,15 @@ step "setup.sh done (.venv, editable install, jar)"
 # mostly wait on the disk).  `bg NAME CMD...` starts one, `fg NAME` waits for it.
 LOGS="$(mktemp -d)"
 # on a failure, the steps still running in the background end too
-trap 'for f in "$LOGS"/*.pid; do [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
+# (each started in a process group of its own: the group is ended, its pytest workers
+# and their children too)
+trap 'for f in "$LOGS"/*.pid; do [ -e "$f" ] && kill -- "-$(cat "$f")" 2>/dev/null; done
       rm -rf "$LOGS" "$TIMES"' EXIT
-bg() { local name=$1; shift; "$@" >"$LOGS/$name" 2>&1 & echo $! >"$LOGS/$name.pid"; }
+bg() { local name=$1; shift; setsid -w "$@" >"$LOGS/$name" 2>&1 & echo $! >"$LOGS/$name.pid"; }
 fg() {
   local rc=0
   wait "$(cat "$LOGS/$1.pid")" || rc=$?
+  rm "$LOGS/$1.pid"
   sed "s/^/[$1] /" "$LOGS/$1"
   [ "$rc" = 0 ] || { echo "test.sh: $1 failed (exit $rc)" >&2; exit "$rc"; }
   step "$1 done"
