@@ -13,8 +13,8 @@
 #      shipped, the jar and Spark registration, the package metadata, plus a
 #      representative set of queue behaviour): its INSTALL_TESTS.  The rest ran in 2
 #      on the same sources; `scripts/test_installed.py --whole-suite` runs them all again.
-#      The wheel is built beside ruff and mypy and tested beside pass 2; the portable
-#      build's pass (scripts/test_portable.sh) runs after pass 2, beside the wheel's.
+#      The wheel is built beside ruff and mypy, and tested after pass 2 beside the
+#      portable build's pass (scripts/test_portable.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the pytest runs use this many pytest-xdist workers (tests/conftest.py keeps the
@@ -102,14 +102,15 @@ bg wheel .venv/bin/python scripts/test_installed.py --build
 step "promtool, ruff and mypy done"
 fg interop
 fg wheel
-# the wheel installed with the spark extra in a fresh venv with no C compiler on PATH,
-# and the install-dependent tests against it (see the script's docstring), beside
-# the checkout pass
-bg installed .venv/bin/python scripts/test_installed.py --built -q "${SIDE[@]}"
 .venv/bin/python -m pytest "${XDIST[@]}" --durations=25 "$@"
 step "the suite passed against the checkout"
 # the portable build of the core (CQ_PORTABLE=1: the code macOS runs), in a directory
 # of its own, under the tests of what the platform layer changes (native/platform.h)
 bg portable bash scripts/test_portable.sh "${SIDE[@]}"
+# the wheel installed with the spark extra in a fresh venv with no C compiler on PATH,
+# and the install-dependent tests against it (see the script's docstring), beside the
+# portable pass.  (Beside the checkout pass, on 2 cores, test_cli's `tail -f` missed its
+# 10 s exit after SIGINT in both runs measured: the passes stay one after the other.)
+bg installed .venv/bin/python scripts/test_installed.py --built -q "${SIDE[@]}"
 fg installed
 fg portable

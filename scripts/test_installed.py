@@ -24,7 +24,7 @@ Usage: ``python scripts/test_installed.py [--whole-suite] [pytest arguments]``;
 the artifacts are left in ``dist/`` and ``wheelhouse/``.  ``--build`` only builds and
 repairs them; ``--built`` tests the ones found there (each checked as after a build).
 scripts/test.sh builds beside ruff and mypy (before the checkout pass, whose
-packaging tests build in the checkout too) and tests beside the checkout pass.
+packaging tests build in the checkout too) and tests after the checkout pass.
 """
 
 from __future__ import annotations
