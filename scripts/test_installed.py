@@ -20,8 +20,11 @@ less the tests marked ``checkout``: the ones that compile the native sources (sa
 builds, fuzz targets: they need a compiler and ``native/``) or build the package
 itself (``tests/test_packaging.py``, which the steps here do for real).
 
-Usage: ``python scripts/test_installed.py [--whole-suite] [pytest arguments]``
-(scripts/test.sh runs it); the artifacts are left in ``dist/`` and ``wheelhouse/``.
+Usage: ``python scripts/test_installed.py [--whole-suite] [pytest arguments]``;
+the artifacts are left in ``dist/`` and ``wheelhouse/``.  ``--build`` only builds and
+repairs them; ``--built`` tests the ones found there (each checked as after a build).
+scripts/test.sh builds beside ruff and mypy (before the checkout pass, whose
+packaging tests build in the checkout too) and tests after the checkout pass.
 """
 
 from __future__ import annotations
@@ -86,6 +89,19 @@ def build() -> tuple[Path, Path]:
     return sdist, wheel
 
 
+def built() -> tuple[Path, Path, Path]:
+    """The sdist, wheel and repaired wheel a ``--build`` run left, checked as it checks them."""
+    (sdist,) = (ROOT / "dist").glob("aiochronicle-*.tar.gz")
+    (wheel,) = (ROOT / "dist").glob("aiochronicle-*.whl")
+    (repaired,) = (ROOT / "wheelhouse").glob("aiochronicle-*manylinux*.whl")
+    with tarfile.open(sdist) as tf:
+        assert any(n.endswith("/" + JAR) for n in tf.getnames()), f"{sdist.name} has no jar"
+    for whl in (wheel, repaired):
+        with zipfile.ZipFile(whl) as zf:
+            assert JAR in zf.namelist(), f"{whl.name} has no jar"
+    return sdist, wheel, repaired
+
+
 def repair(wheel: Path) -> Path:
     """The wheel made manylinux by auditwheel, in ``wheelhouse/``."""
     house = ROOT / "wheelhouse"
@@ -123,9 +139,15 @@ def main(pytest_args: list[str]) -> int:
     pytest_args = [a for a in pytest_args if a != "--whole-suite"]
     missing = [t for t in INSTALL_TESTS if not (ROOT / t).is_file()]
     assert not missing, f"INSTALL_TESTS names files that do not exist: {missing}"
-    sdist, wheel = build()
-    repaired = repair(wheel)
+    if "--built" in pytest_args:
+        pytest_args = [a for a in pytest_args if a != "--built"]
+        sdist, wheel, repaired = built()
+    else:
+        sdist, wheel = build()
+        repaired = repair(wheel)
     say(f"built {sdist.name}, {wheel.name}, repaired to {repaired.name}")
+    if "--build" in pytest_args:
+        return 0
     with tempfile.TemporaryDirectory(prefix="aiochronicle-installed-") as tmp:
         work = Path(tmp)
         venv.EnvBuilder(with_pip=True).create(work / "venv")
@@ -134,7 +156,11 @@ def main(pytest_args: list[str]) -> int:
                if not k.startswith(("PYTHON", "VIRTUAL_ENV", "CC", "CXX"))}
         env["PATH"] = f"{py.parent}{os.pathsep}{path_without_compilers(work)}"
         # what users run, with the dev extra for the test runner and the tools tests call
-        run(py, "-m", "pip", "install", "--quiet", f"{repaired}[spark,dev]", env=env)
+        # (no bytecode compiled ahead for the dependencies: PySpark's, pandas' and the
+        # dev tools' thousands of modules cost a minute of CPU; what is imported
+        # compiles when it is)
+        run(py, "-m", "pip", "install", "--quiet", "--no-compile", f"{repaired}[spark,dev]",
+            env=env)
         site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('platlib'))"],
                               env=env, check=True, capture_output=True, text=True).stdout.strip()
         copy = work / "repo"

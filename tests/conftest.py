@@ -74,18 +74,35 @@ def extract_fixture(java_fixtures: Path, tmp_path: Path, _extracted_fixtures: di
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Each test goes to whichever worker is free, except the Spark tests: they run on
-    one worker, one after another, as they share one Spark session
-    (tests/spark/conftest.py) and a JVM costs a core and a few GiB.  (pytest-xdist's
+    """Each test goes to whichever worker is free, except the Spark tests: those that
+    share one Spark session (tests/spark/conftest.py) run on one worker, one after
+    another, as a JVM costs a core and a few GiB; the standalone cluster's module
+    (its own JVMs, no session) is a unit of its own, so it runs beside them on
+    another worker.  The units with the most tests go first (the Spark lane, then
+    the cluster's), then the slow tests (``pytest_collection_modifyitems`` puts them
+    first in the collection), so that no long test starts last.  (pytest-xdist's
     own ``xdist_group`` marker is not honoured with pytest 9, where a node id is
     computed: the group never reaches the scheduler.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class SparkOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith("tests/spark/test_spark_cluster.py"):
+                return "spark-cluster"
             return "spark" if nodeid.startswith("tests/spark/") else nodeid
 
     return SparkOnOneWorker(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a pytest-xdist worker, the slow tests first (a stable sort: the same order
+    on every worker, as the scheduler requires), so they start early and the
+    short ones fill the other workers' time around them; the Spark tests keep
+    their order (one unit, on one worker, with module-scoped fixtures).  A run without workers
+    keeps the collection order (module-scoped fixtures are set up once)."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.nodeid.startswith("tests/spark/")
+                   or item.get_closest_marker("slow") is None)
 
 
 # --------------------------------------------------------------------------

@@ -4,8 +4,10 @@ Three writer processes append messages of mixed sizes (up to 600 kB, so kills
 land mid-payload too) through ``append``, ``writing_document`` and
 ``append_metadata`` on a roll cycle of one second (so kills land in rolls and
 file creation too), while two tailer processes read live.  The test kills a
-random writer at a random moment at least 200 times, replacing it each time,
-then checks:
+random writer at a random moment, replacing it each time: 240 kills in all, as
+four campaigns of 60 on four queues (each with its own seed), which run side by
+side on the pytest-xdist workers (a campaign mostly waits on its writers).  Each
+campaign then checks:
 
 * every message whose append returned an index is in the queue exactly once,
   at that index;
@@ -29,11 +31,14 @@ import time
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
+import pytest
 import workers
 from workers import ACK, HEAD, open_q, parse_message
 
 WORKERS = os.path.join(os.path.dirname(__file__), "workers.py")
-KILLS = 200
+CAMPAIGNS = 4
+KILLS = 60
+"""Kills per campaign (``CAMPAIGNS`` of them: 240 kills in all)."""
 
 
 def _env() -> dict[str, str]:
@@ -44,7 +49,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def test_random_sigkill_of_writers(tmp_path):
+@pytest.mark.slow
+@pytest.mark.parametrize("campaign", range(CAMPAIGNS))
+def test_random_sigkill_of_writers(tmp_path, campaign):
     path = str(tmp_path / "q")
     ack_path = str(tmp_path / "acks")
     env = _env()
@@ -54,7 +61,7 @@ def test_random_sigkill_of_writers(tmp_path):
             pass
     finally:
         del os.environ["ROLL"]
-    rnd = random.Random(20261122)
+    rnd = random.Random(20261122 + campaign)
     incarnation = 0
     # writers fork from a server that has aiochronicle imported already, so a
     # replacement is appending within milliseconds of the kill
