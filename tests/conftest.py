@@ -8,6 +8,7 @@ into ``tmp_path`` and never write there.
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -17,6 +18,14 @@ from typing import Any
 import pytest
 from loops import KINDS, loop_factory
 from skips import listed, under_ci
+
+# A pass that a non-interactive shell runs in the background (`cmd &`, as
+# scripts/test.sh runs some) starts with SIGINT ignored, and every process a
+# test starts inherits that: `aiochronicle tail -f` would then never see the
+# Ctrl-C a test sends it (Python leaves an ignored SIGINT ignored).  The tests
+# stand for a user at a terminal, so their processes get SIGINT's default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # interop/jvm.py builds and runs the Java interop programs (tests/test_java_live.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
