@@ -109,8 +109,8 @@ step "the suite passed against the checkout"
 bg portable bash scripts/test_portable.sh "${SIDE[@]}"
 # the wheel installed with the spark extra in a fresh venv with no C compiler on PATH,
 # and the install-dependent tests against it (see the script's docstring), beside the
-# portable pass.  (Beside the checkout pass, on 2 cores, test_cli's `tail -f` missed its
-# 10 s exit after SIGINT in both runs measured: the passes stay one after the other.)
+# portable pass.  (Started in the background, its processes begin with SIGINT ignored:
+# tests/conftest.py gives the ones the tests start SIGINT's default again.)
 bg installed .venv/bin/python scripts/test_installed.py --built -q "${SIDE[@]}"
 fg installed
 fg portable
