@@ -8,6 +8,7 @@ venv with no C compiler (``scripts/test_installed.py``)."""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import shlex
@@ -52,10 +53,27 @@ CHECK = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "-w", str(out),
-                    "--no-build-isolation", "--no-deps", "-q"],
-                   check=True, cwd=out, capture_output=True, timeout=600)
+    """The checkout's wheel, built once per run: ``pip wheel`` builds in the
+    checkout's ``build/``, so pytest-xdist workers building at the same time
+    would link each other's half-written objects (a core without its cffi
+    module).  The first worker builds under a lock in the directory all the
+    workers' temporary directories share; the others take its wheel."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # popen-gwN's parent: one per run
+    out = shared / "checkout-wheel"
+    out.mkdir(exist_ok=True)
+    with open(shared / "checkout-wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not list(out.glob("aiochronicle-*.whl")):
+                subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "-w",
+                                str(out / "tmp"), "--no-build-isolation", "--no-deps", "-q"],
+                               check=True, cwd=out, capture_output=True, timeout=600)
+                (built,) = (out / "tmp").glob("aiochronicle-*.whl")
+                built.rename(out / built.name)  # whole, or not there at all
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     (whl,) = out.glob("aiochronicle-*.whl")
     return whl
 
