@@ -73,6 +73,31 @@ def test_default_pauser_is_balanced(tmp_path: Path) -> None:
             t.pauser = "busy"  # type: ignore[assignment]
 
 
+def test_a_replaced_pauser_is_the_one_the_next_wait_uses(run: Run[None], tmp_path: Path) -> None:
+    # a tailer keeps what its waits take (the pauser's wait state) from one wait
+    # to the next: replacing the pauser must replace it, for read() and async for
+    async def main() -> None:
+        async with ac.open_queue(tmp_path) as q:
+            a = q.appender()
+            t = q.tailer(pauser=ac.Pauser.sleepy())
+            first = t.pauser
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.02, a.append, b"one")
+            assert (await asyncio.wait_for(t.read(), 10)).payload == b"one"
+            used = first.count_paused
+            assert used > 0
+            for second in (ac.Pauser.sleepy(), ac.Pauser.balanced()):
+                t.pauser = second
+                loop.call_later(0.02, a.append, b"two")
+                async for ex in t:
+                    assert ex.payload == b"two"
+                    break
+                assert second.count_paused > 0
+                assert first.count_paused == used  # the old one no longer waits
+
+    run(main())
+
+
 def test_read_on_an_empty_queue_waits_for_the_first_file(run: Run[None], tmp_path: Path) -> None:
     async def main() -> None:
         async with ac.open_queue(tmp_path) as q:

@@ -27,7 +27,7 @@ from .._core._native import NULL, HotTailer, Pointer, TailerStruct
 from .._storage._excerpt import Excerpt, TailerDirection
 from .._waiting._notify import Notifier, notifier_for
 from .._waiting._pauser import Pauser, wait_state
-from .._waiting._waiter import Probe, wait_async, wait_sync
+from .._waiting._waiter import Probe, WaitState, wait_async, wait_sync
 
 if TYPE_CHECKING:
     import asyncio
@@ -70,6 +70,8 @@ class AsyncTailerMixin(HotTailer):
     _pauser: Pauser | None = None
     _notifier_of_queue: Notifier | None = None
     _wait_guard: threading.RLock | None = None
+    #: ``_waiting()``'s value, once asked for (no class default: read per wait)
+    _wait_with: tuple[WaitState, Probe[Excerpt]]
 
     if TYPE_CHECKING:
         def read_nowait(self) -> Excerpt | None:
@@ -119,6 +121,14 @@ class AsyncTailerMixin(HotTailer):
         if not isinstance(value, Pauser):
             raise TypeError(f"expected a Pauser, got {type(value).__name__}")
         self._pauser = value
+        self._wait_with = (wait_state(value), _probe(type(self)))
+
+    def _waiting(self) -> tuple[WaitState, Probe[Excerpt]]:
+        """What this tailer's waits take: its pauser's wait state and its
+        class's probe (kept until the pauser is replaced: a wake-up's next
+        wait looks neither up again)."""
+        w = self._wait_with = (wait_state(self.pauser), _probe(type(self)))
+        return w
 
     def _guard(self) -> threading.RLock:
         g = self._wait_guard
@@ -164,14 +174,21 @@ class AsyncTailerMixin(HotTailer):
         Raises:
             QueueClosedError: the tailer or its queue is (or gets) closed.
         """
-        if self._unyielded >= self.checkpoint_every:
+        every = self.checkpoint_every
+        if self._unyielded >= every:
             self._unyielded = 0
             await _sleep(0)
         ex = self.read_nowait()
         if ex is not None:
             self._unyielded += 1
             return ex
-        ex = await self._wait(None)
+        try:
+            w, probe = self._wait_with
+        except AttributeError:
+            w, probe = self._waiting()
+        # the waiter's coroutine awaited here (as tailer_wait does, with no
+        # frames between: each wake-up resumes one coroutine less)
+        ex = await wait_async(w, probe, self, None, None, None, None, every)
         assert ex is not None
         self._unyielded = 1
         return ex

@@ -290,9 +290,12 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
     waker = None  # this loop's wake-up socket (Pauser.notify), looked up once
     looked = False
     now = t0
+    drained = False  # until() was false after the last excerpt a drain handled
     try:
         while True:
-            if until is not None and until():
+            if drained:
+                drained = False  # nothing ran since until() was last asked
+            elif until is not None and until():
                 return None
             kind, ns = w.plan(now, slice_ns, None, None)
             if kind == SPIN:
@@ -358,7 +361,12 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                     if parks:  # another task parks on this pauser: a timer of its own
                         own = loop.call_later(ns / 1e9, _wake_future, fut)
                     else:
-                        _retime(w, ns, loop)
+                        # _retime's common case inline: the kept timer fires first
+                        due = _mono_ns() + ns
+                        if w.timer_loop is loop and w.timer_due <= due:
+                            w.due = due
+                        else:
+                            _retime(w, ns, loop)
                     parks.add(fut)
                     futs.add(fut)
                     try:
@@ -387,6 +395,7 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                     if until is not None and until():
                         return None
                     ex = probe.read(reader)
+                drained = until is not None
                 w.reset()
             now = _mono_ns()
     finally:
