@@ -50,7 +50,8 @@ static PyObject *str_let_go;        /* "_let_go" */
 #define HOT_CALLS_HEAD \
     PyObject_HEAD \
     Py_ssize_t busy; /* calls of this object in flight (any thread, nested) */ \
-    int owing;       /* closed while busy: the last call out lets the file go */
+    int owing;       /* closed while busy: the last call out lets the file go */ \
+    PyObject *bound; /* the handle of the bound struct: keeps its memory alive */
 
 typedef struct {
     HOT_CALLS_HEAD
@@ -197,15 +198,17 @@ static inline void *handle_pointer(PyObject *obj, const char *kind, const char *
     return NULL;
 }
 
-/* The struct of handle `handle`, which `*bound` keeps from now on.  Each
- * type holds its `bound` after its per-call fields (not in HOT_CALLS_HEAD):
- * the fields a call reads keep the offsets they had before handles, and a
- * field only _bind_native and dealloc touch stays off their cache line. */
-static void *bind_handle(PyObject **bound, PyObject *handle, const char *name) {
+/* Bind `obj` to the struct of handle `handle` (kept while bound). */
+static void *bind_handle(PyObject *obj, PyObject *handle, const char *name) {
     void *p = handle_pointer(handle, name, "_bind_native");
     if (p == NULL) return NULL;
-    Py_XSETREF(*bound, Py_NewRef(handle));
+    Py_XSETREF(((HotCalls *)obj)->bound, Py_NewRef(handle));
     return p;
+}
+
+static void calls_dealloc(PyObject *obj) {
+    Py_CLEAR(((HotCalls *)obj)->bound);
+    Py_TYPE(obj)->tp_free(obj);
 }
 
 #define HOT_CALLS_METHODS \
@@ -225,16 +228,10 @@ static void *bind_handle(PyObject **bound, PyObject *handle, const char *name) {
 typedef struct {
     HOT_CALLS_HEAD
     cq_appender *a;
-    PyObject *bound; /* the handle of *a: keeps its memory alive */
 } HotAppender;
 
-static void hot_appender_dealloc(HotAppender *self) {
-    Py_CLEAR(self->bound);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
 static PyObject *hot_appender_bind(HotAppender *self, PyObject *handle) {
-    void *p = bind_handle(&self->bound, handle, HANDLE_APPENDER);
+    void *p = bind_handle((PyObject *)self, handle, HANDLE_APPENDER);
     if (p == NULL) return NULL;
     self->a = (cq_appender *)p;
     Py_RETURN_NONE;
@@ -307,7 +304,7 @@ static PyTypeObject HotAppenderType = {
     .tp_name = "aiochronicle._core._hot.HotAppender",
     .tp_basicsize = sizeof(HotAppender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_dealloc = (destructor)hot_appender_dealloc,
+    .tp_dealloc = calls_dealloc,
     .tp_doc = "The per-message calls of an Appender (C API).",
     .tp_methods = hot_appender_methods,
     .tp_new = PyType_GenericNew,
@@ -603,13 +600,7 @@ typedef struct {
     int plain;    /* read_nowait is this type's own: read_blocking may read here first */
     int unyielded;        /* excerpts handed to async readers since the loop's last turn */
     int checkpoint_every; /* give the loop a turn at least this often (in _aio) */
-    PyObject *bound; /* the handle of *t: keeps its memory alive */
 } HotTailer;
-
-static void hot_tailer_dealloc(HotTailer *self) {
-    Py_CLEAR(self->bound);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
 
 #define DEFAULT_CHECKPOINT_EVERY 64
 
@@ -628,7 +619,7 @@ static PyObject *hot_tailer_bind(HotTailer *self, PyObject *const *args, Py_ssiz
     if (fw < 0) return NULL;
     int plain = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
     if (plain < 0) return NULL;
-    void *p = bind_handle(&self->bound, args[0], HANDLE_TAILER);
+    void *p = bind_handle((PyObject *)self, args[0], HANDLE_TAILER);
     if (p == NULL) return NULL;
     self->t = (cq_tailer *)p;
     self->forward = fw;
@@ -1030,7 +1021,7 @@ static PyTypeObject HotTailerType = {
     .tp_name = "aiochronicle._core._hot.HotTailer",
     .tp_basicsize = sizeof(HotTailer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_dealloc = (destructor)hot_tailer_dealloc,
+    .tp_dealloc = calls_dealloc,
     .tp_doc = "The per-message calls of a Tailer (C API).",
     .tp_methods = hot_tailer_methods,
     .tp_members = hot_tailer_members,
