@@ -27,6 +27,7 @@
 #include <structmember.h>
 
 #include "cq.h"
+#include "histcall.h"
 #include "pause.h"
 
 #ifndef AIOCHRONICLE_VERSION
@@ -344,6 +345,8 @@ typedef struct {
     Py_ssize_t arity;
     int pack;
     int direct;
+    int hist;           /* HC_NONE, or the form of the history written first */
+    Py_ssize_t hist_at; /* where in prefix the history goes */
 } WriterMethod;
 
 #define WM_STACK 512
@@ -394,20 +397,25 @@ static int wm_append(WriterMethod *self, const char *payload, Py_ssize_t len, Py
 }
 
 /* Append prefix + body[0:nb] + suffix (``whole``: body as a bytes object,
- * if it is one); returns 0 or -1. */
-static int wm_join(WriterMethod *self, const char *body, Py_ssize_t nb, PyObject *whole) {
+ * if it is one), with hist[0:nh] inserted at prefix[hist_at] when nh > 0;
+ * returns 0 or -1. */
+static int wm_join(WriterMethod *self, const char *body, Py_ssize_t nb, PyObject *whole,
+                   const uint8_t *hist, Py_ssize_t nh) {
     Py_ssize_t np = PyBytes_GET_SIZE(self->prefix), ns = PyBytes_GET_SIZE(self->suffix);
-    if (np == 0 && ns == 0) return wm_append(self, body, nb, whole);
+    if (np == 0 && ns == 0 && nh == 0) return wm_append(self, body, nb, whole);
     char small[WM_STACK];
-    Py_ssize_t len = np + nb + ns;
+    Py_ssize_t len = np + nh + nb + ns, at = nh ? self->hist_at : np;
     char *buf = len <= WM_STACK ? small : PyMem_Malloc((size_t)len);
     if (buf == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    memcpy(buf, PyBytes_AS_STRING(self->prefix), (size_t)np);
-    memcpy(buf + np, body, (size_t)nb);
-    memcpy(buf + np + nb, PyBytes_AS_STRING(self->suffix), (size_t)ns);
+    const char *pre = PyBytes_AS_STRING(self->prefix);
+    memcpy(buf, pre, (size_t)at);
+    if (nh) memcpy(buf + at, hist, (size_t)nh);
+    memcpy(buf + at + nh, pre + at, (size_t)(np - at));
+    memcpy(buf + np + nh, body, (size_t)nb);
+    memcpy(buf + np + nh + nb, PyBytes_AS_STRING(self->suffix), (size_t)ns);
     int rc = wm_append(self, buf, len, NULL);
     if (buf != small) PyMem_Free(buf);
     return rc;
@@ -422,6 +430,15 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf) - 1; /* args[0] is the proxy */
     if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || nargs != self->arity)
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    /* the history first: its timing is taken before the arguments are encoded,
+     * as the Python writer's (a history this call cannot build: that writer) */
+    uint8_t hist[HC_MAX];
+    Py_ssize_t nh = 0;
+    if (self->hist != HC_NONE) {
+        nh = hc_outgoing(self->hist, hist);
+        if (nh == -1) return NULL;
+        if (nh == HC_SLOW) return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    }
     args++;
     PyObject *arg;
     if (self->pack) {
@@ -443,7 +460,7 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
         Py_DECREF(r);
         /* no Python code runs from here until busy is cleared */
         int rc = wm_join(self, PyByteArray_AS_STRING(self->buf),
-                         PyByteArray_GET_SIZE(self->buf), NULL);
+                         PyByteArray_GET_SIZE(self->buf), NULL, hist, nh);
         if (PyByteArray_GET_SIZE(self->buf) > (1 << 16)) {
             /* a large call: let its memory go (the next call grows a new one) */
             PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0);
@@ -463,7 +480,7 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
         Py_DECREF(body);
         return NULL;
     }
-    int rc = wm_join(self, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), body);
+    int rc = wm_join(self, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), body, hist, nh);
     Py_DECREF(body);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
@@ -471,15 +488,21 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
 
 static PyObject *wm_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *appender, *append, *encode, *prefix, *suffix, *fallback, *into = Py_None;
-    Py_ssize_t arity;
-    int pack, direct;
+    Py_ssize_t arity, hist_at = 0;
+    int pack, direct, hist = HC_NONE;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
         PyErr_SetString(PyExc_TypeError, "WriterMethod takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OOOSSnppO|O:WriterMethod", &appender, &append, &encode,
-                          &prefix, &suffix, &arity, &pack, &direct, &fallback, &into))
+    if (!PyArg_ParseTuple(args, "OOOSSnppO|Oin:WriterMethod", &appender, &append, &encode,
+                          &prefix, &suffix, &arity, &pack, &direct, &fallback, &into, &hist,
+                          &hist_at))
         return NULL;
+    if ((hist != HC_NONE && hist != HC_MSGPACK && hist != HC_WIRE) || hist_at < 0 ||
+        hist_at > PyBytes_GET_SIZE(prefix)) {
+        PyErr_SetString(PyExc_ValueError, "hist is 0, 1 or 2 and hist_at within the prefix");
+        return NULL;
+    }
     if (into != Py_None && !PyCallable_Check(into)) {
         PyErr_SetString(PyExc_TypeError, "into must be callable or None");
         return NULL;
@@ -517,6 +540,8 @@ static PyObject *wm_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->arity = arity;
     self->pack = pack;
     self->direct = direct;
+    self->hist = hist;
+    self->hist_at = hist_at;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -1067,17 +1092,58 @@ static PyObject *version(PyObject *mod, PyObject *unused) {
  * last name looked up in ``fast``. */
 enum { MP_OTHER = 0, MP_HANDLED = 1, MP_FAILED = -1 };
 
+/* A reader that tracks message history: the queue it reads (its sourceId)
+ * and the index of the excerpt at hand.  Its calls may carry a history
+ * first (``[Ext 72, name, arg]``, 0x93); each handler runs with its excerpt
+ * as the current message (native/histcall.h), as the Python dispatch does. */
+typedef struct {
+    int32_t source_id;
+    int64_t index;
+} mp_track;
+
+/* handler(arg) with the excerpt as this thread's current message */
+static PyObject *mp_call_tracked(PyObject *handler, PyObject *arg, const mp_track *tr,
+                                 const uint8_t *raw, size_t raw_len) {
+    hc_slot slot = {NULL, raw, raw_len, tr->index, hc_now(), tr->source_id};
+    hc_slot *prev = hc_push(&slot);
+    PyObject *r = PyObject_CallOneArg(handler, arg);
+    hc_pop(&slot, prev);
+    return r;
+}
+
 static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **last_key,
-                   PyObject **last_entry, int64_t *out, int64_t next, Py_ssize_t *cursor) {
-    if (len < 2 || p[0] != 0x92 || p[1] < 0xA0 || p[1] > 0xBF) return MP_OTHER;
-    Py_ssize_t klen = p[1] - 0xA0;
-    if (2 + klen > len) return MP_OTHER;
+                   PyObject **last_entry, int64_t *out, int64_t next, Py_ssize_t *cursor,
+                   const mp_track *tr) {
+    const uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    int64_t pos = 1;
+    if (len < 2) return MP_OTHER;
+    if (p[0] == 0x93 && tr != NULL) {
+        /* the history Ext, as msgpack_history reads it (ext 8/16/32 only) */
+        int8_t type;
+        size_t start;
+        hist_view v;
+        if (p[1] < 0xC7 || p[1] > 0xC9 ||
+            hist_msgpack_ext(p + 1, (size_t)len - 1, &type, &start, &raw_len) != HIST_OK ||
+            type != 72)
+            return MP_OTHER;
+        raw = p + 1 + start;
+        if (hist_check(raw, raw_len, &v) != HIST_OK) return MP_OTHER; /* Python names it */
+        pos = 1 + (int64_t)start + (int64_t)raw_len;
+    } else if (p[0] != 0x92) {
+        return MP_OTHER;
+    }
+    if (pos >= len || p[pos] < 0xA0 || p[pos] > 0xBF) return MP_OTHER;
+    Py_ssize_t klen = p[pos] - 0xA0;
+    if (pos + 1 + klen > len) return MP_OTHER;
+    const uint8_t *name = p + pos + 1;
+    pos += 1 + klen;
     PyObject *entry;
     if (*last_key != NULL && PyBytes_GET_SIZE(*last_key) == klen &&
-        memcmp(PyBytes_AS_STRING(*last_key), p + 2, (size_t)klen) == 0) {
+        memcmp(PyBytes_AS_STRING(*last_key), name, (size_t)klen) == 0) {
         entry = *last_entry;
     } else {
-        PyObject *key = PyBytes_FromStringAndSize((const char *)p + 2, klen);
+        PyObject *key = PyBytes_FromStringAndSize((const char *)name, klen);
         if (key == NULL) return MP_FAILED;
         entry = PyDict_GetItemWithError(fast, key);
         if (entry == NULL) {
@@ -1092,8 +1158,7 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
         Py_XSETREF(*last_key, key);
         Py_XSETREF(*last_entry, Py_NewRef(entry)); /* the handler may change fast */
     }
-    PyObject *body = PyBytes_FromStringAndSize((const char *)p + 2 + klen,
-                                               (Py_ssize_t)(len - 2 - klen));
+    PyObject *body = PyBytes_FromStringAndSize((const char *)p + pos, (Py_ssize_t)(len - pos));
     if (body == NULL) return MP_FAILED;
     Py_INCREF(entry); /* a handler may replace the cache */
     PyObject *arg = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 0), body);
@@ -1107,7 +1172,8 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
     out[0] = next;
     out[1]++;
     if (cursor) *cursor = (Py_ssize_t)next;
-    PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg);
+    PyObject *r = tr == NULL ? PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg)
+                             : mp_call_tracked(PyTuple_GET_ITEM(entry, 1), arg, tr, raw, raw_len);
     Py_DECREF(arg);
     Py_DECREF(entry);
     if (r == NULL) return MP_FAILED;
@@ -1115,7 +1181,7 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
     return MP_HANDLED;
 }
 
-/* _dispatch_mp(data, offsets, start, end, fast, done) -> int
+/* _dispatch_mp(data, offsets, start, end, fast, done[, indices, source_id]) -> int
  *
  * Excerpt k of a batch is data[offsets[k]:offsets[k + 1]].  From ``start``
  * on, while an excerpt is a msgpack call ``[name, arg]`` (0x92, a fixstr)
@@ -1125,12 +1191,18 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
  * path decodes it again and reports it), or at ``end``.  ``done`` is two
  * int64: done[0] is the index after the last excerpt consumed, set before
  * its handler is called (when a handler raises, that is where reading goes
- * on); done[1] counts the calls consumed, in all.  Bounded by ``end - start`` excerpts; calls Python only to
- * decode and to call the handlers the caller gave. */
+ * on); done[1] counts the calls consumed, in all.  A third int64, when
+ * ``done`` has one, stops the dispatch after the handler that sets it.
+ * With ``indices`` (the excerpts' indices, int64) and ``source_id``, the
+ * reader tracks message history: a call may carry its history first
+ * (``[Ext 72, name, arg]``) and each handler runs with its excerpt as the
+ * current message (native/histcall.h).  Bounded by ``end - start`` excerpts; calls
+ * Python only to decode and to call the handlers the caller gave. */
 static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
+    if (nargs != 6 && nargs != 8) {
         PyErr_SetString(PyExc_TypeError,
-                        "_dispatch_mp(data, offsets, start, end, fast, done)");
+                        "_dispatch_mp(data, offsets, start, end, fast, done[, indices, "
+                        "source_id])");
         return NULL;
     }
     Py_ssize_t i = PyLong_AsSsize_t(args[2]);
@@ -1142,7 +1214,19 @@ static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_TypeError, "fast must be a dict");
         return NULL;
     }
-    Py_buffer data, offs, done;
+    mp_track track = {0, 0};
+    int tracked = nargs == 8;
+    if (tracked) {
+        long sid = PyLong_AsLong(args[7]);
+        if (sid == -1 && PyErr_Occurred()) return NULL;
+        if (sid < INT32_MIN || sid > INT32_MAX || !hc_ready()) {
+            PyErr_SetString(PyExc_ValueError,
+                            "_dispatch_mp: a sourceId is an int32 (and history registered)");
+            return NULL;
+        }
+        track.source_id = (int32_t)sid;
+    }
+    Py_buffer data, offs, done, idxs = {0};
     if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
     if (PyObject_GetBuffer(args[1], &offs, PyBUF_SIMPLE) < 0) {
         PyBuffer_Release(&data);
@@ -1153,13 +1237,22 @@ static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t na
         PyBuffer_Release(&data);
         return NULL;
     }
+    if (tracked && PyObject_GetBuffer(args[6], &idxs, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&done);
+        PyBuffer_Release(&offs);
+        PyBuffer_Release(&data);
+        return NULL;
+    }
     PyObject *result = NULL;
     PyObject *last_key = NULL, *last_entry = NULL;
     const int64_t *off = (const int64_t *)offs.buf;
+    const int64_t *idx = (const int64_t *)idxs.buf;
     Py_ssize_t n_off = offs.len / (Py_ssize_t)sizeof(int64_t);
     int64_t *out = (int64_t *)done.buf;
+    int stoppable = done.len >= 3 * (Py_ssize_t)sizeof(int64_t);
     const uint8_t *base = (const uint8_t *)data.buf;
-    if (done.len < 2 * (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off) {
+    if (done.len < 2 * (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off ||
+        (tracked && idxs.len / (Py_ssize_t)sizeof(int64_t) < end)) {
         PyErr_SetString(PyExc_ValueError, "_dispatch_mp: bad range or buffers");
         goto out;
     }
@@ -1170,18 +1263,60 @@ static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t na
             PyErr_SetString(PyExc_ValueError, "_dispatch_mp: offsets outside the data");
             goto out;
         }
-        int r = mp_call(base + a, b - a, fast, &last_key, &last_entry, out, i + 1, NULL);
+        if (tracked) track.index = idx[i];
+        int r = mp_call(base + a, b - a, fast, &last_key, &last_entry, out, i + 1, NULL,
+                        tracked ? &track : NULL);
         if (r == MP_FAILED) goto out;
         if (r == MP_OTHER) break;
+        if (stoppable && out[2]) {
+            i++;
+            break;
+        }
     }
     result = PyLong_FromSsize_t(i);
 out:
     Py_XDECREF(last_key);
     Py_XDECREF(last_entry);
+    if (tracked) PyBuffer_Release(&idxs);
     PyBuffer_Release(&done);
     PyBuffer_Release(&offs);
     PyBuffer_Release(&data);
     return result;
+}
+
+/* _dispatch_one(payload, index, fast, source_id) -> bool
+ *
+ * One excerpt of a reader that tracks message history, as _dispatch_mp
+ * with indices dispatches each: True when it was a common call and its
+ * handler was called (what the handler raises propagates), False when it
+ * is for Python's path (nothing was called). */
+static PyObject *dispatch_one(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "_dispatch_one(payload, index, fast, source_id)");
+        return NULL;
+    }
+    long long index = PyLong_AsLongLong(args[1]);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    long sid = PyLong_AsLong(args[3]);
+    if (sid == -1 && PyErr_Occurred()) return NULL;
+    if (!PyDict_Check(args[2]) || sid < INT32_MIN || sid > INT32_MAX || !hc_ready()) {
+        PyErr_SetString(PyExc_ValueError,
+                        "_dispatch_one: fast is a dict, a sourceId an int32 (and history "
+                        "registered)");
+        return NULL;
+    }
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
+    mp_track track = {(int32_t)sid, (int64_t)index};
+    PyObject *last_key = NULL, *last_entry = NULL;
+    int64_t out[2] = {0, 0};
+    int r = mp_call((const uint8_t *)data.buf, (int64_t)data.len, args[2], &last_key,
+                    &last_entry, out, 1, NULL, &track);
+    Py_XDECREF(last_key);
+    Py_XDECREF(last_entry);
+    PyBuffer_Release(&data);
+    if (r == MP_FAILED) return NULL;
+    return PyBool_FromLong(r == MP_HANDLED);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1309,7 +1444,7 @@ static PyObject *hr_read_one(HotReader *self, PyObject *unused) {
         /* _pend_i moves past the excerpt before its handler runs (a handler
          * raising, or reading on itself, finds it consumed) */
         int r = mp_call((const uint8_t *)self->data_view.buf + a, b - a, self->fast,
-                        &self->last_key, &self->last_entry, out, i + 1, &self->pend_i);
+                        &self->last_key, &self->last_entry, out, i + 1, &self->pend_i, NULL);
         if (r == MP_HANDLED) Py_RETURN_TRUE;
         if (r == MP_FAILED) return NULL;
         return call_self_obj((PyObject *)self, str_read_one_general);
@@ -1369,6 +1504,8 @@ static PyTypeObject HotReaderType = {
 static PyMethodDef module_methods[] = {
     {"_dispatch_mp", (PyCFunction)(void (*)(void))dispatch_mp, METH_FASTCALL,
      "Dispatch the common msgpack method calls of a batch (see native/hot.c)."},
+    {"_dispatch_one", (PyCFunction)(void (*)(void))dispatch_one, METH_FASTCALL,
+     "Dispatch one common msgpack call of a reader tracking history (see native/hot.c)."},
     {"set_excerpt_type", set_excerpt_type, METH_O, "Register aiochronicle.Excerpt."},
     {"handle", (PyCFunction)(void (*)(void))make_handle, METH_FASTCALL,
      "handle(buffer, ctype) -> NativeHandle\n--\n\nThe memory a writable buffer of exactly one "
@@ -1410,7 +1547,7 @@ PyMODINIT_FUNC PyInit__hot(void) {
         PyModule_AddObjectRef(m, "HotTailer", (PyObject *)&HotTailerType) < 0 ||
         PyModule_AddObjectRef(m, "WriterMethod", (PyObject *)&WriterMethodType) < 0 ||
         PyModule_AddObjectRef(m, "HotReader", (PyObject *)&HotReaderType) < 0 ||
-        aiochronicle_wirecall_init(m) < 0) {
+        aiochronicle_wirecall_init(m) < 0 || aiochronicle_histcall_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .._core._errors import CodecError, WireError
-from .._core._native import dispatch_mp
+from .._core._native import dispatch_mp, dispatch_one, hold, release
 from .._format._history import CURRENT, Incoming, MessageHistory, check_history
 from .._format._wire import HistoryBytes, PlainReader
 from .._storage._excerpt import Excerpt
@@ -155,9 +155,11 @@ class Dispatcher:
         end = self._pend_n if limit < 0 else min(self._pend_n, i + limit)
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         general = self._process_general
-        common = self._dispatch_common if not self._track else None
-        native = (native and bool(self._fast_mp) and common is not None
-                  and not self._recording and type(o) is array)
+        track = self._track
+        common = self._dispatch_common if not track else None
+        # (tracking history, the C dispatch makes each handler's Incoming)
+        native = (native and bool(self._fast_mp) and not self._recording
+                  and type(o) is array and (not track or type(idx) is array))
         self._common_at = i
         try:
             while i < end:
@@ -186,10 +188,39 @@ class Dispatcher:
         and call the handlers, as :meth:`read_one` does for the next excerpt;
         returns an awaitable when async handlers remain to be awaited.  For a
         payload read some other way (a batch, a Spark partition)."""
-        if not self._track and self._dispatch_common(p, (0, len(p)), (idx,), 0, 1):
+        if self._track:
+            if self._fast_mp and not self._recording:
+                self._read += 1
+                self._dispatched += 1  # (counted before its handler runs, as _call does)
+                if dispatch_one(p, idx, self._fast_mp, self._source_id):
+                    return None
+                self._dispatched -= 1
+                return self._process_general(p, idx)
+        elif self._dispatch_common(p, (0, len(p)), (idx,), 0, 1):
             return None
         self._read += 1
         return self._process_general(p, idx)
+
+    def dispatch_tracked(self, data: memoryview, off: array[int], idx: array[int], i: int,
+                         end: int, done: array[int]) -> int:
+        """For a reader tracking history: dispatch excerpts ``i``, ``i + 1``,
+        ... of a batch (as :meth:`_dispatch_common` takes them) in C while they
+        are the common msgpack calls of one sync handler; returns where it
+        stopped, the excerpt for :meth:`process` (``i`` when it takes none).
+        ``done`` is three int64 (native/hot.c ``_dispatch_mp``): ``done[0]``
+        ends up just past the last excerpt consumed (a handler that raises
+        has consumed its own), a non-zero ``done[2]`` stops it after the
+        handler that set it."""
+        if not (self._track and self._fast_mp) or self._recording:
+            return i
+        before = done[1]
+        try:
+            j: int = dispatch_mp(data, off, i, end, self._fast_mp, done, idx, self._source_id)
+        finally:
+            n = done[1] - before
+            self._read += n
+            self._dispatched += n
+        return j
 
     def _process_general(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
         """:meth:`process` for any excerpt (``_read`` counted by the caller)."""
@@ -208,7 +239,11 @@ class Dispatcher:
         C (``native/hot.c``); returns where it stopped."""
         done = self._fast_done
         try:
-            j: int = dispatch_mp(data, off, i, end, self._fast_mp, done)
+            if self._track:
+                j: int = dispatch_mp(data, off, i, end, self._fast_mp, done, self._pend_idx,
+                                     self._source_id)
+            else:
+                j = dispatch_mp(data, off, i, end, self._fast_mp, done)
         except BaseException:
             j = done[0]  # the excerpt whose handler raised was consumed
             self._common_at = max(self._common_at, j)
@@ -473,11 +508,20 @@ class Dispatcher:
             self._dispatched += 1
             if self._recording:
                 self._last = (entry.name, args, inc)
+            # the message is the context's for the async handlers' awaits, and
+            # the thread's while each handler is called
             token = CURRENT.set(inc) if inc is not None else None
             try:
                 result = None
                 for t in live:
-                    out = t.fn(*args)
+                    if inc is None:
+                        out = t.fn(*args)
+                    else:
+                        hold(inc)
+                        try:
+                            out = t.fn(*args)
+                        finally:
+                            release(inc)
                     if t.is_async:
                         out = yield out
                     result = out
@@ -540,12 +584,12 @@ class Dispatcher:
             for t in live:
                 t.fn(*args)
             return None
-        token = CURRENT.set(inc)
+        hold(inc)  # the thread's message while the sync handlers run
         try:
             for t in live:
                 t.fn(*args)
         finally:
-            CURRENT.reset(token)
+            release(inc)
         return None
 
     async def _call_async(self, args: tuple[Any, ...], inc: Incoming | None,

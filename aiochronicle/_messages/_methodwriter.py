@@ -11,7 +11,7 @@ import inspect
 import keyword
 import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import msgspec
 
@@ -55,6 +55,11 @@ class MethodAppender(Protocol):
 # --------------------------------------------------------------------------
 
 _JSON_ENC = msgspec.json.Encoder()
+
+
+#: the history forms of WriterMethod (native/histcall.h HC_MSGPACK, HC_WIRE)
+_HIST_MSGPACK: Final = 1
+_HIST_WIRE: Final = 2
 
 
 def _mp_history() -> msgspec.msgpack.Ext:
@@ -151,21 +156,27 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
     # faster than encode_into a scratch buffer plus the copy append() needs
     arg = {0: "None", 1: "{single}"}.get(spec.arity, "{args}")
     env["_ac_key"] = key
-    native: tuple[Callable[[Any], bytes], bytes, bytes, bool] | None = None
+    # (encode, prefix, suffix, pack, history form, where in prefix the history goes)
+    native: tuple[Callable[[Any], bytes], bytes, bytes, bool, int, int] | None = None
     into: Callable[[Any, bytearray], None] | None = None
     if codec is Codecs.MSGPACK or codec is Codecs.JSON:
         encoder = MP_ENC if codec is Codecs.MSGPACK else _JSON_ENC
         enc, into = encoder.encode, encoder.encode_into
         env["_ac_enc"] = enc
+        # the envelope around the argument(s), as the encoder writes it
+        whole, none = enc((key, None)), enc(None)
+        cut = whole.rindex(none)
+        prefix, suffix, pack = whole[:cut], whole[cut + len(none):], spec.arity > 1
         if history:
             env["_ac_hist"] = _mp_history if codec is Codecs.MSGPACK else outgoing_plain
             body = f"_ac_append(_ac_enc((_ac_hist(), _ac_key, {arg})))"
+            if codec is Codecs.MSGPACK:
+                # [history, key, arg]: a 3-item array (0x93), the history Ext first
+                # (the C call writes it there: _HIST_MSGPACK)
+                native = enc, b"\x93" + prefix[1:], suffix, pack, _HIST_MSGPACK, 1
         else:
             body = f"_ac_append(_ac_enc((_ac_key, {arg})))"
-            # the envelope around the argument(s), as the encoder writes it
-            whole, none = enc((key, None)), enc(None)
-            cut = whole.rindex(none)
-            native = enc, whole[:cut], whole[cut + len(none):], spec.arity > 1
+            native = enc, prefix, suffix, pack, 0, 0
     elif codec is Codecs.BINARY_WIRE:
         env["_ac_enc"] = _wire_encoder(spec)
         hist = ", _ac_hist()" if history else ""
@@ -176,18 +187,17 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
             body = f"return _ac_chain(_ac_enc({{args}}{hist}))"
         else:
             body = f"_ac_append(_ac_enc({{args}}{hist}))"
-            if not history:
-                native = env["_ac_enc"], b"", b"", True
+            native = env["_ac_enc"], b"", b"", True, _HIST_WIRE if history else 0, 0
     else:
         raise ValueError(f"the {codec.name} codec cannot carry method calls")
     fn = _compile(spec, body, env)
     if native is None or appender is None or any(
             p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in spec.params):
         return fn
-    encode, prefix, suffix, pack = native
+    encode, prefix, suffix, pack, hist_form, hist_at = native
     direct = type(appender).append is HotAppender.append
     m = WriterMethod(appender, append, encode, prefix, suffix, spec.arity, pack, direct, fn,
-                     into)
+                     into, hist_form, hist_at)
     m.__name__ = m.__qualname__ = spec.name  # type: ignore[attr-defined]
     m.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
     return m

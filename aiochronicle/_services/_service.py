@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from array import array
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -504,6 +505,8 @@ class Service:
         self._handler: object | None = None
         self._state = "new"
         self._stopping = False
+        # the C dispatch's cells (consumed, calls, stop: set by stop())
+        self._done = array("q", [0, 0, 0])
         self._until_end = False
         self._live_event: asyncio.Event | None = None
         self._inputs: list[_Input] = []
@@ -558,6 +561,7 @@ class Service:
         """Make :meth:`run` finish the current input, snapshot and return (from
         the event loop's thread: a handler, a signal handler, another task)."""
         self._stopping = True
+        self._done[2] = 1  # the C dispatch stops after the input being handled
         try:
             me = asyncio.current_task()
         except RuntimeError:  # no loop running in this thread
@@ -590,6 +594,7 @@ class Service:
         if self._state in ("recovering", "live"):
             raise ServiceError(f"service {self._name!r} is running already")
         self._stopping = False
+        self._done[2] = 0
         self._until_end = until_end
         self._started = time.monotonic()
         self._recovery = None
@@ -917,6 +922,15 @@ class Service:
             self._write_snapshot()
         return None
 
+    def _handled_run(self, inp: _Input, idx: array[int], k: int, q: int) -> None:
+        """Count inputs ``idx[k:q]`` as handled (a snapshot is due at most at
+        the last: the C dispatch stops there)."""
+        if q > k:
+            inp.last = idx[q - 1]
+            self._handled += q - k
+            if self._handled == self._next_snap:
+                self._write_snapshot()
+
     async def _finish(self, inp: _Input, r: Awaitable[None], j: int) -> None:
         """Await what an async handler returned for input ``j``, then count it."""
         self._inside += 1
@@ -942,6 +956,8 @@ class Service:
         with the same bookkeeping."""
         tailer = inp.tailer
         read_many = tailer.read_many
+        tracked = inp.reader.dispatch_tracked
+        done = self._done
         wait = tailer_wait  # the wait a method reader's run() has (its source's)
         loop = asyncio.get_running_loop()
         step = self._step
@@ -993,13 +1009,40 @@ class Service:
                 if not data.readonly:  # dict keys are sliced out of it: hashable
                     data = memoryview(bytes(data))
                 off, idx = batch.offsets, batch.indices
-                for k in range(n):
+                k = 0
+                while k < n:
                     j = idx[k]
                     if end is not None and j > end:
                         return
-                    # _step, inlined (a call less per input)
+                    # a run of the common calls, dispatched in C: up to the next
+                    # snapshot (one at a time where the input has an end)
+                    lim = k + 1 if end is not None else n
+                    if self._next_snap > self._handled:
+                        lim = min(lim, k + self._next_snap - self._handled)
+                    done[0] = k
                     try:
-                        r = process(data[off[k]:off[k + 1]], j)
+                        q = tracked(data, off, idx, k, lim, done)
+                    except Exception as exc:
+                        q = done[0]  # just past the input whose handler raised
+                        if q <= k:  # (no handler ran: not the handler's)
+                            raise
+                        self._handled_run(inp, idx, k, q - 1)
+                        self._failed(inp, idx[q - 1], exc)
+                        self._handled_run(inp, idx, q - 1, q)
+                        if self._stopping:
+                            return
+                        k = q
+                        continue
+                    if q > k:
+                        self._handled_run(inp, idx, k, q)
+                        if self._stopping:
+                            return
+                        k = q
+                        continue
+                    # any other call: the reader's general path (_step, inlined)
+                    k += 1
+                    try:
+                        r = process(data[off[k - 1]:off[k]], j)
                     except Exception as exc:
                         self._failed(inp, j, exc)
                         r = None
