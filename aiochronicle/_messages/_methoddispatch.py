@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .._core._errors import CodecError, WireError
-from .._core._native import dispatch_mp, dispatch_one, hold, release
-from .._format._history import CURRENT, Incoming, MessageHistory, check_history
+from .._core._native import Incoming, dispatch_mp, dispatch_one, hold, release
+from .._format._history import CURRENT, MessageHistory, check_history
 from .._format._wire import HistoryBytes, PlainReader
 from .._storage._excerpt import Excerpt
 from ._codecs import Codecs, typed_reader, wire_call_decoder
 from ._methods import JSON_RAWS, MethodSpec, log, msgpack_history
 
-__all__ = ["Dispatcher", "Entry", "Target"]
+__all__ = ["Dispatcher", "Entry", "Target", "dispatch_tracked"]
 
 _DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, CodecError, WireError,
                          UnicodeDecodeError, IndexError, ValueError, TypeError, KeyError)
@@ -200,27 +200,6 @@ class Dispatcher:
             return None
         self._read += 1
         return self._process_general(p, idx)
-
-    def dispatch_tracked(self, data: memoryview, off: array[int], idx: array[int], i: int,
-                         end: int, done: array[int]) -> int:
-        """For a reader tracking history: dispatch excerpts ``i``, ``i + 1``,
-        ... of a batch (as :meth:`_dispatch_common` takes them) in C while they
-        are the common msgpack calls of one sync handler; returns where it
-        stopped, the excerpt for :meth:`process` (``i`` when it takes none).
-        ``done`` is three int64 (native/hot.c ``_dispatch_mp``): ``done[0]``
-        ends up just past the last excerpt consumed (a handler that raises
-        has consumed its own), a non-zero ``done[2]`` stops it after the
-        handler that set it."""
-        if not (self._track and self._fast_mp) or self._recording:
-            return i
-        before = done[1]
-        try:
-            j: int = dispatch_mp(data, off, i, end, self._fast_mp, done, idx, self._source_id)
-        finally:
-            n = done[1] - before
-            self._read += n
-            self._dispatched += n
-        return j
 
     def _process_general(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
         """:meth:`process` for any excerpt (``_read`` counted by the caller)."""
@@ -645,3 +624,28 @@ _MP_KEY_LEN: Final = {0xD9: 2, 0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9,
 
 def _const(value: Any) -> Callable[[], Any]:
     return lambda: value
+
+
+def dispatch_tracked(reader: Dispatcher, data: memoryview, off: array[int], idx: array[int],
+                     i: int, end: int, done: array[int]) -> int:
+    """For a reader tracking history (a service's): dispatch excerpts ``i``,
+    ``i + 1``, ... of a batch (excerpt k is ``data[off[k]:off[k + 1]]`` at
+    index ``idx[k]``) in C while they are the common msgpack calls of one
+    sync handler; returns where it stopped, the excerpt for
+    :meth:`Dispatcher.process` (``i`` when it took none).  ``done`` is three
+    int64 (native/hot.c ``_dispatch_mp``): ``done[0]`` ends up just past the
+    last excerpt consumed (a handler that raises has consumed its own), a
+    non-zero ``done[2]`` stops it after the handler that set it."""
+    r = reader
+    fast = r._fast_mp  # noqa: SLF001 - this module's own class
+    if not (r._track and fast) or r._recording:  # noqa: SLF001 - this module's own class
+        return i
+    before = done[1]
+    try:
+        j: int = dispatch_mp(data, off, i, end, fast, done, idx,
+                             r._source_id)  # noqa: SLF001 - this module's own class
+    finally:
+        n = done[1] - before
+        r._read += n  # noqa: SLF001 - this module's own class
+        r._dispatched += n  # noqa: SLF001 - this module's own class
+    return j

@@ -25,7 +25,7 @@ from ._methodsource import ExcerptTaker, MetadataRouted, MethodSource
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from .._format._history import Incoming
+    from .._core._native import Incoming
 
 __all__ = ["MethodCall", "MethodReader", "MethodReaderStatistics", "MethodSource"]
 

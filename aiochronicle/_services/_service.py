@@ -42,6 +42,7 @@ from .._core._errors import (
 )
 from .._format._history import MessageHistory
 from .._format._wire import PlainReader, WireError
+from .._messages._methoddispatch import dispatch_tracked
 from .._messages._methods import JSON_RAWS, MP_ENC, msgpack_history
 from .._messages._methodwriter import make_method_writer
 from .._objects._aio import tailer_wait
@@ -956,7 +957,7 @@ class Service:
         with the same bookkeeping."""
         tailer = inp.tailer
         read_many = tailer.read_many
-        tracked = inp.reader.dispatch_tracked
+        reader = inp.reader
         done = self._done
         wait = tailer_wait  # the wait a method reader's run() has (its source's)
         loop = asyncio.get_running_loop()
@@ -1021,7 +1022,7 @@ class Service:
                         lim = min(lim, k + self._next_snap - self._handled)
                     done[0] = k
                     try:
-                        q = tracked(data, off, idx, k, lim, done)
+                        q = dispatch_tracked(reader, data, off, idx, k, lim, done)
                     except Exception as exc:
                         q = done[0]  # just past the input whose handler raised
                         if q <= k:  # (no handler ran: not the handler's)
