@@ -347,6 +347,12 @@ typedef struct {
     int direct;
     int hist;           /* HC_NONE, or the form of the history written first */
     Py_ssize_t hist_at; /* where in prefix the history goes */
+    /* a replay gate (a service's output): while *gate_p is 0 the excerpt is
+     * appended here through gate_appender (a HotAppender), else through
+     * ``append`` (which compares it with what was written before a restart) */
+    PyObject *gate;          /* the NativeHandle of the int64 cell, or NULL */
+    const int64_t *gate_p;
+    PyObject *gate_appender; /* HotAppender, or NULL */
 } WriterMethod;
 
 #define WM_STACK 512
@@ -375,11 +381,11 @@ static int wm_append_direct(HotAppender *ha, const char *payload, Py_ssize_t len
 /* Append payload[0:len] as the appender's append() would; returns 0 or -1. */
 static int wm_append(WriterMethod *self, const char *payload, Py_ssize_t len, PyObject *whole) {
     PyObject *data = NULL;
-    if (self->direct) {
+    if (self->direct || (self->gate_p != NULL && *self->gate_p == 0)) {
         /* counted in flight as append() is: a close meanwhile (another
          * thread in the slow path, a signal handler) leaves the file mapped
          * until this call leaves */
-        HotAppender *ha = (HotAppender *)self->appender;
+        HotAppender *ha = (HotAppender *)(self->direct ? self->appender : self->gate_appender);
         ha->busy++;
         int rc = wm_append_direct(ha, payload, len, whole);
         PyObject *res = leave((PyObject *)ha, rc < 0 ? NULL : Py_NewRef(Py_None));
@@ -488,16 +494,26 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
 
 static PyObject *wm_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *appender, *append, *encode, *prefix, *suffix, *fallback, *into = Py_None;
+    PyObject *gate = Py_None, *gate_appender = Py_None;
     Py_ssize_t arity, hist_at = 0;
     int pack, direct, hist = HC_NONE;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
         PyErr_SetString(PyExc_TypeError, "WriterMethod takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OOOSSnppO|Oin:WriterMethod", &appender, &append, &encode,
+    if (!PyArg_ParseTuple(args, "OOOSSnppO|OinOO:WriterMethod", &appender, &append, &encode,
                           &prefix, &suffix, &arity, &pack, &direct, &fallback, &into, &hist,
-                          &hist_at))
+                          &hist_at, &gate, &gate_appender))
         return NULL;
+    const int64_t *gate_p = NULL;
+    if (gate != Py_None || gate_appender != Py_None) {
+        gate_p = handle_pointer(gate, HANDLE_I64, "WriterMethod");
+        if (gate_p == NULL) return NULL;
+        if (!PyObject_TypeCheck(gate_appender, &HotAppenderType)) {
+            PyErr_SetString(PyExc_TypeError, "a replay gate needs a HotAppender");
+            return NULL;
+        }
+    }
     if ((hist != HC_NONE && hist != HC_MSGPACK && hist != HC_WIRE) || hist_at < 0 ||
         hist_at > PyBytes_GET_SIZE(prefix)) {
         PyErr_SetString(PyExc_ValueError, "hist is 0, 1 or 2 and hist_at within the prefix");
@@ -542,6 +558,9 @@ static PyObject *wm_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->direct = direct;
     self->hist = hist;
     self->hist_at = hist_at;
+    self->gate_p = gate_p;
+    self->gate = gate_p ? Py_NewRef(gate) : NULL;
+    self->gate_appender = gate_p ? Py_NewRef(gate_appender) : NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -553,6 +572,7 @@ static int wm_traverse(WriterMethod *self, visitproc visit, void *arg) {
     Py_VISIT(self->fallback);
     Py_VISIT(self->into);
     Py_VISIT(self->dict);
+    Py_VISIT(self->gate_appender);
     return 0;
 }
 
@@ -566,6 +586,9 @@ static int wm_clear(WriterMethod *self) {
     Py_CLEAR(self->into);
     Py_CLEAR(self->buf);
     Py_CLEAR(self->dict);
+    self->gate_p = NULL; /* (appends go through ``append``, cleared too: none is made) */
+    Py_CLEAR(self->gate);
+    Py_CLEAR(self->gate_appender);
     return 0;
 }
 
@@ -1284,15 +1307,169 @@ out:
     return result;
 }
 
-/* _dispatch_one(payload, index, fast, source_id) -> bool
+/* One BinaryWire excerpt p[0:len] of a reader tracking history: a call of
+ * one event (its compact history first, or none) whose key ``names`` (an
+ * event name under 128 bytes) or ``ids`` (a method id under 128) maps to
+ * ``(decode, handlers)``: decode(view, pos) gives its arguments (None: not
+ * here), and each handler is called with them, the excerpt as the thread's
+ * current message.  As mp_call: MP_OTHER (nothing called), MP_HANDLED or
+ * MP_FAILED; out[0] = next and out[1] += 1 before the handlers run. */
+static int wire_call(const uint8_t *p, int64_t len, PyObject *names, PyObject *ids,
+                     int64_t *out, int64_t next, const mp_track *tr) {
+    const uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    int64_t pos = 0;
+    if (len > 7 && p[0] == 0xBA && p[1] == 0x80 && p[2] == 0x00 && p[3] == 0x81) {
+        /* BA 80 00 (the history field), 81 <u16 length>, 86, the compact form */
+        int64_t end = 6 + (int64_t)(p[4] | p[5] << 8);
+        hist_view v;
+        if (p[6] != 0x86 || end >= len) return MP_OTHER;
+        raw = p + 7;
+        raw_len = (size_t)(end - 7);
+        if (hist_check(raw, raw_len, &v) != HIST_OK) return MP_OTHER; /* Python names it */
+        pos = end;
+    }
+    if (pos + 2 > len) return MP_OTHER;
+    uint8_t b0 = p[pos], k = p[pos + 1];
+    PyObject *key, *entry;
+    if (b0 == 0xB9 && k < 0x80) { /* an event name */
+        if (pos + 2 + k > len) return MP_OTHER;
+        key = PyBytes_FromStringAndSize((const char *)p + pos + 2, k);
+        pos += 2 + k;
+        if (key == NULL) return MP_FAILED;
+        entry = PyDict_GetItemWithError(names, key);
+    } else if (b0 == 0xBA && k < 0x80) { /* a method id */
+        key = PyLong_FromLong(k);
+        pos += 2;
+        if (key == NULL) return MP_FAILED;
+        entry = PyDict_GetItemWithError(ids, key);
+    } else {
+        return MP_OTHER;
+    }
+    Py_DECREF(key);
+    if (entry == NULL) return PyErr_Occurred() ? MP_FAILED : MP_OTHER;
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
+        !PyTuple_Check(PyTuple_GET_ITEM(entry, 1))) {
+        PyErr_SetString(PyExc_TypeError, "names and ids map keys to (decode, handlers)");
+        return MP_FAILED;
+    }
+    Py_INCREF(entry); /* a handler may change the tables */
+    PyObject *view = PyMemoryView_FromMemory((char *)p, (Py_ssize_t)len, PyBUF_READ);
+    PyObject *at = view == NULL ? NULL : PyLong_FromLongLong(pos);
+    PyObject *args = NULL;
+    if (at != NULL) {
+        PyObject *in[2] = {view, at};
+        args = PyObject_Vectorcall(PyTuple_GET_ITEM(entry, 0), in, 2, NULL);
+    }
+    Py_XDECREF(at);
+    Py_XDECREF(view);
+    if (args == NULL) {
+        Py_DECREF(entry);
+        return MP_FAILED;
+    }
+    if (args == Py_None || !PyTuple_Check(args)) { /* not here: Python's path reads it */
+        Py_DECREF(args);
+        Py_DECREF(entry);
+        return MP_OTHER;
+    }
+    out[0] = next;
+    out[1]++;
+    hc_slot slot = {NULL, raw, raw_len, tr->index, hc_now(), tr->source_id};
+    hc_slot *prev = hc_push(&slot);
+    PyObject *fns = PyTuple_GET_ITEM(entry, 1);
+    int rc = MP_HANDLED;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(fns); j++) {
+        PyObject *r = PyObject_Call(PyTuple_GET_ITEM(fns, j), args, NULL);
+        if (r == NULL) {
+            rc = MP_FAILED;
+            break;
+        }
+        Py_DECREF(r);
+    }
+    hc_pop(&slot, prev);
+    Py_DECREF(args);
+    Py_DECREF(entry);
+    return rc;
+}
+
+/* _dispatch_wire(data, offsets, start, end, names, ids, done, indices, source_id) -> int
+ *
+ * _dispatch_mp's tracked dispatch (indices, source_id; ``done`` with its
+ * optional stop cell), for BinaryWire calls of one event (wire_call). */
+static PyObject *dispatch_wire(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "_dispatch_wire(data, offsets, start, end, names, "
+                                         "ids, done, indices, source_id)");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[2]);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[3]);
+    if (end == -1 && PyErr_Occurred()) return NULL;
+    long sid = PyLong_AsLong(args[8]);
+    if (sid == -1 && PyErr_Occurred()) return NULL;
+    if (!PyDict_Check(args[4]) || !PyDict_Check(args[5]) || sid < INT32_MIN ||
+        sid > INT32_MAX || !hc_ready()) {
+        PyErr_SetString(PyExc_ValueError, "_dispatch_wire: names and ids are dicts, a sourceId "
+                                          "an int32 (and history registered)");
+        return NULL;
+    }
+    mp_track track = {(int32_t)sid, 0};
+    PyObject *result = NULL;
+    Py_buffer data, offs, done, idxs;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &offs, PyBUF_SIMPLE) < 0) goto no_offs;
+    if (PyObject_GetBuffer(args[6], &done, PyBUF_WRITABLE) < 0) goto no_done;
+    if (PyObject_GetBuffer(args[7], &idxs, PyBUF_SIMPLE) < 0) goto no_idxs;
+    const int64_t *off = (const int64_t *)offs.buf, *idx = (const int64_t *)idxs.buf;
+    Py_ssize_t n_off = offs.len / (Py_ssize_t)sizeof(int64_t);
+    int64_t *out = (int64_t *)done.buf;
+    int stoppable = done.len >= 3 * (Py_ssize_t)sizeof(int64_t);
+    const uint8_t *base = (const uint8_t *)data.buf;
+    if (done.len < 2 * (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off ||
+        idxs.len / (Py_ssize_t)sizeof(int64_t) < end) {
+        PyErr_SetString(PyExc_ValueError, "_dispatch_wire: bad range or buffers");
+        goto out;
+    }
+    out[0] = i;
+    for (; i < end; i++) {
+        int64_t a = off[i], b = off[i + 1];
+        if (a < 0 || b < a || b > (int64_t)data.len) {
+            PyErr_SetString(PyExc_ValueError, "_dispatch_wire: offsets outside the data");
+            goto out;
+        }
+        track.index = idx[i];
+        int r = wire_call(base + a, b - a, args[4], args[5], out, i + 1, &track);
+        if (r == MP_FAILED) goto out;
+        if (r == MP_OTHER) break;
+        if (stoppable && out[2]) {
+            i++;
+            break;
+        }
+    }
+    result = PyLong_FromSsize_t(i);
+out:
+    PyBuffer_Release(&idxs);
+no_idxs:
+    PyBuffer_Release(&done);
+no_done:
+    PyBuffer_Release(&offs);
+no_offs:
+    PyBuffer_Release(&data);
+    return result;
+}
+
+/* _dispatch_one(payload, index, fast, source_id, names, ids) -> bool
  *
  * One excerpt of a reader that tracks message history, as _dispatch_mp
- * with indices dispatches each: True when it was a common call and its
+ * with indices (or _dispatch_wire, with ``names`` and ``ids``) dispatches
+ * each: True when it was a common call and its
  * handler was called (what the handler raises propagates), False when it
  * is for Python's path (nothing was called). */
 static PyObject *dispatch_one(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "_dispatch_one(payload, index, fast, source_id)");
+    if (nargs != 6 || !PyDict_Check(args[4]) || !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_dispatch_one(payload, index, fast, source_id, names, ids)");
         return NULL;
     }
     long long index = PyLong_AsLongLong(args[1]);
@@ -1314,6 +1491,9 @@ static PyObject *dispatch_one(PyObject *mod, PyObject *const *args, Py_ssize_t n
                     &last_entry, out, 1, NULL, &track);
     Py_XDECREF(last_key);
     Py_XDECREF(last_entry);
+    if (r == MP_OTHER)
+        r = wire_call((const uint8_t *)data.buf, (int64_t)data.len, args[4], args[5], out, 1,
+                      &track);
     PyBuffer_Release(&data);
     if (r == MP_FAILED) return NULL;
     return PyBool_FromLong(r == MP_HANDLED);
@@ -1504,6 +1684,8 @@ static PyTypeObject HotReaderType = {
 static PyMethodDef module_methods[] = {
     {"_dispatch_mp", (PyCFunction)(void (*)(void))dispatch_mp, METH_FASTCALL,
      "Dispatch the common msgpack method calls of a batch (see native/hot.c)."},
+    {"_dispatch_wire", (PyCFunction)(void (*)(void))dispatch_wire, METH_FASTCALL,
+     "Dispatch the common BinaryWire calls of a batch, tracking history (see native/hot.c)."},
     {"_dispatch_one", (PyCFunction)(void (*)(void))dispatch_one, METH_FASTCALL,
      "Dispatch one common msgpack call of a reader tracking history (see native/hot.c)."},
     {"set_excerpt_type", set_excerpt_type, METH_O, "Register aiochronicle.Excerpt."},

@@ -114,6 +114,7 @@ try:
     )
     from ._hot import _dispatch_mp as dispatch_mp
     from ._hot import _dispatch_one as dispatch_one
+    from ._hot import _dispatch_wire as dispatch_wire
     from ._hot import handle as _make_handle
     from ._hot import version as _hot_version
 except ImportError as exc:  # pragma: no cover - depends on the build
@@ -520,6 +521,7 @@ __all__ = [
     "current_incoming",
     "dispatch_mp",
     "dispatch_one",
+    "dispatch_wire",
     "error",
     "ffi",
     "hold",

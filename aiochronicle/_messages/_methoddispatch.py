@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .._core._errors import CodecError, WireError
-from .._core._native import Incoming, dispatch_mp, dispatch_one, hold, release
+from .._core._native import Incoming, dispatch_mp, dispatch_one, dispatch_wire, hold, release
 from .._format._history import CURRENT, MessageHistory, check_history
 from .._format._wire import HistoryBytes, PlainReader
 from .._storage._excerpt import Excerpt
@@ -128,6 +128,8 @@ class Dispatcher:
     _wire_names: dict[Any, Entry]
     _wire_ids: dict[int, Entry]
     _fast_mp: dict[bytes, tuple[Callable[[Any], Any], Callable[[Any], Any]]]
+    _fast_wire_names: dict[Any, tuple[Any, tuple[Callable[..., Any], ...]]]
+    _fast_wire_ids: dict[Any, tuple[Any, tuple[Callable[..., Any], ...]]]
     _fast_done: Any
     _common_at: int
     _track: bool
@@ -156,7 +158,7 @@ class Dispatcher:
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         general = self._process_general
         track = self._track
-        common = self._dispatch_common if not track else None
+        common = self._dispatch_common if not track else self._dispatch_wire_tracked
         # (tracking history, the C dispatch makes each handler's Incoming)
         native = (native and bool(self._fast_mp) and not self._recording
                   and type(o) is array and (not track or type(idx) is array))
@@ -189,17 +191,39 @@ class Dispatcher:
         returns an awaitable when async handlers remain to be awaited.  For a
         payload read some other way (a batch, a Spark partition)."""
         if self._track:
-            if self._fast_mp and not self._recording:
-                self._read += 1
+            self._read += 1
+            if not self._recording and (self._fast_mp or self._fast_wire_names
+                                        or self._fast_wire_ids):
                 self._dispatched += 1  # (counted before its handler runs, as _call does)
-                if dispatch_one(p, idx, self._fast_mp, self._source_id):
+                if dispatch_one(p, idx, self._fast_mp, self._source_id, self._fast_wire_names,
+                                self._fast_wire_ids):
                     return None
                 self._dispatched -= 1
-                return self._process_general(p, idx)
-        elif self._dispatch_common(p, (0, len(p)), (idx,), 0, 1):
+            return self._process_general(p, idx)
+        if self._dispatch_common(p, (0, len(p)), (idx,), 0, 1):
             return None
         self._read += 1
         return self._process_general(p, idx)
+
+    def _dispatch_wire_tracked(self, data: bytes | memoryview, off: Any, idx: Any, i: int,
+                               end: int) -> int:
+        """:meth:`_dispatch_common` for a reader tracking history, in BinaryWire
+        (its msgpack calls are :meth:`_dispatch_native`'s), in C
+        (native/hot.c ``_dispatch_wire``): excerpts of one event, its compact
+        history first or none, to a method with sync handlers and no filter,
+        each called with the excerpt as the thread's current message.  Returns
+        where it stopped (a damaged history too: the general path names it)."""
+        names, ids = self._fast_wire_names, self._fast_wire_ids
+        if (not (names or ids) or self._recording or type(off) is not array
+                or type(idx) is not array):
+            return i
+        done = self._fast_done
+        try:
+            j: int = dispatch_wire(data, off, i, end, names, ids, done, idx, self._source_id)
+        except BaseException:
+            self._common_at = max(self._common_at, done[0])  # consumed, as _dispatch_native
+            raise
+        return j
 
     def _process_general(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
         """:meth:`process` for any excerpt (``_read`` counted by the caller)."""
@@ -637,13 +661,17 @@ def dispatch_tracked(reader: Dispatcher, data: memoryview, off: array[int], idx:
     last excerpt consumed (a handler that raises has consumed its own), a
     non-zero ``done[2]`` stops it after the handler that set it."""
     r = reader
-    fast = r._fast_mp  # noqa: SLF001 - this module's own class
-    if not (r._track and fast) or r._recording:  # noqa: SLF001 - this module's own class
+    if not r._track or r._recording:  # noqa: SLF001 - this module's own class
         return i
+    fast = r._fast_mp  # noqa: SLF001 - this module's own class
+    names = r._fast_wire_names  # noqa: SLF001 - this module's own class
+    ids = r._fast_wire_ids  # noqa: SLF001 - this module's own class
+    sid = r._source_id  # noqa: SLF001 - this module's own class
     before = done[1]
     try:
-        j: int = dispatch_mp(data, off, i, end, fast, done, idx,
-                             r._source_id)  # noqa: SLF001 - this module's own class
+        j: int = dispatch_mp(data, off, i, end, fast, done, idx, sid) if fast else i
+        if j == i and (names or ids):
+            j = dispatch_wire(data, off, i, end, names, ids, done, idx, sid)
     finally:
         n = done[1] - before
         r._read += n  # noqa: SLF001 - this module's own class

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import msgspec
 
-from .._core._native import HotAppender, WriterMethod
+from .._core._native import HotAppender, WriterMethod, handle, new_int64
 from .._format._history import outgoing_plain, outgoing_raw, outgoing_wire_bytes
 from .._format._wire import WireWriter
 from ._codecs import (
@@ -32,7 +32,7 @@ from ._methods import MP_ENC, MethodSpec, interface_methods
 if TYPE_CHECKING:
     from .._format._tablestore import TableStore
 
-__all__ = ["MethodAppender", "make_method_writer"]
+__all__ = ["MethodAppender", "ReplayGate", "make_method_writer"]
 
 T = TypeVar("T")
 
@@ -48,6 +48,30 @@ class MethodAppender(Protocol):
     def append(self, data: bytes | bytearray | memoryview | str, /) -> int:
         """Append one excerpt; returns its index."""
         ...
+
+
+class ReplayGate:
+    """Where a method writer's calls made in C append: while the gate is open,
+    straight to ``appender`` (a queue's own appender), else through the
+    writer's ``append`` (a service replaying inputs after a restart compares
+    what its handler writes with what it wrote before).  Calls the C path does
+    not take go through ``append`` either way."""
+
+    __slots__ = ("_cell", "appender", "handle")
+
+    def __init__(self, appender: HotAppender) -> None:
+        self.appender = appender
+        self._cell = new_int64(1)
+        self.handle = handle(self._cell)
+
+    @property
+    def open(self) -> bool:
+        """Whether the C calls append straight to ``appender``."""
+        return self._cell[0] == 0
+
+    @open.setter
+    def open(self, value: bool) -> None:
+        self._cell[0] = 0 if value else 1
 
 
 # --------------------------------------------------------------------------
@@ -146,7 +170,8 @@ def _compile(spec: MethodSpec, body: str, env: dict[str, Any]) -> Callable[..., 
 def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
                 history: bool,
                 chain: Callable[[type], Callable[[bytes], Any]] | None = None,
-                appender: MethodAppender | None = None) -> Callable[..., None]:
+                appender: MethodAppender | None = None,
+                gate: ReplayGate | None = None) -> Callable[..., None]:
     """One proxy method: encode the call, then append it.  A call by position
     of a method without history or chaining is encoded and appended in C
     (``WriterMethod``, native/hot.c); the Python function does the rest."""
@@ -196,8 +221,12 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
         return fn
     encode, prefix, suffix, pack, hist_form, hist_at = native
     direct = type(appender).append is HotAppender.append
-    m = WriterMethod(appender, append, encode, prefix, suffix, spec.arity, pack, direct, fn,
-                     into, hist_form, hist_at)
+    if gate is not None and not direct and type(gate.appender).append is HotAppender.append:
+        m = WriterMethod(appender, append, encode, prefix, suffix, spec.arity, pack, False,
+                         fn, into, hist_form, hist_at, gate.handle, gate.appender)
+    else:
+        m = WriterMethod(appender, append, encode, prefix, suffix, spec.arity, pack, direct,
+                         fn, into, hist_form, hist_at)
     m.__name__ = m.__qualname__ = spec.name  # type: ignore[attr-defined]
     m.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
     return m
@@ -262,11 +291,14 @@ def make_method_writer(appender: MethodAppender, iface: type[T] | Callable[..., 
                        codec: Codec | str | None = None,
                        record_history: bool | None = None,
                        generic_event: str | None = None, metadata: bool = False,
-                       append_metadata: Callable[[bytes], Any] | None = None) -> T:
+                       append_metadata: Callable[[bytes], Any] | None = None,
+                       gate: ReplayGate | None = None) -> T:
     """See :meth:`Appender.method_writer`: a proxy of ``iface`` appending to
     ``appender``, of the queue at ``where`` whose metadata table store is
     ``meta`` (the codec is recorded there) and whose source id is ``source_id``.
-    ``metadata``: calls go out as metadata excerpts through ``append_metadata``."""
+    ``metadata``: calls go out as metadata excerpts through ``append_metadata``.
+    ``gate``: the calls made in C append to the gate's appender while it is
+    open (see :class:`ReplayGate`)."""
     if not isinstance(iface, type):
         raise TypeError(f"an interface is a class, not {iface!r}")
     specs = interface_methods(iface)
@@ -301,7 +333,8 @@ def make_method_writer(appender: MethodAppender, iface: type[T] | Callable[..., 
     chain = _chain_maker(append)
     ns: dict[str, Any] = {name: (_generic_for(spec, c, append, history)
                                  if name == generic_event else
-                                 _method_for(spec, c, append, history, chain, native_to))
+                                 _method_for(spec, c, append, history, chain, native_to,
+                                             None if metadata else gate))
                           for name, spec in specs.items()}
     ns["__slots__"] = ()
     ns["__init__"] = _proxy_init

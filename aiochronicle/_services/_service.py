@@ -44,7 +44,7 @@ from .._format._history import MessageHistory
 from .._format._wire import PlainReader, WireError
 from .._messages._methoddispatch import dispatch_tracked
 from .._messages._methods import JSON_RAWS, MP_ENC, msgpack_history
-from .._messages._methodwriter import make_method_writer
+from .._messages._methodwriter import ReplayGate, make_method_writer
 from .._objects._aio import tailer_wait
 from .._objects._queue import MethodReader, Queue, Tailer, cycles_of, open_queue
 from .._storage._excerpt import Excerpt, TailerDirection
@@ -266,15 +266,28 @@ _NIL: Final = MP_ENC.encode(None)
 
 class _Replay:
     """What outputs must know while inputs are replayed: whether they are, and
-    the input being handled."""
+    the input being handled.  While they are not, the outputs' gates are open:
+    the writers' calls made in C append straight to the queues."""
 
-    __slots__ = ("active", "index", "input", "service")
+    __slots__ = ("_active", "gates", "index", "input", "service")
 
     def __init__(self, service: str) -> None:
         self.service = service
-        self.active = False
+        self._active = False
+        self.gates: list[ReplayGate] = []
         self.input: _Input | None = None
         self.index = -1
+
+    @property
+    def active(self) -> bool:
+        """Whether an input is being replayed (outputs compared, suppressed)."""
+        return self._active
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        self._active = value
+        for g in self.gates:
+            g.open = not value
 
 
 class _Cursor:
@@ -326,28 +339,51 @@ class _Output:
     recorded for the same input and suppressed (or written, past what a crash
     cut)."""
 
-    __slots__ = ("_append", "_ctx", "config", "cursors", "last", "queue", "recorded",
-                 "suppressed", "written")
+    __slots__ = ("_append", "_appended", "_appender", "_ctx", "_final", "config", "cursors",
+                 "gate", "queue", "recorded", "suppressed")
 
     def __init__(self, config: ServiceOutput, queue: Queue, ctx: _Replay) -> None:
         self.config = config
         self.queue = queue
-        self._append = queue.appender().append
+        a = self._appender = queue.appender()
+        self._append = a.append
+        self._appended = a.excerpts_appended  # (what this run appends: written)
         self._ctx = ctx
+        # the writers' calls made in C append straight to the queue while live
+        self.gate = ReplayGate(a)
+        self.gate.open = not ctx.active
+        ctx.gates.append(self.gate)
         last = queue.last_index
-        self.last = -1 if last is None else last
-        self.recorded = self.last  # the last output written before this run
-        self.written = 0
+        self.recorded = -1 if last is None else last  # the last output written before this run
         self.suppressed = 0
         self.cursors: dict[int, _Cursor] = {}
+        self._final: tuple[int, int] | None = None  # (written, last), once its queue closed
+
+    @property
+    def written(self) -> int:
+        """The outputs appended in this run."""
+        if self._final is not None:
+            return self._final[0]
+        return self._appender.excerpts_appended - self._appended
+
+    @property
+    def last(self) -> int:
+        """The index of the last output on the queue (-1: none)."""
+        if self._final is not None:
+            return self._final[1]
+        return self._appender.last_index_appended if self.written else self.recorded
+
+    def finish(self) -> None:
+        """Keep the counts (before the queue closes)."""
+        if self._final is None:
+            self._final = (self.written, self.last)
 
     def append(self, data: bytes | bytearray | memoryview | str, /) -> int:
-        """Append one output (the method writer calls this)."""
+        """Append one output (the method writer calls this where it does not
+        append itself)."""
         if self._ctx.active:
             return self._replayed(data)
-        i = self._append(data)
-        self.last = i
-        self.written += 1
+        i: int = self._append(data)
         return i
 
     def _replayed(self, data: bytes | bytearray | memoryview | str) -> int:
@@ -370,9 +406,7 @@ class _Output:
                     f"{inp.source_id} wrote an output to {name!r} that the run before the "
                     "restart did not write", ctx.service, inp.source_id, j, name)
             # the input a crash cut: what it had not written yet is written now
-            i = self._append(data if not isinstance(data, str) else data.encode())
-            self.last = i
-            self.written += 1
+            i: int = self._append(data if not isinstance(data, str) else data.encode())
             return i
         assert cur is not None
         cur.take()
@@ -654,7 +688,7 @@ class Service:
             self._outputs.append(out)
             writers[oc.name] = make_method_writer(out, oc.interface, cycles_of(q).meta, q.path,
                                                   q.source_id, codec=oc.codec,
-                                                  record_history=True)
+                                                  record_history=True, gate=out.gate)
         handler = self._handler = self._factory(**writers)
         seen: set[int] = set()
         for ic in self._inputs_cfg:
@@ -680,6 +714,7 @@ class Service:
             inp.queue.close()
         for out in self._outputs:
             out.close()
+            out.finish()
             out.queue.close()
         if self._snap_queue is not None:
             self._snap_queue.close()
