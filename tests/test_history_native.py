@@ -23,7 +23,8 @@ from aiochronicle._core import _native
 from aiochronicle._format import _history
 from aiochronicle._format._wire import HistoryBytes
 from aiochronicle._messages._codecs import HISTORY_EXT
-from aiochronicle._messages._methods import MP_ENC, call_history
+from aiochronicle._messages._methods import MP_ENC, call_history, interface_methods
+from aiochronicle._messages._methodwriter import _wire_encoder
 
 MSGPACK, WIRE = 1, 2
 
@@ -182,20 +183,21 @@ class Echo:
         self.ends += 1
 
 
-def write_input(path: Path, n: int, with_history: bool) -> None:
+def write_input(path: Path, n: int, with_history: bool, codec: str = "msgpack") -> None:
     with ac.open_queue(path, source_id=3 if with_history else 0) as q:
-        w = q.appender().method_writer(Feed)
+        w = q.appender().method_writer(Feed, codec=codec)
         for i in range(n):
             w.on_tick(Tick("EURUSD", 1.0 + i, i))
         w.on_end(n)
 
 
-def run_echo(src: Path, dst: Path, native: bool) -> tuple[Echo, list[Any]]:
+def run_echo(src: Path, dst: Path, native: bool,
+             codec: str = "msgpack") -> tuple[Echo, list[Any]]:
     """Read ``src`` with a reader tracking history (source id 3), echoing into
     ``dst`` (source id 4): through the C dispatch, or one excerpt at a time
     through the Python dispatch."""
     with ac.open_queue(src) as q, ac.open_queue(dst, source_id=4) as out:
-        echo = Echo(out.appender().method_writer(Out))
+        echo = Echo(out.appender().method_writer(Out, codec=codec))
         t = q.tailer()
         reader = t.method_reader(echo, history=True)
         if native:
@@ -209,14 +211,16 @@ def run_echo(src: Path, dst: Path, native: bool) -> tuple[Echo, list[Any]]:
         return echo, outs
 
 
+@pytest.mark.parametrize("codec", ["msgpack", "binary_wire"])
 @pytest.mark.parametrize("with_history", [True, False])
-def test_c_dispatch_is_the_python_dispatch(tmp_path: Path, with_history: bool) -> None:
+def test_c_dispatch_is_the_python_dispatch(tmp_path: Path, with_history: bool,
+                                           codec: str) -> None:
     """The same handler calls, the same histories seen, the same histories
     written (sources, and timings in order: each write after its read)."""
-    write_input(tmp_path / "in", 300, with_history)
+    write_input(tmp_path / "in", 300, with_history, codec)
     got = {}
     for native in (True, False):
-        echo, outs = run_echo(tmp_path / "in", tmp_path / f"out-{native}", native)
+        echo, outs = run_echo(tmp_path / "in", tmp_path / f"out-{native}", native, codec)
         assert echo.ends == 1
         got[native] = echo.seen, [(h.sources, len(h.timings)) for _, h in outs if h]
         assert len(outs) == 300
@@ -252,22 +256,37 @@ class Recorder:
         self.got.append(("error", type(exc).__name__))
 
 
-def test_damaged_histories_get_the_python_errors(tmp_path: Path) -> None:
-    """Calls whose history is damaged (every byte of it flipped in turn, cut
-    short, another Ext type): the C dispatch declines them and the Python
-    dispatch names the error, as when it reads them alone; the calls after go
-    on in C."""
-    hist = ac.MessageHistory([(1, 5), (2, 9)], [10, 20, 30]).to_bytes()
-    good = MP_ENC.encode((msgspec.msgpack.Ext(HISTORY_EXT, hist), "on_tick", Tick("A", 1.0, 1)))
+def wire_call(history: bytes, tick: Tick) -> bytes:
+    """``on_tick(tick)`` in BinaryWire with ``history`` (its wire form) first."""
+    return history + _wire_encoder(interface_methods(Feed)["on_tick"])((tick,))
+
+
+@pytest.mark.parametrize("codec", ["msgpack", "binary_wire"])
+def test_damaged_histories_get_the_python_errors(tmp_path: Path, codec: str) -> None:
+    """Calls whose history is damaged (every byte of it and its head flipped in
+    turn, cut short, another Ext type): the C dispatch declines them and the
+    Python dispatch names the error, as when it reads them alone; the calls
+    after go on in C."""
+    h = ac.MessageHistory([(1, 5), (2, 9)], [10, 20, 30])
+    hist = h.to_bytes()
+    tick = Tick("A", 1.0, 1)
+    if codec == "msgpack":
+        good = MP_ENC.encode((msgspec.msgpack.Ext(HISTORY_EXT, hist), "on_tick", tick))
+        extra = [MP_ENC.encode((msgspec.msgpack.Ext(HISTORY_EXT, hist[:-9]), "on_tick", tick)),
+                 MP_ENC.encode((msgspec.msgpack.Ext(5, hist), "on_tick", tick))]
+        head = 3
+    else:
+        good = wire_call(h.wire_bytes(), tick)
+        cut = h.wire_bytes()[:-9]
+        extra = [wire_call(cut[:4] + struct.pack("<H", len(cut) - 6) + cut[6:], tick)]
+        head = 7
     bad: list[bytes] = []
     start = good.index(hist)
-    for k in range(start - 3, start + len(hist)):
+    for k in range(start - head, start + len(hist)):
         b = bytearray(good)
         b[k] ^= 0xFF
         bad.append(bytes(b))
-    bad.append(MP_ENC.encode((msgspec.msgpack.Ext(HISTORY_EXT, hist[:-9]), "on_tick",
-                              Tick("A", 1.0, 1))))
-    bad.append(MP_ENC.encode((msgspec.msgpack.Ext(5, hist), "on_tick", Tick("A", 1.0, 1))))
+    bad += extra
     outcomes: dict[bool, list[Any]] = {}
     for native in (True, False):
         rec = Recorder()
@@ -292,7 +311,8 @@ def test_damaged_histories_get_the_python_errors(tmp_path: Path) -> None:
     assert kinds.count("error") >= 7
 
 
-def test_random_corruption_same_outcome(tmp_path: Path) -> None:
+@pytest.mark.parametrize("codec", ["msgpack", "binary_wire"])
+def test_random_corruption_same_outcome(tmp_path: Path, codec: str) -> None:
     """Random byte damage anywhere in history calls: the C path (one excerpt,
     then Python for what it declines) and the Python path alone agree on
     every excerpt: the same call and history, or the same named error."""
@@ -300,8 +320,12 @@ def test_random_corruption_same_outcome(tmp_path: Path) -> None:
     payloads = []
     for i in range(400):
         raw = raw_history(rnd.randrange(0, 4), rnd.randrange(0, 5), rnd)
-        p = bytearray(MP_ENC.encode((msgspec.msgpack.Ext(HISTORY_EXT, raw), "on_tick",
-                                     Tick("S", 1.5, i))))
+        if codec == "msgpack":
+            p = bytearray(MP_ENC.encode((msgspec.msgpack.Ext(HISTORY_EXT, raw), "on_tick",
+                                         Tick("S", 1.5, i))))
+        else:
+            p = bytearray(wire_call(ac.MessageHistory.from_bytes(raw).wire_bytes(),
+                                    Tick("S", 1.5, i)))
         for _ in range(rnd.randrange(1, 4)):
             k = rnd.randrange(len(p))
             p[k] = rnd.randrange(256) if rnd.random() < 0.5 else p[k] ^ (1 << rnd.randrange(8))
