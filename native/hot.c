@@ -1122,7 +1122,18 @@ enum { MP_OTHER = 0, MP_HANDLED = 1, MP_FAILED = -1 };
 typedef struct {
     int32_t source_id;
     int64_t index;
+    int mode; /* TRACK_* */
 } mp_track;
+
+/* which calls run with their excerpt as the current message: every call (a
+ * reader tracking history: history=True, or a queue with a sourceId), the
+ * calls that carry a history (history=None on a queue without one), or none
+ * (history=False: a history is read past) */
+enum { TRACK_ALWAYS = 0, TRACK_CARRIED = 1, TRACK_IGNORE = 2 };
+
+static inline int tracks(const mp_track *tr, const uint8_t *raw) {
+    return tr != NULL && (tr->mode == TRACK_ALWAYS || (tr->mode == TRACK_CARRIED && raw));
+}
 
 /* handler(arg) with the excerpt as this thread's current message */
 static PyObject *mp_call_tracked(PyObject *handler, PyObject *arg, const mp_track *tr,
@@ -1195,8 +1206,9 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
     out[0] = next;
     out[1]++;
     if (cursor) *cursor = (Py_ssize_t)next;
-    PyObject *r = tr == NULL ? PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg)
-                             : mp_call_tracked(PyTuple_GET_ITEM(entry, 1), arg, tr, raw, raw_len);
+    PyObject *r = !tracks(tr, raw)
+                      ? PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg)
+                      : mp_call_tracked(PyTuple_GET_ITEM(entry, 1), arg, tr, raw, raw_len);
     Py_DECREF(arg);
     Py_DECREF(entry);
     if (r == NULL) return MP_FAILED;
@@ -1204,7 +1216,24 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
     return MP_HANDLED;
 }
 
-/* _dispatch_mp(data, offsets, start, end, fast, done[, indices, source_id]) -> int
+/* source_id[, mode] into *tr; -1 with an error set */
+static int track_args(PyObject *const *args, Py_ssize_t n, mp_track *tr) {
+    long sid = PyLong_AsLong(args[0]);
+    if (sid == -1 && PyErr_Occurred()) return -1;
+    long mode = n > 1 ? PyLong_AsLong(args[1]) : TRACK_ALWAYS;
+    if (mode == -1 && PyErr_Occurred()) return -1;
+    if (sid < INT32_MIN || sid > INT32_MAX || mode < TRACK_ALWAYS || mode > TRACK_IGNORE ||
+        !hc_ready()) {
+        PyErr_SetString(PyExc_ValueError, "a sourceId is an int32, a mode 0, 1 or 2 (and "
+                                          "history registered)");
+        return -1;
+    }
+    tr->source_id = (int32_t)sid;
+    tr->mode = (int)mode;
+    return 0;
+}
+
+/* _dispatch_mp(data, offsets, start, end, fast, done[, indices, source_id[, mode]]) -> int
  *
  * Excerpt k of a batch is data[offsets[k]:offsets[k + 1]].  From ``start``
  * on, while an excerpt is a msgpack call ``[name, arg]`` (0x92, a fixstr)
@@ -1216,16 +1245,16 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
  * its handler is called (when a handler raises, that is where reading goes
  * on); done[1] counts the calls consumed, in all.  A third int64, when
  * ``done`` has one, stops the dispatch after the handler that sets it.
- * With ``indices`` (the excerpts' indices, int64) and ``source_id``, the
- * reader tracks message history: a call may carry its history first
- * (``[Ext 72, name, arg]``) and each handler runs with its excerpt as the
- * current message (native/histcall.h).  Bounded by ``end - start`` excerpts; calls
+ * With ``indices`` (the excerpts' indices, int64) and ``source_id``, a call
+ * may carry its history first (``[Ext 72, name, arg]``), and the handlers
+ * of the calls ``mode`` says (TRACK_*: all, by default) run with their
+ * excerpt as the current message (native/histcall.h).  Bounded by ``end - start`` excerpts; calls
  * Python only to decode and to call the handlers the caller gave. */
 static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6 && nargs != 8) {
+    if (nargs != 6 && nargs != 8 && nargs != 9) {
         PyErr_SetString(PyExc_TypeError,
                         "_dispatch_mp(data, offsets, start, end, fast, done[, indices, "
-                        "source_id])");
+                        "source_id[, mode]])");
         return NULL;
     }
     Py_ssize_t i = PyLong_AsSsize_t(args[2]);
@@ -1237,18 +1266,9 @@ static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_TypeError, "fast must be a dict");
         return NULL;
     }
-    mp_track track = {0, 0};
-    int tracked = nargs == 8;
-    if (tracked) {
-        long sid = PyLong_AsLong(args[7]);
-        if (sid == -1 && PyErr_Occurred()) return NULL;
-        if (sid < INT32_MIN || sid > INT32_MAX || !hc_ready()) {
-            PyErr_SetString(PyExc_ValueError,
-                            "_dispatch_mp: a sourceId is an int32 (and history registered)");
-            return NULL;
-        }
-        track.source_id = (int32_t)sid;
-    }
+    mp_track track = {0, 0, TRACK_ALWAYS};
+    int tracked = nargs >= 8;
+    if (tracked && track_args(args + 7, nargs - 7, &track) < 0) return NULL;
     Py_buffer data, offs, done, idxs = {0};
     if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
     if (PyObject_GetBuffer(args[1], &offs, PyBUF_SIMPLE) < 0) {
@@ -1307,19 +1327,20 @@ out:
     return result;
 }
 
-/* One BinaryWire excerpt p[0:len] of a reader tracking history: a call of
- * one event (its compact history first, or none) whose key ``names`` (an
- * event name under 128 bytes) or ``ids`` (a method id under 128) maps to
- * ``(decode, handlers)``: decode(view, pos) gives its arguments (None: not
- * here), and each handler is called with them, the excerpt as the thread's
- * current message.  As mp_call: MP_OTHER (nothing called), MP_HANDLED or
+/* One BinaryWire excerpt p[0:len]: a call of one event whose key ``names``
+ * (an event name under 128 bytes) or ``ids`` (a method id under 128) maps
+ * to ``(decode, handlers)``: decode(view, pos) gives its arguments (None:
+ * not here), and each handler is called with them.  For a reader tracking
+ * history (``tr``), the event may come after its compact history, and the
+ * handlers run with the excerpt as the thread's current message.  As mp_call: MP_OTHER (nothing called), MP_HANDLED or
  * MP_FAILED; out[0] = next and out[1] += 1 before the handlers run. */
 static int wire_call(const uint8_t *p, int64_t len, PyObject *names, PyObject *ids,
                      int64_t *out, int64_t next, const mp_track *tr) {
     const uint8_t *raw = NULL;
     size_t raw_len = 0;
     int64_t pos = 0;
-    if (len > 7 && p[0] == 0xBA && p[1] == 0x80 && p[2] == 0x00 && p[3] == 0x81) {
+    if (tr != NULL && len > 7 && p[0] == 0xBA && p[1] == 0x80 && p[2] == 0x00 &&
+        p[3] == 0x81) {
         /* BA 80 00 (the history field), 81 <u16 length>, 86, the compact form */
         int64_t end = 6 + (int64_t)(p[4] | p[5] << 8);
         hist_view v;
@@ -1374,8 +1395,10 @@ static int wire_call(const uint8_t *p, int64_t len, PyObject *names, PyObject *i
     }
     out[0] = next;
     out[1]++;
-    hc_slot slot = {NULL, raw, raw_len, tr->index, hc_now(), tr->source_id};
-    hc_slot *prev = hc_push(&slot);
+    int tracked = tracks(tr, raw);
+    hc_slot slot = {NULL, raw, raw_len, tracked ? tr->index : 0, tracked ? hc_now() : 0,
+                    tracked ? tr->source_id : 0};
+    hc_slot *prev = tracked ? hc_push(&slot) : NULL;
     PyObject *fns = PyTuple_GET_ITEM(entry, 1);
     int rc = MP_HANDLED;
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(fns); j++) {
@@ -1386,48 +1409,48 @@ static int wire_call(const uint8_t *p, int64_t len, PyObject *names, PyObject *i
         }
         Py_DECREF(r);
     }
-    hc_pop(&slot, prev);
+    if (tracked) hc_pop(&slot, prev);
     Py_DECREF(args);
     Py_DECREF(entry);
     return rc;
 }
 
-/* _dispatch_wire(data, offsets, start, end, names, ids, done, indices, source_id) -> int
+/* _dispatch_wire(data, offsets, start, end, names, ids, done[, indices, source_id[, mode]]) -> int
  *
- * _dispatch_mp's tracked dispatch (indices, source_id; ``done`` with its
- * optional stop cell), for BinaryWire calls of one event (wire_call). */
+ * _dispatch_mp for BinaryWire calls of one event (wire_call), as the
+ * Python loop of _dispatch_common takes them: ``done`` with its optional
+ * stop cell; with ``indices``, ``source_id`` and ``mode``, as _dispatch_mp
+ * (a call may carry its history first). */
 static PyObject *dispatch_wire(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9) {
+    if (nargs != 7 && nargs != 9 && nargs != 10) {
         PyErr_SetString(PyExc_TypeError, "_dispatch_wire(data, offsets, start, end, names, "
-                                         "ids, done, indices, source_id)");
+                                         "ids, done[, indices, source_id[, mode]])");
         return NULL;
     }
+    int tracked = nargs >= 9;
     Py_ssize_t i = PyLong_AsSsize_t(args[2]);
     if (i == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t end = PyLong_AsSsize_t(args[3]);
     if (end == -1 && PyErr_Occurred()) return NULL;
-    long sid = PyLong_AsLong(args[8]);
-    if (sid == -1 && PyErr_Occurred()) return NULL;
-    if (!PyDict_Check(args[4]) || !PyDict_Check(args[5]) || sid < INT32_MIN ||
-        sid > INT32_MAX || !hc_ready()) {
-        PyErr_SetString(PyExc_ValueError, "_dispatch_wire: names and ids are dicts, a sourceId "
-                                          "an int32 (and history registered)");
+    if (!PyDict_Check(args[4]) || !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_ValueError, "_dispatch_wire: names and ids are dicts");
         return NULL;
     }
-    mp_track track = {(int32_t)sid, 0};
+    mp_track track = {0, 0, TRACK_ALWAYS};
+    if (tracked && track_args(args + 8, nargs - 8, &track) < 0) return NULL;
     PyObject *result = NULL;
-    Py_buffer data, offs, done, idxs;
+    Py_buffer data, offs, done, idxs = {0};
     if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
     if (PyObject_GetBuffer(args[1], &offs, PyBUF_SIMPLE) < 0) goto no_offs;
     if (PyObject_GetBuffer(args[6], &done, PyBUF_WRITABLE) < 0) goto no_done;
-    if (PyObject_GetBuffer(args[7], &idxs, PyBUF_SIMPLE) < 0) goto no_idxs;
+    if (tracked && PyObject_GetBuffer(args[7], &idxs, PyBUF_SIMPLE) < 0) goto no_idxs;
     const int64_t *off = (const int64_t *)offs.buf, *idx = (const int64_t *)idxs.buf;
     Py_ssize_t n_off = offs.len / (Py_ssize_t)sizeof(int64_t);
     int64_t *out = (int64_t *)done.buf;
     int stoppable = done.len >= 3 * (Py_ssize_t)sizeof(int64_t);
     const uint8_t *base = (const uint8_t *)data.buf;
     if (done.len < 2 * (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off ||
-        idxs.len / (Py_ssize_t)sizeof(int64_t) < end) {
+        (tracked && idxs.len / (Py_ssize_t)sizeof(int64_t) < end)) {
         PyErr_SetString(PyExc_ValueError, "_dispatch_wire: bad range or buffers");
         goto out;
     }
@@ -1438,8 +1461,9 @@ static PyObject *dispatch_wire(PyObject *mod, PyObject *const *args, Py_ssize_t 
             PyErr_SetString(PyExc_ValueError, "_dispatch_wire: offsets outside the data");
             goto out;
         }
-        track.index = idx[i];
-        int r = wire_call(base + a, b - a, args[4], args[5], out, i + 1, &track);
+        if (tracked) track.index = idx[i];
+        int r = wire_call(base + a, b - a, args[4], args[5], out, i + 1,
+                          tracked ? &track : NULL);
         if (r == MP_FAILED) goto out;
         if (r == MP_OTHER) break;
         if (stoppable && out[2]) {
@@ -1449,7 +1473,7 @@ static PyObject *dispatch_wire(PyObject *mod, PyObject *const *args, Py_ssize_t 
     }
     result = PyLong_FromSsize_t(i);
 out:
-    PyBuffer_Release(&idxs);
+    if (tracked) PyBuffer_Release(&idxs);
 no_idxs:
     PyBuffer_Release(&done);
 no_done:
@@ -1484,7 +1508,7 @@ static PyObject *dispatch_one(PyObject *mod, PyObject *const *args, Py_ssize_t n
     }
     Py_buffer data;
     if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
-    mp_track track = {(int32_t)sid, (int64_t)index};
+    mp_track track = {(int32_t)sid, (int64_t)index, TRACK_ALWAYS};
     PyObject *last_key = NULL, *last_entry = NULL;
     int64_t out[2] = {0, 0};
     int r = mp_call((const uint8_t *)data.buf, (int64_t)data.len, args[2], &last_key,

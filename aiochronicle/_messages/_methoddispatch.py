@@ -157,16 +157,21 @@ class Dispatcher:
         end = self._pend_n if limit < 0 else min(self._pend_n, i + limit)
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         general = self._process_general
-        track = self._track
-        common = self._dispatch_common if not track else self._dispatch_wire_tracked
-        # (tracking history, the C dispatch makes each handler's Incoming)
-        native = (native and bool(self._fast_mp) and not self._recording
-                  and type(o) is array and (not track or type(idx) is array))
+        # the common calls in C, msgpack (native) and BinaryWire (wire), then in
+        # Python (common: for a reader not tracking history, what C declined)
+        c_ok = native and not self._recording and type(o) is array and type(idx) is array
+        native = c_ok and bool(self._fast_mp)
+        wire = c_ok and bool(self._fast_wire_names or self._fast_wire_ids)
+        common = None if self._track else self._dispatch_common
         self._common_at = i
         try:
             while i < end:
                 if native:
                     i = self._dispatch_native(data, o, i, end)
+                    if i >= end:
+                        break
+                if wire:
+                    i = self._dispatch_wire_native(data, o, idx, i, end)
                     if i >= end:
                         break
                 if common is not None:
@@ -205,21 +210,26 @@ class Dispatcher:
         self._read += 1
         return self._process_general(p, idx)
 
-    def _dispatch_wire_tracked(self, data: bytes | memoryview, off: Any, idx: Any, i: int,
-                               end: int) -> int:
-        """:meth:`_dispatch_common` for a reader tracking history, in BinaryWire
-        (its msgpack calls are :meth:`_dispatch_native`'s), in C
-        (native/hot.c ``_dispatch_wire``): excerpts of one event, its compact
-        history first or none, to a method with sync handlers and no filter,
-        each called with the excerpt as the thread's current message.  Returns
-        where it stopped (a damaged history too: the general path names it)."""
-        names, ids = self._fast_wire_names, self._fast_wire_ids
-        if (not (names or ids) or self._recording or type(off) is not array
-                or type(idx) is not array):
-            return i
+    def _track_mode(self) -> int:
+        """Which calls the C dispatch runs with their excerpt as the current
+        message (native/hot.c TRACK_*): all (a reader tracking history), those
+        that carry one (``history=None`` on a queue without a sourceId, as
+        :meth:`_incoming`), or none (``history=False``)."""
+        return 0 if self._track else 2 if self._history is False else 1
+
+    def _dispatch_wire_native(self, data: bytes | memoryview, off: array[int],
+                              idx: array[int], i: int, end: int) -> int:
+        """:meth:`_dispatch_common`'s BinaryWire calls, in C (native/hot.c
+        ``_dispatch_wire``): excerpts of one event (its compact history first,
+        or none) to a method with sync handlers and no filter, each called with
+        the excerpt as the thread's current message where the reader tracks
+        its history.  Returns where it stopped (a damaged history too: the
+        general path names it)."""
         done = self._fast_done
         try:
-            j: int = dispatch_wire(data, off, i, end, names, ids, done, idx, self._source_id)
+            j: int = dispatch_wire(data, off, i, end, self._fast_wire_names,
+                                   self._fast_wire_ids, done, idx, self._source_id,
+                                   self._track_mode())
         except BaseException:
             self._common_at = max(self._common_at, done[0])  # consumed, as _dispatch_native
             raise
@@ -242,11 +252,8 @@ class Dispatcher:
         C (``native/hot.c``); returns where it stopped."""
         done = self._fast_done
         try:
-            if self._track:
-                j: int = dispatch_mp(data, off, i, end, self._fast_mp, done, self._pend_idx,
-                                     self._source_id)
-            else:
-                j = dispatch_mp(data, off, i, end, self._fast_mp, done)
+            j: int = dispatch_mp(data, off, i, end, self._fast_mp, done, self._pend_idx,
+                                 self._source_id, self._track_mode())
         except BaseException:
             j = done[0]  # the excerpt whose handler raised was consumed
             self._common_at = max(self._common_at, j)
