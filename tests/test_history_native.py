@@ -423,3 +423,46 @@ def test_service_stop_from_a_handler_stops_the_c_dispatch(tmp_path: Path) -> Non
     with ac.open_queue(tmp_path / "out") as q:
         hs = [call_history(ex.payload) for ex in q.tailer()]
     assert len(hs) == 124 and all(h is not None and h.sources[-1][0] == 3 for h in hs)
+
+
+@pytest.mark.parametrize("codec", ["msgpack", "binary_wire"])
+@pytest.mark.parametrize("history", [None, False])
+def test_readers_not_tracking_every_call_match_python(tmp_path: Path, history: bool | None,
+                                                      codec: str) -> None:
+    """A reader of a queue without a sourceId, of calls that carry a history
+    (written through a handle with one) and calls that do not: with
+    ``history=None`` the calls carrying one are tracked (their sources, then
+    this read), with ``history=False`` none is; the C dispatch and the Python
+    one agree, on what handlers see and on what their writers write."""
+    src = tmp_path / "in"
+    with ac.open_queue(src):
+        pass  # the queue records no sourceId
+    with ac.open_queue(src, source_id=5) as q5, ac.open_queue(src) as q0:
+        w5 = q5.appender().method_writer(Feed, codec=codec)
+        w0 = q0.appender().method_writer(Feed, codec=codec)
+        for i in range(200):
+            (w5 if i % 2 else w0).on_tick(Tick("X", float(i), i))
+    got: dict[bool, Any] = {}
+    for native in (True, False):
+        with ac.open_queue(src) as q, ac.open_queue(tmp_path / f"o-{native}",
+                                                    source_id=4) as out:
+            assert q.source_id == 0
+            echo = Echo(out.appender().method_writer(Out, codec=codec))
+            t = q.tailer()
+            reader = t.method_reader(echo, history=history)
+            if native:
+                assert reader.read_available() == 200
+            else:
+                while (ex := t.read_nowait()) is not None:
+                    reader._process_general(ex.payload, ex.index)
+            with out.tailer() as ot:
+                outs = [call_history(ex.payload) for ex in ot]
+        got[native] = echo.seen, [(h.sources, len(h.timings)) for h in outs if h]
+        assert len(outs) == 200
+        for k, h in enumerate(outs):
+            assert h is not None
+            if history is None and k % 2:  # carried: its writer's source-less history, this read
+                assert len(h.sources) == 1 and h.sources[0][0] == 0 and len(h.timings) == 3
+            else:  # not tracked: the writer's own first hop
+                assert h.sources == [] and len(h.timings) == 1
+    assert got[True] == got[False]
