@@ -51,6 +51,7 @@ from typing import Protocol
 
 import _report  # bench/_report.py (this directory is on sys.path)
 import msgspec
+from service import Relay  # bench/service.py's pipeline stage: writes each Quote on
 
 import aiochronicle as ac
 from aiochronicle._messages._codecs import wire_call_decoder
@@ -78,18 +79,6 @@ class Sink:
 
     def on_quote(self, quote: Quote) -> None:
         self.n += 1
-
-
-class Relay:
-    """A handler that writes each Quote on (read-process-write)."""
-
-    def __init__(self, out: QuoteListener) -> None:
-        self.out = out
-        self.n = 0
-
-    def on_quote(self, quote: Quote) -> None:
-        self.n += 1
-        self.out.on_quote(quote)
 
 
 async def _handled(svc: ac.Service) -> int:

@@ -1216,6 +1216,103 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
     return MP_HANDLED;
 }
 
+/* A batch being dispatched: excerpt k is data[offsets[k]:offsets[k + 1]]
+ * (at indices[k], for readers tracking history), from ``start`` to ``end``;
+ * ``done``'s cells as _dispatch_mp says. */
+typedef struct {
+    Py_buffer data, offs, done, idxs;
+    Py_ssize_t i, end;
+    int tracked;
+    mp_track track;
+} batch;
+
+static int track_args(PyObject *const *args, Py_ssize_t n, mp_track *tr);
+
+/* The arguments every batch dispatch takes: (data, offsets, start, end, ...,
+ * done at args[done_at][, indices, source_id[, mode]] after it); 0, or -1
+ * with an error set (nothing held). */
+static int batch_open(batch *b, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t done_at,
+                      const char *name) {
+    b->i = PyLong_AsSsize_t(args[2]);
+    if (b->i == -1 && PyErr_Occurred()) return -1;
+    b->end = PyLong_AsSsize_t(args[3]);
+    if (b->end == -1 && PyErr_Occurred()) return -1;
+    b->tracked = nargs > done_at + 1;
+    b->track = (mp_track){0, 0, TRACK_ALWAYS};
+    if (b->tracked && track_args(args + done_at + 2, nargs - done_at - 2, &b->track) < 0)
+        return -1;
+    if (PyObject_GetBuffer(args[0], &b->data, PyBUF_SIMPLE) < 0) return -1;
+    if (PyObject_GetBuffer(args[1], &b->offs, PyBUF_SIMPLE) < 0) goto no_offs;
+    if (PyObject_GetBuffer(args[done_at], &b->done, PyBUF_WRITABLE) < 0) goto no_done;
+    if (b->tracked && PyObject_GetBuffer(args[done_at + 1], &b->idxs, PyBUF_SIMPLE) < 0)
+        goto no_idxs;
+    if (b->done.len < 2 * (Py_ssize_t)sizeof(int64_t) || b->i < 0 || b->end < b->i ||
+        b->end >= b->offs.len / (Py_ssize_t)sizeof(int64_t) ||
+        (b->tracked && b->idxs.len / (Py_ssize_t)sizeof(int64_t) < b->end)) {
+        PyErr_Format(PyExc_ValueError, "%s: bad range or buffers", name);
+        if (b->tracked) PyBuffer_Release(&b->idxs);
+        goto no_idxs;
+    }
+    return 0;
+no_idxs:
+    PyBuffer_Release(&b->done);
+no_done:
+    PyBuffer_Release(&b->offs);
+no_offs:
+    PyBuffer_Release(&b->data);
+    return -1;
+}
+
+static void batch_close(batch *b) {
+    if (b->tracked) PyBuffer_Release(&b->idxs);
+    PyBuffer_Release(&b->done);
+    PyBuffer_Release(&b->offs);
+    PyBuffer_Release(&b->data);
+}
+
+/* one excerpt: MP_OTHER, MP_HANDLED or MP_FAILED (see mp_call) */
+typedef int (*batch_call)(void *ctx, const uint8_t *p, int64_t len, int64_t *out, int64_t next,
+                          const mp_track *tr);
+
+/* Dispatch the batch's excerpts with ``call`` until one is not for it (or
+ * the stop cell is set after a handler); the index where it stopped, or
+ * NULL with the error a handler (or the batch) raised. */
+static PyObject *batch_run(batch *b, batch_call call, void *ctx, const char *name) {
+    const int64_t *off = (const int64_t *)b->offs.buf, *idx = (const int64_t *)b->idxs.buf;
+    int64_t *out = (int64_t *)b->done.buf;
+    int stoppable = b->done.len >= 3 * (Py_ssize_t)sizeof(int64_t);
+    const uint8_t *base = (const uint8_t *)b->data.buf;
+    Py_ssize_t i = b->i;
+    out[0] = i;
+    for (; i < b->end; i++) {
+        int64_t a = off[i], e = off[i + 1];
+        if (a < 0 || e < a || e > (int64_t)b->data.len) {
+            PyErr_Format(PyExc_ValueError, "%s: offsets outside the data", name);
+            return NULL;
+        }
+        if (b->tracked) b->track.index = idx[i];
+        int r = call(ctx, base + a, e - a, out, i + 1, b->tracked ? &b->track : NULL);
+        if (r == MP_FAILED) return NULL;
+        if (r == MP_OTHER) break;
+        if (stoppable && out[2]) {
+            i++;
+            break;
+        }
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+/* _dispatch_mp's call: mp_call with its cache of the last name looked up */
+typedef struct {
+    PyObject *fast, *last_key, *last_entry;
+} mp_calls;
+
+static int mp_batch_call(void *ctx, const uint8_t *p, int64_t len, int64_t *out, int64_t next,
+                         const mp_track *tr) {
+    mp_calls *c = (mp_calls *)ctx;
+    return mp_call(p, len, c->fast, &c->last_key, &c->last_entry, out, next, NULL, tr);
+}
+
 /* source_id[, mode] into *tr; -1 with an error set */
 static int track_args(PyObject *const *args, Py_ssize_t n, mp_track *tr) {
     long sid = PyLong_AsLong(args[0]);
@@ -1251,79 +1348,19 @@ static int track_args(PyObject *const *args, Py_ssize_t n, mp_track *tr) {
  * excerpt as the current message (native/histcall.h).  Bounded by ``end - start`` excerpts; calls
  * Python only to decode and to call the handlers the caller gave. */
 static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6 && nargs != 8 && nargs != 9) {
+    if ((nargs != 6 && nargs != 8 && nargs != 9) || !PyDict_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError,
-                        "_dispatch_mp(data, offsets, start, end, fast, done[, indices, "
+                        "_dispatch_mp(data, offsets, start, end, fast: dict, done[, indices, "
                         "source_id[, mode]])");
         return NULL;
     }
-    Py_ssize_t i = PyLong_AsSsize_t(args[2]);
-    if (i == -1 && PyErr_Occurred()) return NULL;
-    Py_ssize_t end = PyLong_AsSsize_t(args[3]);
-    if (end == -1 && PyErr_Occurred()) return NULL;
-    PyObject *fast = args[4];
-    if (!PyDict_Check(fast)) {
-        PyErr_SetString(PyExc_TypeError, "fast must be a dict");
-        return NULL;
-    }
-    mp_track track = {0, 0, TRACK_ALWAYS};
-    int tracked = nargs >= 8;
-    if (tracked && track_args(args + 7, nargs - 7, &track) < 0) return NULL;
-    Py_buffer data, offs, done, idxs = {0};
-    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
-    if (PyObject_GetBuffer(args[1], &offs, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[5], &done, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&offs);
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    if (tracked && PyObject_GetBuffer(args[6], &idxs, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&done);
-        PyBuffer_Release(&offs);
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    PyObject *last_key = NULL, *last_entry = NULL;
-    const int64_t *off = (const int64_t *)offs.buf;
-    const int64_t *idx = (const int64_t *)idxs.buf;
-    Py_ssize_t n_off = offs.len / (Py_ssize_t)sizeof(int64_t);
-    int64_t *out = (int64_t *)done.buf;
-    int stoppable = done.len >= 3 * (Py_ssize_t)sizeof(int64_t);
-    const uint8_t *base = (const uint8_t *)data.buf;
-    if (done.len < 2 * (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off ||
-        (tracked && idxs.len / (Py_ssize_t)sizeof(int64_t) < end)) {
-        PyErr_SetString(PyExc_ValueError, "_dispatch_mp: bad range or buffers");
-        goto out;
-    }
-    out[0] = i;
-    for (; i < end; i++) {
-        int64_t a = off[i], b = off[i + 1];
-        if (a < 0 || b < a || b > (int64_t)data.len) {
-            PyErr_SetString(PyExc_ValueError, "_dispatch_mp: offsets outside the data");
-            goto out;
-        }
-        if (tracked) track.index = idx[i];
-        int r = mp_call(base + a, b - a, fast, &last_key, &last_entry, out, i + 1, NULL,
-                        tracked ? &track : NULL);
-        if (r == MP_FAILED) goto out;
-        if (r == MP_OTHER) break;
-        if (stoppable && out[2]) {
-            i++;
-            break;
-        }
-    }
-    result = PyLong_FromSsize_t(i);
-out:
-    Py_XDECREF(last_key);
-    Py_XDECREF(last_entry);
-    if (tracked) PyBuffer_Release(&idxs);
-    PyBuffer_Release(&done);
-    PyBuffer_Release(&offs);
-    PyBuffer_Release(&data);
+    batch b;
+    if (batch_open(&b, args, nargs, 5, "_dispatch_mp") < 0) return NULL;
+    mp_calls calls = {args[4], NULL, NULL};
+    PyObject *result = batch_run(&b, mp_batch_call, &calls, "_dispatch_mp");
+    Py_XDECREF(calls.last_key);
+    Py_XDECREF(calls.last_entry);
+    batch_close(&b);
     return result;
 }
 
@@ -1421,65 +1458,29 @@ static int wire_call(const uint8_t *p, int64_t len, PyObject *names, PyObject *i
  * Python loop of _dispatch_common takes them: ``done`` with its optional
  * stop cell; with ``indices``, ``source_id`` and ``mode``, as _dispatch_mp
  * (a call may carry its history first). */
+/* _dispatch_wire's call */
+typedef struct {
+    PyObject *names, *ids;
+} wire_calls;
+
+static int wire_batch_call(void *ctx, const uint8_t *p, int64_t len, int64_t *out,
+                           int64_t next, const mp_track *tr) {
+    wire_calls *c = (wire_calls *)ctx;
+    return wire_call(p, len, c->names, c->ids, out, next, tr);
+}
+
 static PyObject *dispatch_wire(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7 && nargs != 9 && nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "_dispatch_wire(data, offsets, start, end, names, "
-                                         "ids, done[, indices, source_id[, mode]])");
+    if ((nargs != 7 && nargs != 9 && nargs != 10) || !PyDict_Check(args[4]) ||
+        !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "_dispatch_wire(data, offsets, start, end, names: dict, "
+                                         "ids: dict, done[, indices, source_id[, mode]])");
         return NULL;
     }
-    int tracked = nargs >= 9;
-    Py_ssize_t i = PyLong_AsSsize_t(args[2]);
-    if (i == -1 && PyErr_Occurred()) return NULL;
-    Py_ssize_t end = PyLong_AsSsize_t(args[3]);
-    if (end == -1 && PyErr_Occurred()) return NULL;
-    if (!PyDict_Check(args[4]) || !PyDict_Check(args[5])) {
-        PyErr_SetString(PyExc_ValueError, "_dispatch_wire: names and ids are dicts");
-        return NULL;
-    }
-    mp_track track = {0, 0, TRACK_ALWAYS};
-    if (tracked && track_args(args + 8, nargs - 8, &track) < 0) return NULL;
-    PyObject *result = NULL;
-    Py_buffer data, offs, done, idxs = {0};
-    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
-    if (PyObject_GetBuffer(args[1], &offs, PyBUF_SIMPLE) < 0) goto no_offs;
-    if (PyObject_GetBuffer(args[6], &done, PyBUF_WRITABLE) < 0) goto no_done;
-    if (tracked && PyObject_GetBuffer(args[7], &idxs, PyBUF_SIMPLE) < 0) goto no_idxs;
-    const int64_t *off = (const int64_t *)offs.buf, *idx = (const int64_t *)idxs.buf;
-    Py_ssize_t n_off = offs.len / (Py_ssize_t)sizeof(int64_t);
-    int64_t *out = (int64_t *)done.buf;
-    int stoppable = done.len >= 3 * (Py_ssize_t)sizeof(int64_t);
-    const uint8_t *base = (const uint8_t *)data.buf;
-    if (done.len < 2 * (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off ||
-        (tracked && idxs.len / (Py_ssize_t)sizeof(int64_t) < end)) {
-        PyErr_SetString(PyExc_ValueError, "_dispatch_wire: bad range or buffers");
-        goto out;
-    }
-    out[0] = i;
-    for (; i < end; i++) {
-        int64_t a = off[i], b = off[i + 1];
-        if (a < 0 || b < a || b > (int64_t)data.len) {
-            PyErr_SetString(PyExc_ValueError, "_dispatch_wire: offsets outside the data");
-            goto out;
-        }
-        if (tracked) track.index = idx[i];
-        int r = wire_call(base + a, b - a, args[4], args[5], out, i + 1,
-                          tracked ? &track : NULL);
-        if (r == MP_FAILED) goto out;
-        if (r == MP_OTHER) break;
-        if (stoppable && out[2]) {
-            i++;
-            break;
-        }
-    }
-    result = PyLong_FromSsize_t(i);
-out:
-    if (tracked) PyBuffer_Release(&idxs);
-no_idxs:
-    PyBuffer_Release(&done);
-no_done:
-    PyBuffer_Release(&offs);
-no_offs:
-    PyBuffer_Release(&data);
+    batch b;
+    if (batch_open(&b, args, nargs, 6, "_dispatch_wire") < 0) return NULL;
+    wire_calls calls = {args[4], args[5]};
+    PyObject *result = batch_run(&b, wire_batch_call, &calls, "_dispatch_wire");
+    batch_close(&b);
     return result;
 }
 
