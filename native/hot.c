@@ -418,8 +418,10 @@ static int wm_join(WriterMethod *self, const char *body, Py_ssize_t nb, PyObject
     }
     const char *pre = PyBytes_AS_STRING(self->prefix);
     memcpy(buf, pre, (size_t)at);
-    if (nh) memcpy(buf + at, hist, (size_t)nh);
-    memcpy(buf + at + nh, pre + at, (size_t)(np - at));
+    if (nh) {
+        memcpy(buf + at, hist, (size_t)nh);
+        memcpy(buf + at + nh, pre + at, (size_t)(np - at));
+    }
     memcpy(buf + np + nh, body, (size_t)nb);
     memcpy(buf + np + nh + nb, PyBytes_AS_STRING(self->suffix), (size_t)ns);
     int rc = wm_append(self, buf, len, NULL);
@@ -1277,7 +1279,8 @@ typedef int (*batch_call)(void *ctx, const uint8_t *p, int64_t len, int64_t *out
 /* Dispatch the batch's excerpts with ``call`` until one is not for it (or
  * the stop cell is set after a handler); the index where it stopped, or
  * NULL with the error a handler (or the batch) raised. */
-static PyObject *batch_run(batch *b, batch_call call, void *ctx, const char *name) {
+static inline __attribute__((always_inline)) PyObject *batch_run(batch *b, batch_call call,
+                                                                  void *ctx, const char *name) {
     const int64_t *off = (const int64_t *)b->offs.buf, *idx = (const int64_t *)b->idxs.buf;
     int64_t *out = (int64_t *)b->done.buf;
     int stoppable = b->done.len >= 3 * (Py_ssize_t)sizeof(int64_t);
