@@ -51,7 +51,6 @@ from typing import Protocol
 
 import _report  # bench/_report.py (this directory is on sys.path)
 import msgspec
-from service import Relay  # bench/service.py's pipeline stage: writes each Quote on
 
 import aiochronicle as ac
 from aiochronicle._messages._codecs import wire_call_decoder
@@ -85,6 +84,20 @@ async def _handled(svc: ac.Service) -> int:
     """Run a service over what its input holds; the inputs it handled."""
     stats = await svc.run(until_end=True)
     return stats.inputs_handled
+
+
+class Relay:
+    """A handler that writes each Quote on (read-process-write).  Its own, not
+    bench/service.py's: the reader decodes into the class its annotation names,
+    and the writer encodes in C only exactly the class its interface declares."""
+
+    def __init__(self, out: QuoteListener) -> None:
+        self.out = out
+        self.n = 0
+
+    def on_quote(self, quote: Quote) -> None:
+        self.n += 1
+        self.out.on_quote(quote)
 
 
 QUOTE = Quote("EURUSD", 1.08421, 1.08424, 1_000_000, 1_700_000_000_000_000_000)
