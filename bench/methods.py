@@ -16,6 +16,13 @@ measures, in one process and one run:
 * ``reader read_available()``: the same through ``reader.read_available()``;
 * ``reader await run()``: the same through ``await reader.run(until_end=True)``
   on uvloop;
+* ``service await run() (exactly-once)``: the same excerpts as the input of a
+  stateless ``ac.Service`` (no outputs: the tracked dispatch and the
+  service's bookkeeping), ``await service.run(until_end=True)``;
+* ``reader await run() -> writer`` / ``service ... -> writer (exactly-once)``:
+  read-process-write, a handler writing each Quote on through a method writer
+  on a second queue: a method reader's ``run()`` (no history), against a
+  Service's (the output carries the message history exactly-once resumes from);
 * ``raw read_nowait`` / ``raw read_many (batch)``: reading the same excerpts
   without decoding, one by one and in batches (a batch API);
 * ``encode only`` / ``decode only``: the codec alone, no queue (BinaryWire: the
@@ -71,6 +78,26 @@ class Sink:
 
     def on_quote(self, quote: Quote) -> None:
         self.n += 1
+
+
+async def _handled(svc: ac.Service) -> int:
+    """Run a service over what its input holds; the inputs it handled."""
+    stats = await svc.run(until_end=True)
+    return stats.inputs_handled
+
+
+class Relay:
+    """A handler that writes each Quote on (read-process-write).  Its own, not
+    bench/service.py's: the reader decodes into the class its annotation names,
+    and the writer encodes in C only exactly the class its interface declares."""
+
+    def __init__(self, out: QuoteListener) -> None:
+        self.out = out
+        self.n = 0
+
+    def on_quote(self, quote: Quote) -> None:
+        self.n += 1
+        self.out.on_quote(quote)
 
 
 QUOTE = Quote("EURUSD", 1.08421, 1.08424, 1_000_000, 1_700_000_000_000_000_000)
@@ -184,6 +211,47 @@ def _queues(path: str, codec: str, count: int, keep: Keep) -> int:
             assert sink.n == n == count + 1, (sink.n, n)
             return n
 
+        def do_service() -> int:
+            sink = Sink()
+            svc = ac.Service("bench", lambda: sink, [ac.ServiceInput(path, 1, (QuoteListener,))],
+                             stateless=True)
+            n = _run_on_uvloop(lambda: _handled(svc))
+            assert sink.n == n == count + 1, (sink.n, n)
+            return n
+
+        def do_relay() -> int:
+            out_path = path + "-relay"
+            with ac.open_queue(out_path, roll_cycle=ac.RollCycles.HUGE_DAILY) as out:
+                relay = Relay(out.appender().method_writer(QuoteListener, codec=codec))
+                reader = q.tailer().method_reader(relay)
+
+                async def go() -> int:
+                    return await reader.run(until_end=True)
+
+                n = _run_on_uvloop(go)
+            shutil.rmtree(out_path)
+            assert relay.n == n == count + 1, (relay.n, n)
+            return n
+
+        def do_service_relay() -> int:
+            out_path = path + "-srelay"
+            made: list[Relay] = []
+
+            def factory(out: QuoteListener) -> Relay:
+                made.append(Relay(out))
+                return made[-1]
+
+            svc = ac.Service("relay", factory, [ac.ServiceInput(path, 1, (QuoteListener,))],
+                             [ac.ServiceOutput("out", out_path, QuoteListener, 2, codec=codec)],
+                             stateless=True)
+            n = _run_on_uvloop(lambda: _handled(svc))
+            shutil.rmtree(out_path)
+            assert made[-1].n == n == count + 1, (made[-1].n, n)
+            return n
+
+        keep("service await run() (exactly-once)", timed(do_service))
+        keep("reader await run() -> writer", timed(do_relay))
+        keep("service await run() -> writer (exactly-once)", timed(do_service_relay))
         keep("raw read_nowait", timed(do_raw_read))
         keep("raw read_many (batch)", timed(do_raw_read_many))
         keep("reader read_one()", timed(do_read_one))
@@ -260,6 +328,9 @@ ROWS = [
     ("reader read_one()", "raw read_nowait"),
     ("reader read_available()", "raw read_nowait"),
     ("reader await run()", "raw read_nowait"),
+    ("service await run() (exactly-once)", "reader await run()"),
+    ("reader await run() -> writer", "reader await run()"),
+    ("service await run() -> writer (exactly-once)", "reader await run() -> writer"),
     ("raw read_nowait", None),
     ("raw read_many (batch)", None),
     ("encode only", None),

@@ -27,6 +27,7 @@
 #include <structmember.h>
 
 #include "cq.h"
+#include "histcall.h"
 #include "pause.h"
 
 #ifndef AIOCHRONICLE_VERSION
@@ -344,6 +345,14 @@ typedef struct {
     Py_ssize_t arity;
     int pack;
     int direct;
+    int hist;           /* HC_NONE, or the form of the history written first */
+    Py_ssize_t hist_at; /* where in prefix the history goes */
+    /* a replay gate (a service's output): while *gate_p is 0 the excerpt is
+     * appended here through gate_appender (a HotAppender), else through
+     * ``append`` (which compares it with what was written before a restart) */
+    PyObject *gate;          /* the NativeHandle of the int64 cell, or NULL */
+    const int64_t *gate_p;
+    PyObject *gate_appender; /* HotAppender, or NULL */
 } WriterMethod;
 
 #define WM_STACK 512
@@ -372,11 +381,11 @@ static int wm_append_direct(HotAppender *ha, const char *payload, Py_ssize_t len
 /* Append payload[0:len] as the appender's append() would; returns 0 or -1. */
 static int wm_append(WriterMethod *self, const char *payload, Py_ssize_t len, PyObject *whole) {
     PyObject *data = NULL;
-    if (self->direct) {
+    if (self->direct || (self->gate_p != NULL && *self->gate_p == 0)) {
         /* counted in flight as append() is: a close meanwhile (another
          * thread in the slow path, a signal handler) leaves the file mapped
          * until this call leaves */
-        HotAppender *ha = (HotAppender *)self->appender;
+        HotAppender *ha = (HotAppender *)(self->direct ? self->appender : self->gate_appender);
         ha->busy++;
         int rc = wm_append_direct(ha, payload, len, whole);
         PyObject *res = leave((PyObject *)ha, rc < 0 ? NULL : Py_NewRef(Py_None));
@@ -394,20 +403,27 @@ static int wm_append(WriterMethod *self, const char *payload, Py_ssize_t len, Py
 }
 
 /* Append prefix + body[0:nb] + suffix (``whole``: body as a bytes object,
- * if it is one); returns 0 or -1. */
-static int wm_join(WriterMethod *self, const char *body, Py_ssize_t nb, PyObject *whole) {
+ * if it is one), with hist[0:nh] inserted at prefix[hist_at] when nh > 0;
+ * returns 0 or -1. */
+static int wm_join(WriterMethod *self, const char *body, Py_ssize_t nb, PyObject *whole,
+                   const uint8_t *hist, Py_ssize_t nh) {
     Py_ssize_t np = PyBytes_GET_SIZE(self->prefix), ns = PyBytes_GET_SIZE(self->suffix);
-    if (np == 0 && ns == 0) return wm_append(self, body, nb, whole);
+    if (np == 0 && ns == 0 && nh == 0) return wm_append(self, body, nb, whole);
     char small[WM_STACK];
-    Py_ssize_t len = np + nb + ns;
+    Py_ssize_t len = np + nh + nb + ns, at = nh ? self->hist_at : np;
     char *buf = len <= WM_STACK ? small : PyMem_Malloc((size_t)len);
     if (buf == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    memcpy(buf, PyBytes_AS_STRING(self->prefix), (size_t)np);
-    memcpy(buf + np, body, (size_t)nb);
-    memcpy(buf + np + nb, PyBytes_AS_STRING(self->suffix), (size_t)ns);
+    const char *pre = PyBytes_AS_STRING(self->prefix);
+    memcpy(buf, pre, (size_t)at);
+    if (nh) {
+        memcpy(buf + at, hist, (size_t)nh);
+        memcpy(buf + at + nh, pre + at, (size_t)(np - at));
+    }
+    memcpy(buf + np + nh, body, (size_t)nb);
+    memcpy(buf + np + nh + nb, PyBytes_AS_STRING(self->suffix), (size_t)ns);
     int rc = wm_append(self, buf, len, NULL);
     if (buf != small) PyMem_Free(buf);
     return rc;
@@ -422,6 +438,15 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf) - 1; /* args[0] is the proxy */
     if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) || nargs != self->arity)
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    /* the history first: its timing is taken before the arguments are encoded,
+     * as the Python writer's (a history this call cannot build: that writer) */
+    uint8_t hist[HC_MAX];
+    Py_ssize_t nh = 0;
+    if (self->hist != HC_NONE) {
+        nh = hc_outgoing(self->hist, hist);
+        if (nh == -1) return NULL;
+        if (nh == HC_SLOW) return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+    }
     args++;
     PyObject *arg;
     if (self->pack) {
@@ -443,7 +468,7 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
         Py_DECREF(r);
         /* no Python code runs from here until busy is cleared */
         int rc = wm_join(self, PyByteArray_AS_STRING(self->buf),
-                         PyByteArray_GET_SIZE(self->buf), NULL);
+                         PyByteArray_GET_SIZE(self->buf), NULL, hist, nh);
         if (PyByteArray_GET_SIZE(self->buf) > (1 << 16)) {
             /* a large call: let its memory go (the next call grows a new one) */
             PyObject *fresh = PyByteArray_FromStringAndSize(NULL, 0);
@@ -463,7 +488,7 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
         Py_DECREF(body);
         return NULL;
     }
-    int rc = wm_join(self, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), body);
+    int rc = wm_join(self, PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body), body, hist, nh);
     Py_DECREF(body);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
@@ -471,15 +496,31 @@ static PyObject *wm_call(WriterMethod *self, PyObject *const *args, size_t nargs
 
 static PyObject *wm_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *appender, *append, *encode, *prefix, *suffix, *fallback, *into = Py_None;
-    Py_ssize_t arity;
-    int pack, direct;
+    PyObject *gate = Py_None, *gate_appender = Py_None;
+    Py_ssize_t arity, hist_at = 0;
+    int pack, direct, hist = HC_NONE;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) > 0) {
         PyErr_SetString(PyExc_TypeError, "WriterMethod takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OOOSSnppO|O:WriterMethod", &appender, &append, &encode,
-                          &prefix, &suffix, &arity, &pack, &direct, &fallback, &into))
+    if (!PyArg_ParseTuple(args, "OOOSSnppO|OinOO:WriterMethod", &appender, &append, &encode,
+                          &prefix, &suffix, &arity, &pack, &direct, &fallback, &into, &hist,
+                          &hist_at, &gate, &gate_appender))
         return NULL;
+    const int64_t *gate_p = NULL;
+    if (gate != Py_None || gate_appender != Py_None) {
+        gate_p = handle_pointer(gate, HANDLE_I64, "WriterMethod");
+        if (gate_p == NULL) return NULL;
+        if (!PyObject_TypeCheck(gate_appender, &HotAppenderType)) {
+            PyErr_SetString(PyExc_TypeError, "a replay gate needs a HotAppender");
+            return NULL;
+        }
+    }
+    if ((hist != HC_NONE && hist != HC_MSGPACK && hist != HC_WIRE) || hist_at < 0 ||
+        hist_at > PyBytes_GET_SIZE(prefix)) {
+        PyErr_SetString(PyExc_ValueError, "hist is 0, 1 or 2 and hist_at within the prefix");
+        return NULL;
+    }
     if (into != Py_None && !PyCallable_Check(into)) {
         PyErr_SetString(PyExc_TypeError, "into must be callable or None");
         return NULL;
@@ -517,6 +558,11 @@ static PyObject *wm_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->arity = arity;
     self->pack = pack;
     self->direct = direct;
+    self->hist = hist;
+    self->hist_at = hist_at;
+    self->gate_p = gate_p;
+    self->gate = gate_p ? Py_NewRef(gate) : NULL;
+    self->gate_appender = gate_p ? Py_NewRef(gate_appender) : NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -528,6 +574,7 @@ static int wm_traverse(WriterMethod *self, visitproc visit, void *arg) {
     Py_VISIT(self->fallback);
     Py_VISIT(self->into);
     Py_VISIT(self->dict);
+    Py_VISIT(self->gate_appender);
     return 0;
 }
 
@@ -541,6 +588,9 @@ static int wm_clear(WriterMethod *self) {
     Py_CLEAR(self->into);
     Py_CLEAR(self->buf);
     Py_CLEAR(self->dict);
+    self->gate_p = NULL; /* (appends go through ``append``, cleared too: none is made) */
+    Py_CLEAR(self->gate);
+    Py_CLEAR(self->gate_appender);
     return 0;
 }
 
@@ -1067,17 +1117,69 @@ static PyObject *version(PyObject *mod, PyObject *unused) {
  * last name looked up in ``fast``. */
 enum { MP_OTHER = 0, MP_HANDLED = 1, MP_FAILED = -1 };
 
+/* A reader that tracks message history: the queue it reads (its sourceId)
+ * and the index of the excerpt at hand.  Its calls may carry a history
+ * first (``[Ext 72, name, arg]``, 0x93); each handler runs with its excerpt
+ * as the current message (native/histcall.h), as the Python dispatch does. */
+typedef struct {
+    int32_t source_id;
+    int64_t index;
+    int mode; /* TRACK_* */
+} mp_track;
+
+/* which calls run with their excerpt as the current message: every call (a
+ * reader tracking history: history=True, or a queue with a sourceId), the
+ * calls that carry a history (history=None on a queue without one), or none
+ * (history=False: a history is read past) */
+enum { TRACK_ALWAYS = 0, TRACK_CARRIED = 1, TRACK_IGNORE = 2 };
+
+static inline int tracks(const mp_track *tr, const uint8_t *raw) {
+    return tr != NULL && (tr->mode == TRACK_ALWAYS || (tr->mode == TRACK_CARRIED && raw));
+}
+
+/* handler(arg) with the excerpt as this thread's current message */
+static PyObject *mp_call_tracked(PyObject *handler, PyObject *arg, const mp_track *tr,
+                                 const uint8_t *raw, size_t raw_len) {
+    hc_slot slot = {NULL, raw, raw_len, tr->index, hc_now(), tr->source_id};
+    hc_slot *prev = hc_push(&slot);
+    PyObject *r = PyObject_CallOneArg(handler, arg);
+    hc_pop(&slot, prev);
+    return r;
+}
+
 static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **last_key,
-                   PyObject **last_entry, int64_t *out, int64_t next, Py_ssize_t *cursor) {
-    if (len < 2 || p[0] != 0x92 || p[1] < 0xA0 || p[1] > 0xBF) return MP_OTHER;
-    Py_ssize_t klen = p[1] - 0xA0;
-    if (2 + klen > len) return MP_OTHER;
+                   PyObject **last_entry, int64_t *out, int64_t next, Py_ssize_t *cursor,
+                   const mp_track *tr) {
+    const uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    int64_t pos = 1;
+    if (len < 2) return MP_OTHER;
+    if (p[0] == 0x93 && tr != NULL) {
+        /* the history Ext, as msgpack_history reads it (ext 8/16/32 only) */
+        int8_t type;
+        size_t start;
+        hist_view v;
+        if (p[1] < 0xC7 || p[1] > 0xC9 ||
+            hist_msgpack_ext(p + 1, (size_t)len - 1, &type, &start, &raw_len) != HIST_OK ||
+            type != 72)
+            return MP_OTHER;
+        raw = p + 1 + start;
+        if (hist_check(raw, raw_len, &v) != HIST_OK) return MP_OTHER; /* Python names it */
+        pos = 1 + (int64_t)start + (int64_t)raw_len;
+    } else if (p[0] != 0x92) {
+        return MP_OTHER;
+    }
+    if (pos >= len || p[pos] < 0xA0 || p[pos] > 0xBF) return MP_OTHER;
+    Py_ssize_t klen = p[pos] - 0xA0;
+    if (pos + 1 + klen > len) return MP_OTHER;
+    const uint8_t *name = p + pos + 1;
+    pos += 1 + klen;
     PyObject *entry;
     if (*last_key != NULL && PyBytes_GET_SIZE(*last_key) == klen &&
-        memcmp(PyBytes_AS_STRING(*last_key), p + 2, (size_t)klen) == 0) {
+        memcmp(PyBytes_AS_STRING(*last_key), name, (size_t)klen) == 0) {
         entry = *last_entry;
     } else {
-        PyObject *key = PyBytes_FromStringAndSize((const char *)p + 2, klen);
+        PyObject *key = PyBytes_FromStringAndSize((const char *)name, klen);
         if (key == NULL) return MP_FAILED;
         entry = PyDict_GetItemWithError(fast, key);
         if (entry == NULL) {
@@ -1092,8 +1194,7 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
         Py_XSETREF(*last_key, key);
         Py_XSETREF(*last_entry, Py_NewRef(entry)); /* the handler may change fast */
     }
-    PyObject *body = PyBytes_FromStringAndSize((const char *)p + 2 + klen,
-                                               (Py_ssize_t)(len - 2 - klen));
+    PyObject *body = PyBytes_FromStringAndSize((const char *)p + pos, (Py_ssize_t)(len - pos));
     if (body == NULL) return MP_FAILED;
     Py_INCREF(entry); /* a handler may replace the cache */
     PyObject *arg = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 0), body);
@@ -1107,7 +1208,9 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
     out[0] = next;
     out[1]++;
     if (cursor) *cursor = (Py_ssize_t)next;
-    PyObject *r = PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg);
+    PyObject *r = !tracks(tr, raw)
+                      ? PyObject_CallOneArg(PyTuple_GET_ITEM(entry, 1), arg)
+                      : mp_call_tracked(PyTuple_GET_ITEM(entry, 1), arg, tr, raw, raw_len);
     Py_DECREF(arg);
     Py_DECREF(entry);
     if (r == NULL) return MP_FAILED;
@@ -1115,7 +1218,122 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
     return MP_HANDLED;
 }
 
-/* _dispatch_mp(data, offsets, start, end, fast, done) -> int
+/* A batch being dispatched: excerpt k is data[offsets[k]:offsets[k + 1]]
+ * (at indices[k], for readers tracking history), from ``start`` to ``end``;
+ * ``done``'s cells as _dispatch_mp says. */
+typedef struct {
+    Py_buffer data, offs, done, idxs;
+    Py_ssize_t i, end;
+    int tracked;
+    mp_track track;
+} batch;
+
+static int track_args(PyObject *const *args, Py_ssize_t n, mp_track *tr);
+
+/* The arguments every batch dispatch takes: (data, offsets, start, end, ...,
+ * done at args[done_at][, indices, source_id[, mode]] after it); 0, or -1
+ * with an error set (nothing held). */
+static int batch_open(batch *b, PyObject *const *args, Py_ssize_t nargs, Py_ssize_t done_at,
+                      const char *name) {
+    b->i = PyLong_AsSsize_t(args[2]);
+    if (b->i == -1 && PyErr_Occurred()) return -1;
+    b->end = PyLong_AsSsize_t(args[3]);
+    if (b->end == -1 && PyErr_Occurred()) return -1;
+    b->tracked = nargs > done_at + 1;
+    b->track = (mp_track){0, 0, TRACK_ALWAYS};
+    if (b->tracked && track_args(args + done_at + 2, nargs - done_at - 2, &b->track) < 0)
+        return -1;
+    if (PyObject_GetBuffer(args[0], &b->data, PyBUF_SIMPLE) < 0) return -1;
+    if (PyObject_GetBuffer(args[1], &b->offs, PyBUF_SIMPLE) < 0) goto no_offs;
+    if (PyObject_GetBuffer(args[done_at], &b->done, PyBUF_WRITABLE) < 0) goto no_done;
+    if (b->tracked && PyObject_GetBuffer(args[done_at + 1], &b->idxs, PyBUF_SIMPLE) < 0)
+        goto no_idxs;
+    if (b->done.len < 2 * (Py_ssize_t)sizeof(int64_t) || b->i < 0 || b->end < b->i ||
+        b->end >= b->offs.len / (Py_ssize_t)sizeof(int64_t) ||
+        (b->tracked && b->idxs.len / (Py_ssize_t)sizeof(int64_t) < b->end)) {
+        PyErr_Format(PyExc_ValueError, "%s: bad range or buffers", name);
+        if (b->tracked) PyBuffer_Release(&b->idxs);
+        goto no_idxs;
+    }
+    return 0;
+no_idxs:
+    PyBuffer_Release(&b->done);
+no_done:
+    PyBuffer_Release(&b->offs);
+no_offs:
+    PyBuffer_Release(&b->data);
+    return -1;
+}
+
+static void batch_close(batch *b) {
+    if (b->tracked) PyBuffer_Release(&b->idxs);
+    PyBuffer_Release(&b->done);
+    PyBuffer_Release(&b->offs);
+    PyBuffer_Release(&b->data);
+}
+
+/* one excerpt: MP_OTHER, MP_HANDLED or MP_FAILED (see mp_call) */
+typedef int (*batch_call)(void *ctx, const uint8_t *p, int64_t len, int64_t *out, int64_t next,
+                          const mp_track *tr);
+
+/* Dispatch the batch's excerpts with ``call`` until one is not for it (or
+ * the stop cell is set after a handler); the index where it stopped, or
+ * NULL with the error a handler (or the batch) raised. */
+static inline __attribute__((always_inline)) PyObject *batch_run(batch *b, batch_call call,
+                                                                  void *ctx, const char *name) {
+    const int64_t *off = (const int64_t *)b->offs.buf, *idx = (const int64_t *)b->idxs.buf;
+    int64_t *out = (int64_t *)b->done.buf;
+    int stoppable = b->done.len >= 3 * (Py_ssize_t)sizeof(int64_t);
+    const uint8_t *base = (const uint8_t *)b->data.buf;
+    Py_ssize_t i = b->i;
+    out[0] = i;
+    for (; i < b->end; i++) {
+        int64_t a = off[i], e = off[i + 1];
+        if (a < 0 || e < a || e > (int64_t)b->data.len) {
+            PyErr_Format(PyExc_ValueError, "%s: offsets outside the data", name);
+            return NULL;
+        }
+        if (b->tracked) b->track.index = idx[i];
+        int r = call(ctx, base + a, e - a, out, i + 1, b->tracked ? &b->track : NULL);
+        if (r == MP_FAILED) return NULL;
+        if (r == MP_OTHER) break;
+        if (stoppable && out[2]) {
+            i++;
+            break;
+        }
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+/* _dispatch_mp's call: mp_call with its cache of the last name looked up */
+typedef struct {
+    PyObject *fast, *last_key, *last_entry;
+} mp_calls;
+
+static int mp_batch_call(void *ctx, const uint8_t *p, int64_t len, int64_t *out, int64_t next,
+                         const mp_track *tr) {
+    mp_calls *c = (mp_calls *)ctx;
+    return mp_call(p, len, c->fast, &c->last_key, &c->last_entry, out, next, NULL, tr);
+}
+
+/* source_id[, mode] into *tr; -1 with an error set */
+static int track_args(PyObject *const *args, Py_ssize_t n, mp_track *tr) {
+    long sid = PyLong_AsLong(args[0]);
+    if (sid == -1 && PyErr_Occurred()) return -1;
+    long mode = n > 1 ? PyLong_AsLong(args[1]) : TRACK_ALWAYS;
+    if (mode == -1 && PyErr_Occurred()) return -1;
+    if (sid < INT32_MIN || sid > INT32_MAX || mode < TRACK_ALWAYS || mode > TRACK_IGNORE ||
+        !hc_ready()) {
+        PyErr_SetString(PyExc_ValueError, "a sourceId is an int32, a mode 0, 1 or 2 (and "
+                                          "history registered)");
+        return -1;
+    }
+    tr->source_id = (int32_t)sid;
+    tr->mode = (int)mode;
+    return 0;
+}
+
+/* _dispatch_mp(data, offsets, start, end, fast, done[, indices, source_id[, mode]]) -> int
  *
  * Excerpt k of a batch is data[offsets[k]:offsets[k + 1]].  From ``start``
  * on, while an excerpt is a msgpack call ``[name, arg]`` (0x92, a fixstr)
@@ -1125,63 +1343,188 @@ static int mp_call(const uint8_t *p, int64_t len, PyObject *fast, PyObject **las
  * path decodes it again and reports it), or at ``end``.  ``done`` is two
  * int64: done[0] is the index after the last excerpt consumed, set before
  * its handler is called (when a handler raises, that is where reading goes
- * on); done[1] counts the calls consumed, in all.  Bounded by ``end - start`` excerpts; calls Python only to
- * decode and to call the handlers the caller gave. */
+ * on); done[1] counts the calls consumed, in all.  A third int64, when
+ * ``done`` has one, stops the dispatch after the handler that sets it.
+ * With ``indices`` (the excerpts' indices, int64) and ``source_id``, a call
+ * may carry its history first (``[Ext 72, name, arg]``), and the handlers
+ * of the calls ``mode`` says (TRACK_*: all, by default) run with their
+ * excerpt as the current message (native/histcall.h).  Bounded by ``end - start`` excerpts; calls
+ * Python only to decode and to call the handlers the caller gave. */
 static PyObject *dispatch_mp(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
+    if ((nargs != 6 && nargs != 8 && nargs != 9) || !PyDict_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError,
-                        "_dispatch_mp(data, offsets, start, end, fast, done)");
+                        "_dispatch_mp(data, offsets, start, end, fast: dict, done[, indices, "
+                        "source_id[, mode]])");
         return NULL;
     }
-    Py_ssize_t i = PyLong_AsSsize_t(args[2]);
-    if (i == -1 && PyErr_Occurred()) return NULL;
-    Py_ssize_t end = PyLong_AsSsize_t(args[3]);
-    if (end == -1 && PyErr_Occurred()) return NULL;
-    PyObject *fast = args[4];
-    if (!PyDict_Check(fast)) {
-        PyErr_SetString(PyExc_TypeError, "fast must be a dict");
-        return NULL;
+    batch b;
+    if (batch_open(&b, args, nargs, 5, "_dispatch_mp") < 0) return NULL;
+    mp_calls calls = {args[4], NULL, NULL};
+    PyObject *result = batch_run(&b, mp_batch_call, &calls, "_dispatch_mp");
+    Py_XDECREF(calls.last_key);
+    Py_XDECREF(calls.last_entry);
+    batch_close(&b);
+    return result;
+}
+
+/* One BinaryWire excerpt p[0:len]: a call of one event whose key ``names``
+ * (an event name under 128 bytes) or ``ids`` (a method id under 128) maps
+ * to ``(decode, handlers)``: decode(view, pos) gives its arguments (None:
+ * not here), and each handler is called with them.  For a reader tracking
+ * history (``tr``), the event may come after its compact history, and the
+ * handlers run with the excerpt as the thread's current message.  As mp_call: MP_OTHER (nothing called), MP_HANDLED or
+ * MP_FAILED; out[0] = next and out[1] += 1 before the handlers run. */
+static int wire_call(const uint8_t *p, int64_t len, PyObject *names, PyObject *ids,
+                     int64_t *out, int64_t next, const mp_track *tr) {
+    const uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    int64_t pos = 0;
+    if (tr != NULL && len > 7 && p[0] == 0xBA && p[1] == 0x80 && p[2] == 0x00 &&
+        p[3] == 0x81) {
+        /* BA 80 00 (the history field), 81 <u16 length>, 86, the compact form */
+        int64_t end = 6 + (int64_t)(p[4] | p[5] << 8);
+        hist_view v;
+        if (p[6] != 0x86 || end >= len) return MP_OTHER;
+        raw = p + 7;
+        raw_len = (size_t)(end - 7);
+        if (hist_check(raw, raw_len, &v) != HIST_OK) return MP_OTHER; /* Python names it */
+        pos = end;
     }
-    Py_buffer data, offs, done;
-    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
-    if (PyObject_GetBuffer(args[1], &offs, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
+    if (pos + 2 > len) return MP_OTHER;
+    uint8_t b0 = p[pos], k = p[pos + 1];
+    PyObject *key, *entry;
+    if (b0 == 0xB9 && k < 0x80) { /* an event name */
+        if (pos + 2 + k > len) return MP_OTHER;
+        key = PyBytes_FromStringAndSize((const char *)p + pos + 2, k);
+        pos += 2 + k;
+        if (key == NULL) return MP_FAILED;
+        entry = PyDict_GetItemWithError(names, key);
+    } else if (b0 == 0xBA && k < 0x80) { /* a method id */
+        key = PyLong_FromLong(k);
+        pos += 2;
+        if (key == NULL) return MP_FAILED;
+        entry = PyDict_GetItemWithError(ids, key);
+    } else {
+        return MP_OTHER;
     }
-    if (PyObject_GetBuffer(args[5], &done, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&offs);
-        PyBuffer_Release(&data);
-        return NULL;
+    Py_DECREF(key);
+    if (entry == NULL) return PyErr_Occurred() ? MP_FAILED : MP_OTHER;
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
+        !PyTuple_Check(PyTuple_GET_ITEM(entry, 1))) {
+        PyErr_SetString(PyExc_TypeError, "names and ids map keys to (decode, handlers)");
+        return MP_FAILED;
     }
-    PyObject *result = NULL;
-    PyObject *last_key = NULL, *last_entry = NULL;
-    const int64_t *off = (const int64_t *)offs.buf;
-    Py_ssize_t n_off = offs.len / (Py_ssize_t)sizeof(int64_t);
-    int64_t *out = (int64_t *)done.buf;
-    const uint8_t *base = (const uint8_t *)data.buf;
-    if (done.len < 2 * (Py_ssize_t)sizeof(int64_t) || i < 0 || end < i || end >= n_off) {
-        PyErr_SetString(PyExc_ValueError, "_dispatch_mp: bad range or buffers");
-        goto out;
+    Py_INCREF(entry); /* a handler may change the tables */
+    PyObject *view = PyMemoryView_FromMemory((char *)p, (Py_ssize_t)len, PyBUF_READ);
+    PyObject *at = view == NULL ? NULL : PyLong_FromLongLong(pos);
+    PyObject *args = NULL;
+    if (at != NULL) {
+        PyObject *in[2] = {view, at};
+        args = PyObject_Vectorcall(PyTuple_GET_ITEM(entry, 0), in, 2, NULL);
     }
-    out[0] = i;
-    for (; i < end; i++) {
-        int64_t a = off[i], b = off[i + 1];
-        if (a < 0 || b < a || b > (int64_t)data.len) {
-            PyErr_SetString(PyExc_ValueError, "_dispatch_mp: offsets outside the data");
-            goto out;
+    Py_XDECREF(at);
+    Py_XDECREF(view);
+    if (args == NULL) {
+        Py_DECREF(entry);
+        return MP_FAILED;
+    }
+    if (args == Py_None || !PyTuple_Check(args)) { /* not here: Python's path reads it */
+        Py_DECREF(args);
+        Py_DECREF(entry);
+        return MP_OTHER;
+    }
+    out[0] = next;
+    out[1]++;
+    int tracked = tracks(tr, raw);
+    hc_slot slot = {NULL, raw, raw_len, tracked ? tr->index : 0, tracked ? hc_now() : 0,
+                    tracked ? tr->source_id : 0};
+    hc_slot *prev = tracked ? hc_push(&slot) : NULL;
+    PyObject *fns = PyTuple_GET_ITEM(entry, 1);
+    int rc = MP_HANDLED;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(fns); j++) {
+        PyObject *r = PyObject_Call(PyTuple_GET_ITEM(fns, j), args, NULL);
+        if (r == NULL) {
+            rc = MP_FAILED;
+            break;
         }
-        int r = mp_call(base + a, b - a, fast, &last_key, &last_entry, out, i + 1, NULL);
-        if (r == MP_FAILED) goto out;
-        if (r == MP_OTHER) break;
+        Py_DECREF(r);
     }
-    result = PyLong_FromSsize_t(i);
-out:
+    if (tracked) hc_pop(&slot, prev);
+    Py_DECREF(args);
+    Py_DECREF(entry);
+    return rc;
+}
+
+/* _dispatch_wire(data, offsets, start, end, names, ids, done[, indices, source_id[, mode]]) -> int
+ *
+ * _dispatch_mp for BinaryWire calls of one event (wire_call), as the
+ * Python loop of _dispatch_common takes them: ``done`` with its optional
+ * stop cell; with ``indices``, ``source_id`` and ``mode``, as _dispatch_mp
+ * (a call may carry its history first). */
+/* _dispatch_wire's call */
+typedef struct {
+    PyObject *names, *ids;
+} wire_calls;
+
+static int wire_batch_call(void *ctx, const uint8_t *p, int64_t len, int64_t *out,
+                           int64_t next, const mp_track *tr) {
+    wire_calls *c = (wire_calls *)ctx;
+    return wire_call(p, len, c->names, c->ids, out, next, tr);
+}
+
+static PyObject *dispatch_wire(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if ((nargs != 7 && nargs != 9 && nargs != 10) || !PyDict_Check(args[4]) ||
+        !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "_dispatch_wire(data, offsets, start, end, names: dict, "
+                                         "ids: dict, done[, indices, source_id[, mode]])");
+        return NULL;
+    }
+    batch b;
+    if (batch_open(&b, args, nargs, 6, "_dispatch_wire") < 0) return NULL;
+    wire_calls calls = {args[4], args[5]};
+    PyObject *result = batch_run(&b, wire_batch_call, &calls, "_dispatch_wire");
+    batch_close(&b);
+    return result;
+}
+
+/* _dispatch_one(payload, index, fast, source_id, names, ids) -> bool
+ *
+ * One excerpt of a reader that tracks message history, as _dispatch_mp
+ * with indices (or _dispatch_wire, with ``names`` and ``ids``) dispatches
+ * each: True when it was a common call and its
+ * handler was called (what the handler raises propagates), False when it
+ * is for Python's path (nothing was called). */
+static PyObject *dispatch_one(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyDict_Check(args[4]) || !PyDict_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_dispatch_one(payload, index, fast, source_id, names, ids)");
+        return NULL;
+    }
+    long long index = PyLong_AsLongLong(args[1]);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    long sid = PyLong_AsLong(args[3]);
+    if (sid == -1 && PyErr_Occurred()) return NULL;
+    if (!PyDict_Check(args[2]) || sid < INT32_MIN || sid > INT32_MAX || !hc_ready()) {
+        PyErr_SetString(PyExc_ValueError,
+                        "_dispatch_one: fast is a dict, a sourceId an int32 (and history "
+                        "registered)");
+        return NULL;
+    }
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
+    mp_track track = {(int32_t)sid, (int64_t)index, TRACK_ALWAYS};
+    PyObject *last_key = NULL, *last_entry = NULL;
+    int64_t out[2] = {0, 0};
+    int r = mp_call((const uint8_t *)data.buf, (int64_t)data.len, args[2], &last_key,
+                    &last_entry, out, 1, NULL, &track);
     Py_XDECREF(last_key);
     Py_XDECREF(last_entry);
-    PyBuffer_Release(&done);
-    PyBuffer_Release(&offs);
+    if (r == MP_OTHER)
+        r = wire_call((const uint8_t *)data.buf, (int64_t)data.len, args[4], args[5], out, 1,
+                      &track);
     PyBuffer_Release(&data);
-    return result;
+    if (r == MP_FAILED) return NULL;
+    return PyBool_FromLong(r == MP_HANDLED);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1309,7 +1652,7 @@ static PyObject *hr_read_one(HotReader *self, PyObject *unused) {
         /* _pend_i moves past the excerpt before its handler runs (a handler
          * raising, or reading on itself, finds it consumed) */
         int r = mp_call((const uint8_t *)self->data_view.buf + a, b - a, self->fast,
-                        &self->last_key, &self->last_entry, out, i + 1, &self->pend_i);
+                        &self->last_key, &self->last_entry, out, i + 1, &self->pend_i, NULL);
         if (r == MP_HANDLED) Py_RETURN_TRUE;
         if (r == MP_FAILED) return NULL;
         return call_self_obj((PyObject *)self, str_read_one_general);
@@ -1369,6 +1712,10 @@ static PyTypeObject HotReaderType = {
 static PyMethodDef module_methods[] = {
     {"_dispatch_mp", (PyCFunction)(void (*)(void))dispatch_mp, METH_FASTCALL,
      "Dispatch the common msgpack method calls of a batch (see native/hot.c)."},
+    {"_dispatch_wire", (PyCFunction)(void (*)(void))dispatch_wire, METH_FASTCALL,
+     "Dispatch the common BinaryWire calls of a batch, tracking history (see native/hot.c)."},
+    {"_dispatch_one", (PyCFunction)(void (*)(void))dispatch_one, METH_FASTCALL,
+     "Dispatch one common msgpack call of a reader tracking history (see native/hot.c)."},
     {"set_excerpt_type", set_excerpt_type, METH_O, "Register aiochronicle.Excerpt."},
     {"handle", (PyCFunction)(void (*)(void))make_handle, METH_FASTCALL,
      "handle(buffer, ctype) -> NativeHandle\n--\n\nThe memory a writable buffer of exactly one "
@@ -1410,7 +1757,7 @@ PyMODINIT_FUNC PyInit__hot(void) {
         PyModule_AddObjectRef(m, "HotTailer", (PyObject *)&HotTailerType) < 0 ||
         PyModule_AddObjectRef(m, "WriterMethod", (PyObject *)&WriterMethodType) < 0 ||
         PyModule_AddObjectRef(m, "HotReader", (PyObject *)&HotReaderType) < 0 ||
-        aiochronicle_wirecall_init(m) < 0) {
+        aiochronicle_wirecall_init(m) < 0 || aiochronicle_histcall_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,7 +1,7 @@
 """The C core on arm64: cross-compiled and executed under qemu-user.
 
 ``make -C native test-arm64`` builds the C unit tests (native/tests/test_native.c)
-and the three fuzz-smoke harnesses with ``aarch64-linux-gnu-gcc`` under
+and the four fuzz-smoke harnesses with ``aarch64-linux-gnu-gcc`` under
 AddressSanitizer and UndefinedBehaviorSanitizer, and runs them with
 ``qemu-aarch64-static``: the arm64 spin hint, the acquire/release instructions,
 the futex and socket calls of the core all execute.  LeakSanitizer cannot run
@@ -53,7 +53,8 @@ def test_c_tests_pass_on_arm64_under_qemu(tmp_path: Path) -> None:
     m = re.search(r"^(\d+) passed, (\d+) failed$", out, re.M)
     assert m is not None, out[-3000:]
     assert int(m.group(1)) >= 30 and m.group(2) == "0", out[-3000:]
-    assert out.count("no crash, hang or sanitizer report") == 3, out[-3000:]
+    assert out.count("no crash, hang or sanitizer report") == 4, out[-3000:]
+    assert re.search(r"^fuzz-history: \d+ inputs .*no crash", out, re.M), out[-3000:]
     assert "arm64 (qemu-user): unit tests and fuzz smoke ran clean" in out
 
 

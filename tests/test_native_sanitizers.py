@@ -110,6 +110,27 @@ def test_wire_reader_libfuzzer_short_run(build_dir: Path) -> None:
     assert "Done" in out
 
 
+def test_history_fuzz_smoke(build_dir: Path) -> None:
+    """Message history in its compact form (history.c, under the C dispatch of
+    readers tracking history and the method writers' C calls): damaged Ext
+    heads and counts are declined, what is accepted lies inside the input,
+    and what is built from it holds it unchanged, one source and two timings
+    more, or says it is full."""
+    out = assert_clean(make(build_dir, "history-fuzz-smoke", "FUZZ_ITERS=100000",
+                            "FUZZ_SEED=7"))
+    assert "no crash, hang or sanitizer report" in out
+    m = re.search(r"(\d+) read, (\d+) declined, (\d+) full", out)
+    assert m is not None, out[-2000:]
+    read, declined, full = map(int, m.groups())
+    assert read > 20_000 and declined > 5_000 and full > 1_000
+
+
+@skip_unless(shutil.which("clang") is not None, "clang")
+def test_history_libfuzzer_short_run(build_dir: Path) -> None:
+    out = assert_clean(make(build_dir, "history-fuzz", "FUZZ_SECONDS=4"))
+    assert "Done" in out
+
+
 def test_fuzzer_findings_replay_clean(build_dir: Path) -> None:
     """Inputs libFuzzer once crashed the harness with (native/tests/regressions):
     a layout whose lastIndex field lies in the data, and an index2index pointer

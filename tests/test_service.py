@@ -615,7 +615,7 @@ def test_history_carried_forward_without_parsing_is_the_parsed_one(
     raw_in = None if raw is None else HistoryBytes(raw)
     fast = _history.Incoming(raw_in, 7, 1234, 55)
     slow = _history.Incoming(raw_in, 7, 1234, 55)
-    slow.history()  # built: the slow path
+    _history.incoming_history(slow)  # built: the slow path
     for make in (_history.outgoing_raw, _history.outgoing_wire_bytes):
         got = []
         for inc in (fast, slow):

@@ -1,4 +1,5 @@
-# Types of the C API module aiochronicle._core._hot (native/hot.c, native/wirecall.c),
+# Types of the C API module aiochronicle._core._hot (native/hot.c, native/wirecall.c,
+# native/histcall.c),
 # the second module of the one extension file aiochronicle._core._cq.
 #
 # The classes named *Hooks are not in the module: they state the methods C
@@ -7,7 +8,8 @@
 # mypy checks the subclasses' signatures (tests/test_native_boundary.py checks
 # this file against the module).
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, final
+from contextvars import ContextVar
+from typing import Any, Protocol, final, overload
 
 from typing_extensions import Buffer
 
@@ -81,13 +83,18 @@ class HotReader(_ReaderHooks):
 class WriterMethod:
     """A method writer's method: positional calls encoded (``prefix +
     encode(arg) + suffix``, or through ``into``, msgspec's ``encode_into``)
-    and appended in C; any other call is ``fallback``."""
+    and appended in C, with the message history (form ``hist``: 1 msgpack,
+    2 BinaryWire) at ``prefix[hist_at]``; any other call is ``fallback``.
+    With a gate (an int64 cell): appended to ``gate_appender`` while it holds
+    0, else through ``append``."""
 
     fallback: Callable[..., None]
     def __init__(self, appender: Any, append: Callable[[bytes], int],
                  encode: Callable[[Any], bytes], prefix: bytes, suffix: bytes, arity: int,
                  pack: bool, direct: bool, fallback: Callable[..., None],
-                 into: Callable[[Any, bytearray], None] | None = None, /) -> None: ...
+                 into: Callable[[Any, bytearray], None] | None = None, hist: int = 0,
+                 hist_at: int = 0, gate: NativeHandle | None = None,
+                 gate_appender: HotAppender | None = None, /) -> None: ...
     def __call__(self, *args: Any, **kwargs: Any) -> None: ...
     def __get__(self, obj: object, cls: type | None = None) -> Any: ...
 
@@ -109,9 +116,42 @@ class WireDecoder:
     def __init__(self, plan: tuple[_PlanNode, ...], /) -> None: ...
     def decode(self, buf: Buffer, pos: int, /) -> tuple[Any, ...] | None: ...
 
+class Incoming:
+    """What a method reader knows of the message a handler is handling; its
+    history is built only when asked for (``history`` caches it)."""
+
+    raw: object
+    source_id: int
+    index: int
+    read_ns: int
+    history: Any
+    def __init__(self, raw: object, source_id: int, index: int, read_ns: int) -> None: ...
+
+@overload
 def _dispatch_mp(data: Buffer, offsets: Buffer, start: int, end: int,
                  fast: dict[bytes, tuple[Callable[[Any], Any], Callable[[Any], Any]]],
                  done: Buffer, /) -> int: ...
+@overload
+def _dispatch_mp(data: Buffer, offsets: Buffer, start: int, end: int,
+                 fast: dict[bytes, tuple[Callable[[Any], Any], Callable[[Any], Any]]],
+                 done: Buffer, indices: Buffer, source_id: int, mode: int = ..., /) -> int: ...
+_WireFast = dict[Any, tuple[Callable[[Any, int], tuple[Any, ...] | None],
+                            tuple[Callable[..., Any], ...]]]
+@overload
+def _dispatch_wire(data: Buffer, offsets: Buffer, start: int, end: int, names: _WireFast,
+                   ids: _WireFast, done: Buffer, /) -> int: ...
+@overload
+def _dispatch_wire(data: Buffer, offsets: Buffer, start: int, end: int, names: _WireFast,
+                   ids: _WireFast, done: Buffer, indices: Buffer, source_id: int,
+                   mode: int = ..., /) -> int: ...
+def _dispatch_one(payload: Buffer, index: int,
+                  fast: dict[bytes, tuple[Callable[[Any], Any], Callable[[Any], Any]]],
+                  source_id: int, names: _WireFast, ids: _WireFast, /) -> bool: ...
+def set_history(var: ContextVar[Any], /) -> None: ...
+def current_incoming() -> Incoming | None: ...
+def hold(inc: Incoming, /) -> None: ...
+def release(inc: Incoming, /) -> None: ...
+def outgoing_history(form: int, /) -> bytes | None: ...
 def handle(buffer: Buffer, ctype: str, /) -> NativeHandle: ...
 def set_excerpt_type(tp: type[tuple[Any, ...]], /) -> None: ...
 def version() -> str: ...

@@ -100,13 +100,21 @@ try:
         HotAppender,
         HotReader,
         HotTailer,
+        Incoming,
         NativeHandle,
         WireDecoder,
         WireEncoder,
         WriterMethod,
+        current_incoming,
+        hold,
+        outgoing_history,
+        release,
         set_excerpt_type,
+        set_history,
     )
     from ._hot import _dispatch_mp as dispatch_mp
+    from ._hot import _dispatch_one as dispatch_one
+    from ._hot import _dispatch_wire as dispatch_wire
     from ._hot import handle as _make_handle
     from ._hot import version as _hot_version
 except ImportError as exc:  # pragma: no cover - depends on the build
@@ -503,15 +511,23 @@ __all__ = [
     "HotAppender",
     "HotReader",
     "HotTailer",
+    "Incoming",
     "NativeHandle",
     "WireDecoder",
     "WireEncoder",
     "WriterMethod",
     "check",
     "code_name",
+    "current_incoming",
     "dispatch_mp",
+    "dispatch_one",
+    "dispatch_wire",
     "error",
     "ffi",
+    "hold",
     "lib",
+    "outgoing_history",
+    "release",
     "set_excerpt_type",
+    "set_history",
 ]

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from typing import Final
 
+from .._core._native import Incoming, current_incoming, set_history
 from ._wire import WireError
 
 __all__ = ["MessageHistory", "current_history"]
@@ -195,31 +196,36 @@ class MessageHistory:
 # --------------------------------------------------------------------------
 
 
-class Incoming:
-    """What a method reader knows about the message it is dispatching; the
-    history is built only when someone asks for it."""
+def incoming_history(inc: Incoming) -> MessageHistory:
+    """The history of the message ``inc`` describes, as its handler sees it:
+    the writer's, plus this read (built once, then kept on ``inc``).
 
-    __slots__ = ("_history", "index", "raw", "read_ns", "source_id")
-
-    def __init__(self, raw: object, source_id: int, index: int, read_ns: int) -> None:
-        self.raw = raw  # HistoryBytes, a self-describing dict, or None
-        self.source_id = source_id
-        self.index = index
-        self.read_ns = read_ns
-        self._history: MessageHistory | None = None
-
-    def history(self) -> MessageHistory:
-        """The history as the handler sees it: the writer's, plus this read."""
-        h = self._history
-        if h is None:
-            h = MessageHistory() if self.raw is None else MessageHistory.from_plain(self.raw)
-            h.add_source(self.source_id, self.index)
-            h.add_timing(self.read_ns)
-            self._history = h
-        return h
+    :class:`Incoming` (native/histcall.c) is what a method reader knows of
+    the message being handled: the history bytes read, the source, the
+    index and when it was read.
+    """
+    h = inc.history
+    if h is None:
+        h = MessageHistory() if inc.raw is None else MessageHistory.from_plain(inc.raw)
+        h.add_source(inc.source_id, inc.index)
+        h.add_timing(inc.read_ns)
+        inc.history = h
+    return h  # type: ignore[no-any-return]
 
 
 CURRENT: ContextVar[Incoming | None] = ContextVar("aiochronicle_history", default=None)
+"""The message an async handler is handling (a sync handler's is this thread's
+current message in the native core: ``hold``/``release``, and the method
+readers dispatching in C); the method writers of the native core
+(native/histcall.c) read both."""
+set_history(CURRENT)
+
+
+def current_incoming_or_context() -> Incoming | None:
+    """The message being handled: the running sync handler's, else the
+    context's (an async handler's)."""
+    inc = current_incoming()
+    return inc if inc is not None else CURRENT.get()
 
 
 def current_history() -> MessageHistory | None:
@@ -228,10 +234,11 @@ def current_history() -> MessageHistory | None:
 
     It lists the sources and timings the writer recorded, then the source this
     reader read it from and when.  Method writers called from the handler carry
-    it forward.
+    it forward.  A sync handler's message is its thread's while it runs (as
+    Java's ``MessageHistory.get()``): a task it starts does not inherit it.
     """
-    inc = CURRENT.get()
-    return None if inc is None else inc.history()
+    inc = current_incoming_or_context()
+    return None if inc is None else incoming_history(inc)
 
 
 _FIRST = struct.Struct("<BiqBqq")  # one source, two timings (read, write)
@@ -264,30 +271,30 @@ def _forward_raw(inc: Incoming) -> bytes | None:
 
 def outgoing_wire_bytes() -> bytes:
     """The BinaryWire history prefix for an excerpt written now."""
-    inc = CURRENT.get()
-    if inc is not None and inc._history is None:  # noqa: SLF001 - this module's own class
+    inc = current_incoming_or_context()
+    if inc is not None and inc.history is None:
         raw = _forward_raw(inc)
         if raw is not None:
             return HISTORY_KEY + b"\x81" + struct.pack("<H", len(raw) + 1) + b"\x86" + raw
-    h = MessageHistory() if inc is None else inc.history()
+    h = MessageHistory() if inc is None else incoming_history(inc)
     return h.wire_bytes(_now())
 
 
 def outgoing_raw() -> bytes:
     """The raw compact history for an excerpt written now."""
-    inc = CURRENT.get()
-    if inc is not None and inc._history is None:  # noqa: SLF001 - this module's own class
+    inc = current_incoming_or_context()
+    if inc is not None and inc.history is None:
         raw = _forward_raw(inc)
         if raw is not None:
             return raw
-    h = MessageHistory() if inc is None else inc.history()
+    h = MessageHistory() if inc is None else incoming_history(inc)
     return h.to_bytes(_now())
 
 
 def outgoing_plain() -> dict[str, list[int]]:
     """The self-describing history (for JSON) of an excerpt written now."""
-    inc = CURRENT.get()
-    h = MessageHistory() if inc is None else inc.history()
+    inc = current_incoming_or_context()
+    h = MessageHistory() if inc is None else incoming_history(inc)
     out = h.to_dict()
     out["timings"].append(_now())
     return out

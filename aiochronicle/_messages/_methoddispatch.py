@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .._core._errors import CodecError, WireError
-from .._core._native import dispatch_mp
-from .._format._history import CURRENT, Incoming, MessageHistory, check_history
+from .._core._native import Incoming, dispatch_mp, dispatch_one, dispatch_wire, hold, release
+from .._format._history import CURRENT, MessageHistory, check_history
 from .._format._wire import HistoryBytes, PlainReader
 from .._storage._excerpt import Excerpt
 from ._codecs import Codecs, typed_reader, wire_call_decoder
 from ._methods import JSON_RAWS, MethodSpec, log, msgpack_history
 
-__all__ = ["Dispatcher", "Entry", "Target"]
+__all__ = ["Dispatcher", "Entry", "Target", "dispatch_tracked"]
 
 _DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, CodecError, WireError,
                          UnicodeDecodeError, IndexError, ValueError, TypeError, KeyError)
@@ -128,6 +128,8 @@ class Dispatcher:
     _wire_names: dict[Any, Entry]
     _wire_ids: dict[int, Entry]
     _fast_mp: dict[bytes, tuple[Callable[[Any], Any], Callable[[Any], Any]]]
+    _fast_wire_names: dict[Any, tuple[Any, tuple[Callable[..., Any], ...]]]
+    _fast_wire_ids: dict[Any, tuple[Any, tuple[Callable[..., Any], ...]]]
     _fast_done: Any
     _common_at: int
     _track: bool
@@ -155,14 +157,21 @@ class Dispatcher:
         end = self._pend_n if limit < 0 else min(self._pend_n, i + limit)
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         general = self._process_general
-        common = self._dispatch_common if not self._track else None
-        native = (native and bool(self._fast_mp) and common is not None
-                  and not self._recording and type(o) is array)
+        # the common calls in C, msgpack (native) and BinaryWire (wire), then in
+        # Python (common: for a reader not tracking history, what C declined)
+        c_ok = native and not self._recording and type(o) is array and type(idx) is array
+        native = c_ok and bool(self._fast_mp)
+        wire = c_ok and bool(self._fast_wire_names or self._fast_wire_ids)
+        common = None if self._track else self._dispatch_common
         self._common_at = i
         try:
             while i < end:
                 if native:
                     i = self._dispatch_native(data, o, i, end)
+                    if i >= end:
+                        break
+                if wire:
+                    i = self._dispatch_wire_native(data, o, idx, i, end)
                     if i >= end:
                         break
                 if common is not None:
@@ -186,10 +195,45 @@ class Dispatcher:
         and call the handlers, as :meth:`read_one` does for the next excerpt;
         returns an awaitable when async handlers remain to be awaited.  For a
         payload read some other way (a batch, a Spark partition)."""
-        if not self._track and self._dispatch_common(p, (0, len(p)), (idx,), 0, 1):
+        if self._track:
+            self._read += 1
+            if not self._recording and (self._fast_mp or self._fast_wire_names
+                                        or self._fast_wire_ids):
+                self._dispatched += 1  # (counted before its handler runs, as _call does)
+                if dispatch_one(p, idx, self._fast_mp, self._source_id, self._fast_wire_names,
+                                self._fast_wire_ids):
+                    return None
+                self._dispatched -= 1
+            return self._process_general(p, idx)
+        if self._dispatch_common(p, (0, len(p)), (idx,), 0, 1):
             return None
         self._read += 1
         return self._process_general(p, idx)
+
+    def _track_mode(self) -> int:
+        """Which calls the C dispatch runs with their excerpt as the current
+        message (native/hot.c TRACK_*): all (a reader tracking history), those
+        that carry one (``history=None`` on a queue without a sourceId, as
+        :meth:`_incoming`), or none (``history=False``)."""
+        return 0 if self._track else 2 if self._history is False else 1
+
+    def _dispatch_wire_native(self, data: bytes | memoryview, off: array[int],
+                              idx: array[int], i: int, end: int) -> int:
+        """:meth:`_dispatch_common`'s BinaryWire calls, in C (native/hot.c
+        ``_dispatch_wire``): excerpts of one event (its compact history first,
+        or none) to a method with sync handlers and no filter, each called with
+        the excerpt as the thread's current message where the reader tracks
+        its history.  Returns where it stopped (a damaged history too: the
+        general path names it)."""
+        done = self._fast_done
+        try:
+            j: int = dispatch_wire(data, off, i, end, self._fast_wire_names,
+                                   self._fast_wire_ids, done, idx, self._source_id,
+                                   self._track_mode())
+        except BaseException:
+            self._common_at = max(self._common_at, done[0])  # consumed, as _dispatch_native
+            raise
+        return j
 
     def _process_general(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:
         """:meth:`process` for any excerpt (``_read`` counted by the caller)."""
@@ -208,7 +252,8 @@ class Dispatcher:
         C (``native/hot.c``); returns where it stopped."""
         done = self._fast_done
         try:
-            j: int = dispatch_mp(data, off, i, end, self._fast_mp, done)
+            j: int = dispatch_mp(data, off, i, end, self._fast_mp, done, self._pend_idx,
+                                 self._source_id, self._track_mode())
         except BaseException:
             j = done[0]  # the excerpt whose handler raised was consumed
             self._common_at = max(self._common_at, j)
@@ -473,11 +518,20 @@ class Dispatcher:
             self._dispatched += 1
             if self._recording:
                 self._last = (entry.name, args, inc)
+            # the message is the context's for the async handlers' awaits, and
+            # the thread's while each handler is called
             token = CURRENT.set(inc) if inc is not None else None
             try:
                 result = None
                 for t in live:
-                    out = t.fn(*args)
+                    if inc is None:
+                        out = t.fn(*args)
+                    else:
+                        hold(inc)
+                        try:
+                            out = t.fn(*args)
+                        finally:
+                            release(inc)
                     if t.is_async:
                         out = yield out
                     result = out
@@ -540,12 +594,12 @@ class Dispatcher:
             for t in live:
                 t.fn(*args)
             return None
-        token = CURRENT.set(inc)
+        hold(inc)  # the thread's message while the sync handlers run
         try:
             for t in live:
                 t.fn(*args)
         finally:
-            CURRENT.reset(token)
+            release(inc)
         return None
 
     async def _call_async(self, args: tuple[Any, ...], inc: Incoming | None,
@@ -601,3 +655,32 @@ _MP_KEY_LEN: Final = {0xD9: 2, 0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9,
 
 def _const(value: Any) -> Callable[[], Any]:
     return lambda: value
+
+
+def dispatch_tracked(reader: Dispatcher, data: memoryview, off: array[int], idx: array[int],
+                     i: int, end: int, done: array[int]) -> int:
+    """For a reader tracking history (a service's): dispatch excerpts ``i``,
+    ``i + 1``, ... of a batch (excerpt k is ``data[off[k]:off[k + 1]]`` at
+    index ``idx[k]``) in C while they are the common msgpack calls of one
+    sync handler; returns where it stopped, the excerpt for
+    :meth:`Dispatcher.process` (``i`` when it took none).  ``done`` is three
+    int64 (native/hot.c ``_dispatch_mp``): ``done[0]`` ends up just past the
+    last excerpt consumed (a handler that raises has consumed its own), a
+    non-zero ``done[2]`` stops it after the handler that set it."""
+    r = reader
+    if not r._track or r._recording:  # noqa: SLF001 - this module's own class
+        return i
+    fast = r._fast_mp  # noqa: SLF001 - this module's own class
+    names = r._fast_wire_names  # noqa: SLF001 - this module's own class
+    ids = r._fast_wire_ids  # noqa: SLF001 - this module's own class
+    sid = r._source_id  # noqa: SLF001 - this module's own class
+    before = done[1]
+    try:
+        j: int = dispatch_mp(data, off, i, end, fast, done, idx, sid) if fast else i
+        if j == i and (names or ids):
+            j = dispatch_wire(data, off, i, end, names, ids, done, idx, sid)
+    finally:
+        n = done[1] - before
+        r._read += n  # noqa: SLF001 - this module's own class
+        r._dispatched += n  # noqa: SLF001 - this module's own class
+    return j

@@ -25,7 +25,7 @@ from ._methodsource import ExcerptTaker, MetadataRouted, MethodSource
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from .._format._history import Incoming
+    from .._core._native import Incoming
 
 __all__ = ["MethodCall", "MethodReader", "MethodReaderStatistics", "MethodSource"]
 
@@ -65,6 +65,7 @@ class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
     # CPython's generic path (measured 10% of a BinaryWire read_one())
     __slots__ = ("__dict__", "__weakref__", "_batch", "_batch_bytes", "_batch_count", "_by_id",
                  "_by_name", "_chain_cache", "_common_at", "_dispatched", "_errors",
+                 "_fast_wire_ids", "_fast_wire_names",
                  "_has_async", "_held", "_held_n", "_history", "_ignored", "_interfaces", "_last",
                  "_mp", "_named", "_names", "_read", "_reader_filter", "_recording", "_source",
                  "_source_id", "_stopping", "_track", "_unknown", "_wire_ids", "_wire_names",
@@ -126,6 +127,13 @@ class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
         # the common msgpack calls, dispatched in C: name -> (decode, handler)
         self._fast_mp = {k: (e.mp_dec.decode, e.fast) for k, e in self._names.items()
                          if e.fast is not None}
+        # readers tracking history: the common BinaryWire calls, dispatched in C too,
+        # by event name or method id -> (decode, handlers)
+        self._fast_wire_names = {k: (e.wire_decode, e.wire_fast)
+                                 for k, e in self._wire_names.items()
+                                 if e.wire_fast is not None and type(k) is bytes}
+        self._fast_wire_ids = {k: (e.wire_decode, e.wire_fast) for k, e in self._wire_ids.items()
+                               if e.wire_fast is not None}
         # [where the last native dispatch got to, how many calls it handled in all]
         self._fast_done = array("q", [0, 0])
         self._read = self._dispatched = self._unknown = self._ignored = self._errors = 0

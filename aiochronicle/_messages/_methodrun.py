@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._core._errors import QueueClosedError
-from .._format._history import MessageHistory
+from .._format._history import MessageHistory, incoming_history
 from .._storage._excerpt import Excerpt
 from ._methoddispatch import Dispatcher
 from ._methodsource import ExcerptTaker
@@ -200,7 +200,7 @@ class RunLoop(ExcerptTaker, Dispatcher):
             last = self._last
             if last is not None:
                 name, args, inc = last
-                yield MethodCall(got[1], name, args, None if inc is None else inc.history())
+                yield MethodCall(got[1], name, args, None if inc is None else incoming_history(inc))
             k += 1
             if k >= every:
                 k = 0

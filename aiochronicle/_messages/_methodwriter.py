@@ -11,11 +11,11 @@ import inspect
 import keyword
 import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import msgspec
 
-from .._core._native import HotAppender, WriterMethod
+from .._core._native import HotAppender, WriterMethod, handle, new_int64
 from .._format._history import outgoing_plain, outgoing_raw, outgoing_wire_bytes
 from .._format._wire import WireWriter
 from ._codecs import (
@@ -32,7 +32,7 @@ from ._methods import MP_ENC, MethodSpec, interface_methods
 if TYPE_CHECKING:
     from .._format._tablestore import TableStore
 
-__all__ = ["MethodAppender", "make_method_writer"]
+__all__ = ["MethodAppender", "ReplayGate", "make_method_writer"]
 
 T = TypeVar("T")
 
@@ -50,11 +50,40 @@ class MethodAppender(Protocol):
         ...
 
 
+class ReplayGate:
+    """Where a method writer's calls made in C append: while the gate is open,
+    straight to ``appender`` (a queue's own appender), else through the
+    writer's ``append`` (a service replaying inputs after a restart compares
+    what its handler writes with what it wrote before).  Calls the C path does
+    not take go through ``append`` either way."""
+
+    __slots__ = ("_cell", "appender", "handle")
+
+    def __init__(self, appender: HotAppender) -> None:
+        self.appender = appender
+        self._cell = new_int64(1)
+        self.handle = handle(self._cell)
+
+    @property
+    def open(self) -> bool:
+        """Whether the C calls append straight to ``appender``."""
+        return self._cell[0] == 0
+
+    @open.setter
+    def open(self, value: bool) -> None:
+        self._cell[0] = 0 if value else 1
+
+
 # --------------------------------------------------------------------------
 # Method writers
 # --------------------------------------------------------------------------
 
 _JSON_ENC = msgspec.json.Encoder()
+
+
+#: the history forms of WriterMethod (native/histcall.h HC_MSGPACK, HC_WIRE)
+_HIST_MSGPACK: Final = 1
+_HIST_WIRE: Final = 2
 
 
 def _mp_history() -> msgspec.msgpack.Ext:
@@ -141,7 +170,8 @@ def _compile(spec: MethodSpec, body: str, env: dict[str, Any]) -> Callable[..., 
 def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
                 history: bool,
                 chain: Callable[[type], Callable[[bytes], Any]] | None = None,
-                appender: MethodAppender | None = None) -> Callable[..., None]:
+                appender: MethodAppender | None = None,
+                gate: ReplayGate | None = None) -> Callable[..., None]:
     """One proxy method: encode the call, then append it.  A call by position
     of a method without history or chaining is encoded and appended in C
     (``WriterMethod``, native/hot.c); the Python function does the rest."""
@@ -151,21 +181,27 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
     # faster than encode_into a scratch buffer plus the copy append() needs
     arg = {0: "None", 1: "{single}"}.get(spec.arity, "{args}")
     env["_ac_key"] = key
-    native: tuple[Callable[[Any], bytes], bytes, bytes, bool] | None = None
+    # (encode, prefix, suffix, pack, history form, where in prefix the history goes)
+    native: tuple[Callable[[Any], bytes], bytes, bytes, bool, int, int] | None = None
     into: Callable[[Any, bytearray], None] | None = None
     if codec is Codecs.MSGPACK or codec is Codecs.JSON:
         encoder = MP_ENC if codec is Codecs.MSGPACK else _JSON_ENC
         enc, into = encoder.encode, encoder.encode_into
         env["_ac_enc"] = enc
+        # the envelope around the argument(s), as the encoder writes it
+        whole, none = enc((key, None)), enc(None)
+        cut = whole.rindex(none)
+        prefix, suffix, pack = whole[:cut], whole[cut + len(none):], spec.arity > 1
         if history:
             env["_ac_hist"] = _mp_history if codec is Codecs.MSGPACK else outgoing_plain
             body = f"_ac_append(_ac_enc((_ac_hist(), _ac_key, {arg})))"
+            if codec is Codecs.MSGPACK:
+                # [history, key, arg]: a 3-item array (0x93), the history Ext first
+                # (the C call writes it there: _HIST_MSGPACK)
+                native = enc, b"\x93" + prefix[1:], suffix, pack, _HIST_MSGPACK, 1
         else:
             body = f"_ac_append(_ac_enc((_ac_key, {arg})))"
-            # the envelope around the argument(s), as the encoder writes it
-            whole, none = enc((key, None)), enc(None)
-            cut = whole.rindex(none)
-            native = enc, whole[:cut], whole[cut + len(none):], spec.arity > 1
+            native = enc, prefix, suffix, pack, 0, 0
     elif codec is Codecs.BINARY_WIRE:
         env["_ac_enc"] = _wire_encoder(spec)
         hist = ", _ac_hist()" if history else ""
@@ -176,18 +212,21 @@ def _method_for(spec: MethodSpec, codec: Codec, append: Callable[[bytes], int],
             body = f"return _ac_chain(_ac_enc({{args}}{hist}))"
         else:
             body = f"_ac_append(_ac_enc({{args}}{hist}))"
-            if not history:
-                native = env["_ac_enc"], b"", b"", True
+            native = env["_ac_enc"], b"", b"", True, _HIST_WIRE if history else 0, 0
     else:
         raise ValueError(f"the {codec.name} codec cannot carry method calls")
     fn = _compile(spec, body, env)
     if native is None or appender is None or any(
             p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in spec.params):
         return fn
-    encode, prefix, suffix, pack = native
+    encode, prefix, suffix, pack, hist_form, hist_at = native
     direct = type(appender).append is HotAppender.append
-    m = WriterMethod(appender, append, encode, prefix, suffix, spec.arity, pack, direct, fn,
-                     into)
+    if gate is not None and not direct and type(gate.appender).append is HotAppender.append:
+        m = WriterMethod(appender, append, encode, prefix, suffix, spec.arity, pack, False,
+                         fn, into, hist_form, hist_at, gate.handle, gate.appender)
+    else:
+        m = WriterMethod(appender, append, encode, prefix, suffix, spec.arity, pack, direct,
+                         fn, into, hist_form, hist_at)
     m.__name__ = m.__qualname__ = spec.name  # type: ignore[attr-defined]
     m.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
     return m
@@ -252,11 +291,14 @@ def make_method_writer(appender: MethodAppender, iface: type[T] | Callable[..., 
                        codec: Codec | str | None = None,
                        record_history: bool | None = None,
                        generic_event: str | None = None, metadata: bool = False,
-                       append_metadata: Callable[[bytes], Any] | None = None) -> T:
+                       append_metadata: Callable[[bytes], Any] | None = None,
+                       gate: ReplayGate | None = None) -> T:
     """See :meth:`Appender.method_writer`: a proxy of ``iface`` appending to
     ``appender``, of the queue at ``where`` whose metadata table store is
     ``meta`` (the codec is recorded there) and whose source id is ``source_id``.
-    ``metadata``: calls go out as metadata excerpts through ``append_metadata``."""
+    ``metadata``: calls go out as metadata excerpts through ``append_metadata``.
+    ``gate``: the calls made in C append to the gate's appender while it is
+    open (see :class:`ReplayGate`)."""
     if not isinstance(iface, type):
         raise TypeError(f"an interface is a class, not {iface!r}")
     specs = interface_methods(iface)
@@ -291,7 +333,8 @@ def make_method_writer(appender: MethodAppender, iface: type[T] | Callable[..., 
     chain = _chain_maker(append)
     ns: dict[str, Any] = {name: (_generic_for(spec, c, append, history)
                                  if name == generic_event else
-                                 _method_for(spec, c, append, history, chain, native_to))
+                                 _method_for(spec, c, append, history, chain, native_to,
+                                             None if metadata else gate))
                           for name, spec in specs.items()}
     ns["__slots__"] = ()
     ns["__init__"] = _proxy_init

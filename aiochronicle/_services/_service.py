@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from array import array
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -41,8 +42,9 @@ from .._core._errors import (
 )
 from .._format._history import MessageHistory
 from .._format._wire import PlainReader, WireError
+from .._messages._methoddispatch import dispatch_tracked
 from .._messages._methods import JSON_RAWS, MP_ENC, msgpack_history
-from .._messages._methodwriter import make_method_writer
+from .._messages._methodwriter import ReplayGate, make_method_writer
 from .._objects._aio import tailer_wait
 from .._objects._queue import MethodReader, Queue, Tailer, cycles_of, open_queue
 from .._storage._excerpt import Excerpt, TailerDirection
@@ -264,15 +266,28 @@ _NIL: Final = MP_ENC.encode(None)
 
 class _Replay:
     """What outputs must know while inputs are replayed: whether they are, and
-    the input being handled."""
+    the input being handled.  While they are not, the outputs' gates are open:
+    the writers' calls made in C append straight to the queues."""
 
-    __slots__ = ("active", "index", "input", "service")
+    __slots__ = ("_active", "gates", "index", "input", "service")
 
     def __init__(self, service: str) -> None:
         self.service = service
-        self.active = False
+        self._active = False
+        self.gates: list[ReplayGate] = []
         self.input: _Input | None = None
         self.index = -1
+
+    @property
+    def active(self) -> bool:
+        """Whether an input is being replayed (outputs compared, suppressed)."""
+        return self._active
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        self._active = value
+        for g in self.gates:
+            g.open = not value
 
 
 class _Cursor:
@@ -324,28 +339,51 @@ class _Output:
     recorded for the same input and suppressed (or written, past what a crash
     cut)."""
 
-    __slots__ = ("_append", "_ctx", "config", "cursors", "last", "queue", "recorded",
-                 "suppressed", "written")
+    __slots__ = ("_append", "_appended", "_appender", "_ctx", "_final", "config", "cursors",
+                 "gate", "queue", "recorded", "suppressed")
 
     def __init__(self, config: ServiceOutput, queue: Queue, ctx: _Replay) -> None:
         self.config = config
         self.queue = queue
-        self._append = queue.appender().append
+        a = self._appender = queue.appender()
+        self._append = a.append
+        self._appended = a.excerpts_appended  # (what this run appends: written)
         self._ctx = ctx
+        # the writers' calls made in C append straight to the queue while live
+        self.gate = ReplayGate(a)
+        self.gate.open = not ctx.active
+        ctx.gates.append(self.gate)
         last = queue.last_index
-        self.last = -1 if last is None else last
-        self.recorded = self.last  # the last output written before this run
-        self.written = 0
+        self.recorded = -1 if last is None else last  # the last output written before this run
         self.suppressed = 0
         self.cursors: dict[int, _Cursor] = {}
+        self._final: tuple[int, int] | None = None  # (written, last), once its queue closed
+
+    @property
+    def written(self) -> int:
+        """The outputs appended in this run."""
+        if self._final is not None:
+            return self._final[0]
+        return self._appender.excerpts_appended - self._appended
+
+    @property
+    def last(self) -> int:
+        """The index of the last output on the queue (-1: none)."""
+        if self._final is not None:
+            return self._final[1]
+        return self._appender.last_index_appended if self.written else self.recorded
+
+    def finish(self) -> None:
+        """Keep the counts (before the queue closes)."""
+        if self._final is None:
+            self._final = (self.written, self.last)
 
     def append(self, data: bytes | bytearray | memoryview | str, /) -> int:
-        """Append one output (the method writer calls this)."""
+        """Append one output (the method writer calls this where it does not
+        append itself)."""
         if self._ctx.active:
             return self._replayed(data)
-        i = self._append(data)
-        self.last = i
-        self.written += 1
+        i: int = self._append(data)
         return i
 
     def _replayed(self, data: bytes | bytearray | memoryview | str) -> int:
@@ -368,9 +406,7 @@ class _Output:
                     f"{inp.source_id} wrote an output to {name!r} that the run before the "
                     "restart did not write", ctx.service, inp.source_id, j, name)
             # the input a crash cut: what it had not written yet is written now
-            i = self._append(data if not isinstance(data, str) else data.encode())
-            self.last = i
-            self.written += 1
+            i: int = self._append(data if not isinstance(data, str) else data.encode())
             return i
         assert cur is not None
         cur.take()
@@ -504,6 +540,8 @@ class Service:
         self._handler: object | None = None
         self._state = "new"
         self._stopping = False
+        # the C dispatch's cells (consumed, calls, stop: set by stop())
+        self._done = array("q", [0, 0, 0])
         self._until_end = False
         self._live_event: asyncio.Event | None = None
         self._inputs: list[_Input] = []
@@ -558,6 +596,7 @@ class Service:
         """Make :meth:`run` finish the current input, snapshot and return (from
         the event loop's thread: a handler, a signal handler, another task)."""
         self._stopping = True
+        self._done[2] = 1  # the C dispatch stops after the input being handled
         try:
             me = asyncio.current_task()
         except RuntimeError:  # no loop running in this thread
@@ -590,6 +629,7 @@ class Service:
         if self._state in ("recovering", "live"):
             raise ServiceError(f"service {self._name!r} is running already")
         self._stopping = False
+        self._done[2] = 0
         self._until_end = until_end
         self._started = time.monotonic()
         self._recovery = None
@@ -648,7 +688,7 @@ class Service:
             self._outputs.append(out)
             writers[oc.name] = make_method_writer(out, oc.interface, cycles_of(q).meta, q.path,
                                                   q.source_id, codec=oc.codec,
-                                                  record_history=True)
+                                                  record_history=True, gate=out.gate)
         handler = self._handler = self._factory(**writers)
         seen: set[int] = set()
         for ic in self._inputs_cfg:
@@ -674,6 +714,7 @@ class Service:
             inp.queue.close()
         for out in self._outputs:
             out.close()
+            out.finish()
             out.queue.close()
         if self._snap_queue is not None:
             self._snap_queue.close()
@@ -917,6 +958,15 @@ class Service:
             self._write_snapshot()
         return None
 
+    def _handled_run(self, inp: _Input, idx: array[int], k: int, q: int) -> None:
+        """Count inputs ``idx[k:q]`` as handled (a snapshot is due at most at
+        the last: the C dispatch stops there)."""
+        if q > k:
+            inp.last = idx[q - 1]
+            self._handled += q - k
+            if self._handled == self._next_snap:
+                self._write_snapshot()
+
     async def _finish(self, inp: _Input, r: Awaitable[None], j: int) -> None:
         """Await what an async handler returned for input ``j``, then count it."""
         self._inside += 1
@@ -942,6 +992,8 @@ class Service:
         with the same bookkeeping."""
         tailer = inp.tailer
         read_many = tailer.read_many
+        reader = inp.reader
+        done = self._done
         wait = tailer_wait  # the wait a method reader's run() has (its source's)
         loop = asyncio.get_running_loop()
         step = self._step
@@ -993,13 +1045,40 @@ class Service:
                 if not data.readonly:  # dict keys are sliced out of it: hashable
                     data = memoryview(bytes(data))
                 off, idx = batch.offsets, batch.indices
-                for k in range(n):
+                k = 0
+                while k < n:
                     j = idx[k]
                     if end is not None and j > end:
                         return
-                    # _step, inlined (a call less per input)
+                    # a run of the common calls, dispatched in C: up to the next
+                    # snapshot (one at a time where the input has an end)
+                    lim = k + 1 if end is not None else n
+                    if self._next_snap > self._handled:
+                        lim = min(lim, k + self._next_snap - self._handled)
+                    done[0] = k
                     try:
-                        r = process(data[off[k]:off[k + 1]], j)
+                        q = dispatch_tracked(reader, data, off, idx, k, lim, done)
+                    except Exception as exc:
+                        q = done[0]  # just past the input whose handler raised
+                        if q <= k:  # (no handler ran: not the handler's)
+                            raise
+                        self._handled_run(inp, idx, k, q - 1)
+                        self._failed(inp, idx[q - 1], exc)
+                        self._handled_run(inp, idx, q - 1, q)
+                        if self._stopping:
+                            return
+                        k = q
+                        continue
+                    if q > k:
+                        self._handled_run(inp, idx, k, q)
+                        if self._stopping:
+                            return
+                        k = q
+                        continue
+                    # any other call: the reader's general path (_step, inlined)
+                    k += 1
+                    try:
+                        r = process(data[off[k - 1]:off[k]], j)
                     except Exception as exc:
                         self._failed(inp, j, exc)
                         r = None
