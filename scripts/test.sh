@@ -10,8 +10,8 @@
 #   3. scripts/test_installed.py: the sdist and wheel as pip builds them, the wheel
 #      repaired and installed in a fresh venv with no compiler, and the tests of what
 #      the install decides (packaging, the console script, the native modules as
-#      shipped, the jar and Spark registration, the package metadata, plus a
-#      representative set of queue behaviour): its INSTALL_TESTS.  The rest ran in 2
+#      shipped, the jar and Spark registration, the package metadata, the names and
+#      types shipped): its INSTALL_TESTS.  The rest ran in 2
 #      on the same sources; `scripts/test_installed.py --whole-suite` runs them all again.
 #      The wheel is built beside ruff and mypy, and tested after pass 2 beside the
 #      portable build's pass (scripts/test_portable.sh).

@@ -8,9 +8,13 @@ into ``tmp_path`` and never write there.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import resource
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -184,3 +188,64 @@ def endpoint() -> Iterator[list[Any]]:
         if e.proc.poll() is None:
             e.proc.kill()
             e.proc.communicate(timeout=60)
+
+
+# --------------------------------------------------------------------------
+# where the CPU goes (opt-in: AIOCHRONICLE_TEST_CPU=<file>; scripts/test_cpu.py sums it)
+# --------------------------------------------------------------------------
+
+_CPU_FILE = os.environ.get("AIOCHRONICLE_TEST_CPU")
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu() -> dict[int, float]:
+    """CPU seconds (own and reaped children's, user+system) of each live process
+    descended from this one, by pid."""
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command: state ppid ... utime(11) stime(12) cutime(13) cstime(14)
+        stats[int(entry.name)] = (int(fields[1]),
+                                  sum(int(x) for x in fields[11:15]) / _TICK)
+    mine: dict[int, float] = {}
+    parents = {os.getpid()}
+    while True:
+        found = {pid for pid, (ppid, _) in stats.items() if ppid in parents and pid not in mine}
+        if not found:
+            return mine
+        for pid in found:
+            mine[pid] = stats[pid][1]
+        parents |= found
+
+
+def _rusage_cpu(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+if _CPU_FILE:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        """Records the CPU a test (setup, call, teardown) cost: this process's, its
+        reaped children's, and what its live descendants used meanwhile."""
+        tree = _tree_cpu()
+        own = _rusage_cpu(resource.RUSAGE_SELF)
+        reaped = _rusage_cpu(resource.RUSAGE_CHILDREN)
+        wall = time.monotonic()
+        yield
+        after = _tree_cpu()
+        live = sum(cpu - tree.get(pid, 0.0) for pid, cpu in after.items())
+        # a process alive before and reaped since: RUSAGE_CHILDREN counts all its CPU
+        gone = sum(cpu for pid, cpu in tree.items() if pid not in after)
+        children = _rusage_cpu(resource.RUSAGE_CHILDREN) - reaped - gone
+        line = json.dumps({"test": item.nodeid, "self": _rusage_cpu(resource.RUSAGE_SELF) - own,
+                           "children": max(children, 0.0) + live,
+                           "wall": time.monotonic() - wall})
+        with open(_CPU_FILE, "a") as f:
+            f.write(line + "\n")
