@@ -14,6 +14,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -91,7 +92,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     share one Spark session (tests/spark/conftest.py) run on one worker, one after
     another, as a JVM costs a core and a few GiB; the standalone cluster's module
     (its own JVMs, no session) is a unit of its own, so it runs beside them on
-    another worker.  The units with the most tests go first (the Spark lane, then
+    another worker, and so is each test of ``test_spark_register.py`` (a user's
+    process with its own Spark each: the installed wheel's pass runs little else).  The units with the most tests go first (the Spark lane, then
     the cluster's), then the slow tests (``pytest_collection_modifyitems`` puts them
     first in the collection), so that no long test starts last.  (pytest-xdist's
     own ``xdist_group`` marker is not honoured with pytest 9, where a node id is
@@ -102,6 +104,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith("tests/spark/test_spark_cluster.py"):
                 return "spark-cluster"
+            if nodeid.startswith("tests/spark/test_spark_register.py"):
+                return nodeid
             return "spark" if nodeid.startswith("tests/spark/") else nodeid
 
     return SparkOnOneWorker(config, log)
@@ -196,11 +200,14 @@ def endpoint() -> Iterator[list[Any]]:
 
 _CPU_FILE = os.environ.get("AIOCHRONICLE_TEST_CPU")
 _TICK = os.sysconf("SC_CLK_TCK")
+# pid -> the parents it was seen with (an orphan handed to this process was seen
+# under another one first)
+_PARENTS: dict[int, set[int]] = {}
 
 
 def _tree_cpu() -> dict[int, float]:
-    """CPU seconds (own and reaped children's, user+system) of each live process
-    descended from this one, by pid."""
+    """CPU seconds (own and reaped children's, user+system) of each process
+    descended from this one (zombies too), by pid."""
     stats: dict[int, tuple[int, float]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -221,7 +228,24 @@ def _tree_cpu() -> dict[int, float]:
             return mine
         for pid in found:
             mine[pid] = stats[pid][1]
+            _PARENTS.setdefault(pid, set()).add(stats[pid][0])
         parents |= found
+
+
+def _reap_orphans() -> None:
+    """Reap the orphans handed to this process (a subreaper: the JVM a Spark
+    driver leaves running when it exits), so that their CPU is counted."""
+    me = os.getpid()
+    for pid, seen in list(_PARENTS.items()):
+        if seen - {me}:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            try:
+                os.stat(f"/proc/{pid}")
+            except FileNotFoundError:
+                del _PARENTS[pid]
 
 
 def _rusage_cpu(who: int) -> float:
@@ -229,7 +253,16 @@ def _rusage_cpu(who: int) -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _watch_tree(stop: threading.Event) -> None:
+    while not stop.wait(0.2):
+        _tree_cpu()
+
+
 if _CPU_FILE:
+    # orphans of the processes tests start become this process's children, not init's
+    import ctypes
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
         """Records the CPU a test (setup, call, teardown) cost: this process's, its
@@ -238,14 +271,19 @@ if _CPU_FILE:
         own = _rusage_cpu(resource.RUSAGE_SELF)
         reaped = _rusage_cpu(resource.RUSAGE_CHILDREN)
         wall = time.monotonic()
+        stop = threading.Event()
+        watcher = threading.Thread(target=_watch_tree, args=(stop,), daemon=True)
+        watcher.start()
         yield
+        stop.set()
+        watcher.join()
+        _reap_orphans()
         after = _tree_cpu()
         live = sum(cpu - tree.get(pid, 0.0) for pid, cpu in after.items())
-        # a process alive before and reaped since: RUSAGE_CHILDREN counts all its CPU
+        # a process alive before and gone since: whoever reaped it counts all its CPU
         gone = sum(cpu for pid, cpu in tree.items() if pid not in after)
-        children = _rusage_cpu(resource.RUSAGE_CHILDREN) - reaped - gone
+        children = _rusage_cpu(resource.RUSAGE_CHILDREN) - reaped + live - gone
         line = json.dumps({"test": item.nodeid, "self": _rusage_cpu(resource.RUSAGE_SELF) - own,
-                           "children": max(children, 0.0) + live,
-                           "wall": time.monotonic() - wall})
+                           "children": children, "wall": time.monotonic() - wall})
         with open(_CPU_FILE, "a") as f:
             f.write(line + "\n")
