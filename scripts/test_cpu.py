@@ -16,7 +16,8 @@ from collections import defaultdict
 def main(argv: list[str]) -> int:
     path = argv[0]
     top = int(argv[argv.index("--tests") + 1]) if "--tests" in argv else 30
-    rows = [json.loads(line) for line in open(path)]
+    with open(path) as f:
+        rows = [json.loads(line) for line in f]
     by_file: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
     for r in rows:
         f = by_file[r["test"].split("::")[0]]

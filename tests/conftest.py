@@ -8,6 +8,7 @@ into ``tmp_path`` and never write there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -93,7 +94,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     another, as a JVM costs a core and a few GiB; the standalone cluster's module
     (its own JVMs, no session) is a unit of its own, so it runs beside them on
     another worker, and so is each test of ``test_spark_register.py`` (a user's
-    process with its own Spark each: the installed wheel's pass runs little else).  The units with the most tests go first (the Spark lane, then
+    process with its own Spark each: the installed wheel's pass runs little
+    else).  The units with the most tests go first (the Spark lane, then
     the cluster's), then the slow tests (``pytest_collection_modifyitems`` puts them
     first in the collection), so that no long test starts last.  (pytest-xdist's
     own ``xdist_group`` marker is not honoured with pytest 9, where a node id is
@@ -238,10 +240,8 @@ def _reap_orphans() -> None:
     me = os.getpid()
     for pid, seen in list(_PARENTS.items()):
         if seen - {me}:
-            try:
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
             try:
                 os.stat(f"/proc/{pid}")
             except FileNotFoundError:
