@@ -33,6 +33,13 @@ from skips import listed, under_ci
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# The JVMs the tests start (Spark drivers and executors, the standalone cluster, HDFS,
+# Maven, the Java interop programs) live seconds, not hours: the C1 compiler alone and
+# the serial collector start them with about half the CPU (C2's compiler threads and
+# G1's workers are what a short JVM spends most on), which on a 2-core machine is most
+# of what the Spark tests cost.  A JAVA_TOOL_OPTIONS of the user's own is kept.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 # interop/jvm.py builds and runs the Java interop programs (tests/test_java_live.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
 
