@@ -21,6 +21,10 @@ cd "$(dirname "$0")/.."
 # Spark tests on one of them); 0 runs them in this process, one at a time
 WORKERS="${AIOCHRONICLE_TEST_WORKERS:-3}"
 XDIST=(-n "$WORKERS")
+# the JVMs of every step (the Maven builds, and what the tests start: see
+# tests/conftest.py) live seconds: the C1 compiler alone and the serial collector
+# start them with about half the CPU
+export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
 # the passes that run beside another (the installed wheel's, the portable build's)
 SIDE=(-n "$(( WORKERS < 2 ? WORKERS : 2 ))")
 # how long each step took, and the CPU time used so far by this script's children
