@@ -25,9 +25,11 @@ itself (``tests/test_packaging.py``, which the steps here do for real).
 
 Usage: ``python scripts/test_installed.py [--whole-suite] [pytest arguments]``;
 the artifacts are left in ``dist/`` and ``wheelhouse/``.  ``--build`` only builds and
-repairs them; ``--built`` tests the ones found there (each checked as after a build).
+repairs them; ``--install`` installs the ones found there (each checked as after a
+build) in a fresh venv; ``--built`` tests that install (or makes one).
 scripts/test.sh builds beside ruff and mypy (before the checkout pass, whose
-packaging tests build in the checkout too) and tests after the checkout pass.
+packaging tests build in the checkout too), installs beside the checkout pass
+and tests after it.
 """
 
 from __future__ import annotations
@@ -152,7 +154,8 @@ def main(pytest_args: list[str]) -> int:
     pytest_args = [a for a in pytest_args if a != "--whole-suite"]
     missing = [t for t in INSTALL_TESTS if not (ROOT / t.split("::")[0]).is_file()]
     assert not missing, f"INSTALL_TESTS names files that do not exist: {missing}"
-    if "--built" in pytest_args:
+    reuse = "--built" in pytest_args or "--install" in pytest_args
+    if reuse:
         pytest_args = [a for a in pytest_args if a != "--built"]
         sdist, wheel, repaired = built()
     else:
@@ -161,37 +164,72 @@ def main(pytest_args: list[str]) -> int:
     say(f"built {sdist.name}, {wheel.name}, repaired to {repaired.name}")
     if "--build" in pytest_args:
         return 0
-    with tempfile.TemporaryDirectory(prefix="aiochronicle-installed-") as tmp:
-        work = Path(tmp)
-        venv.EnvBuilder(with_pip=True).create(work / "venv")
-        py = work / "venv" / "bin" / "python"
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PYTHON", "VIRTUAL_ENV", "CC", "CXX"))}
-        env["PATH"] = f"{py.parent}{os.pathsep}{path_without_compilers(work)}"
-        # what users run, with the dev extra for the test runner and the tools tests call
-        # (no bytecode compiled ahead for the dependencies: PySpark's, pandas' and the
-        # dev tools' thousands of modules cost a minute of CPU; what is imported
-        # compiles when it is)
-        run(py, "-m", "pip", "install", "--quiet", "--no-compile", f"{repaired}[spark,dev]",
-            env=env)
-        site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('platlib'))"],
-                              env=env, check=True, capture_output=True, text=True).stdout.strip()
-        copy = work / "repo"
-        copy.mkdir()
-        for name in COPIED:
-            src = ROOT / name
-            if src.is_dir():
-                shutil.copytree(src, copy / name, ignore=shutil.ignore_patterns(
-                    "__pycache__", "target", ".pytest_cache"))
-            else:
-                shutil.copy2(src, copy / name)
-        env["AIOCHRONICLE_INSTALLED"] = site
-        selected = [] if whole else list(INSTALL_TESTS)
-        say(f"running {'the whole suite' if whole else 'the install tests'} against {site} "
-            "(no C compiler on PATH)")
-        r = subprocess.run([py, "-m", "pytest", "-p", "no:cacheprovider", "-m", "not checkout",
-                            *pytest_args, *selected], cwd=copy, env=env, check=False)
-        return r.returncode
+    made = ROOT / "wheelhouse" / "installed.txt"  # where --install installed it
+    if "--install" in pytest_args:
+        made.write_text(str(install(repaired)))
+        return 0
+    work = Path(made.read_text()) if reuse and made.is_file() else None
+    if work is None or not (work / "venv" / "bin" / "python").is_file():
+        work = install(repaired)
+    try:
+        return test(work, whole, pytest_args)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        made.unlink(missing_ok=True)
+
+
+def _env(work: Path) -> dict[str, str]:
+    """The environment of the install and its tests: the venv first on PATH, no C
+    compiler, nothing of this interpreter's Python settings."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "VIRTUAL_ENV", "CC", "CXX"))}
+    env["PATH"] = f"{work / 'venv' / 'bin'}{os.pathsep}{work / 'bin'}"
+    return env
+
+
+def install(repaired: Path) -> Path:
+    """A fresh venv with the repaired wheel and its ``spark`` and ``dev`` extras
+    installed, in a new temporary directory (beside it ``bin/``: PATH without C
+    compilers); that directory.  ``--install`` does only this (and ``--built`` then
+    tests that install): scripts/test.sh has it done (mostly unpacking: the disk)
+    beside the checkout's pass."""
+    work = Path(tempfile.mkdtemp(prefix="aiochronicle-installed-"))
+    path_without_compilers(work)
+    venv.EnvBuilder(with_pip=True).create(work / "venv")
+    py = work / "venv" / "bin" / "python"
+    # what users run, with the dev extra for the test runner and the tools tests call
+    # (no bytecode compiled ahead for the dependencies: PySpark's, pandas' and the
+    # dev tools' thousands of modules cost a minute of CPU; what is imported
+    # compiles when it is)
+    run(py, "-m", "pip", "install", "--quiet", "--no-compile", f"{repaired}[spark,dev]",
+        env=_env(work))
+    return work
+
+
+def test(work: Path, whole: bool, pytest_args: list[str]) -> int:
+    """Run the install tests (or, ``whole``, every test) against the install in ``work``,
+    from a copy of the repository without the package."""
+    py = work / "venv" / "bin" / "python"
+    env = _env(work)
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('platlib'))"],
+                          env=env, check=True, capture_output=True, text=True).stdout.strip()
+    copy = work / "repo"
+    shutil.rmtree(copy, ignore_errors=True)
+    copy.mkdir()
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, copy / name, ignore=shutil.ignore_patterns(
+                "__pycache__", "target", ".pytest_cache"))
+        else:
+            shutil.copy2(src, copy / name)
+    env["AIOCHRONICLE_INSTALLED"] = site
+    selected = [] if whole else list(INSTALL_TESTS)
+    say(f"running {'the whole suite' if whole else 'the install tests'} against {site} "
+        "(no C compiler on PATH)")
+    r = subprocess.run([py, "-m", "pytest", "-p", "no:cacheprovider", "-m", "not checkout",
+                        *pytest_args, *selected], cwd=copy, env=env, check=False)
+    return r.returncode
 
 
 if __name__ == "__main__":
