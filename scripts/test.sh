@@ -10,17 +10,21 @@
 #   3. scripts/test_installed.py: the sdist and wheel as pip builds them, the wheel
 #      repaired and installed in a fresh venv with no compiler, and the tests of what
 #      the install decides (packaging, the console script, the native modules as
-#      shipped, the jar and Spark registration, the package metadata, plus a
-#      representative set of queue behaviour): its INSTALL_TESTS.  The rest ran in 2
+#      shipped, the jar and Spark registration, the package metadata, the names and
+#      types shipped): its INSTALL_TESTS.  The rest ran in 2
 #      on the same sources; `scripts/test_installed.py --whole-suite` runs them all again.
-#      The wheel is built beside ruff and mypy, and tested after pass 2 beside the
-#      portable build's pass (scripts/test_portable.sh).
+#      The wheel is built beside ruff and mypy, installed beside pass 2, and tested
+#      after it beside the portable build's pass (scripts/test_portable.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the pytest runs use this many pytest-xdist workers (tests/conftest.py keeps the
 # Spark tests on one of them); 0 runs them in this process, one at a time
 WORKERS="${AIOCHRONICLE_TEST_WORKERS:-3}"
 XDIST=(-n "$WORKERS")
+# the JVMs of every step (the Maven builds, and what the tests start: see
+# tests/conftest.py) live seconds: the C1 compiler alone and the serial collector
+# start them with about half the CPU
+export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
 # the passes that run beside another (the installed wheel's, the portable build's)
 SIDE=(-n "$(( WORKERS < 2 ? WORKERS : 2 ))")
 # how long each step took, and the CPU time used so far by this script's children
@@ -76,8 +80,10 @@ LOGS="$(mktemp -d)"
 # on a failure, the steps still running in the background end too
 # (each started in a process group of its own: the group is ended, its pytest workers
 # and their children too)
+# (and the wheel's install, in a temporary directory, goes too)
 trap 'for f in "$LOGS"/*.pid; do [ -e "$f" ] && kill -- "-$(cat "$f")" 2>/dev/null; done
-      rm -rf "$LOGS" "$TIMES"' EXIT
+      [ -f wheelhouse/installed.txt ] && rm -rf "$(cat wheelhouse/installed.txt)"
+      rm -rf "$LOGS" "$TIMES" wheelhouse/installed.txt' EXIT
 bg() { local name=$1; shift; setsid -w "$@" >"$LOGS/$name" 2>&1 & echo $! >"$LOGS/$name.pid"; }
 fg() {
   local rc=0
@@ -102,14 +108,17 @@ bg wheel .venv/bin/python scripts/test_installed.py --build
 step "promtool, ruff and mypy done"
 fg interop
 fg wheel
+# the repaired wheel installed in a fresh venv with no C compiler on PATH (mostly
+# unpacking PySpark: the disk) beside the checkout pass
+bg install .venv/bin/python scripts/test_installed.py --install
 .venv/bin/python -m pytest "${XDIST[@]}" --durations=25 "$@"
 step "the suite passed against the checkout"
+fg install
 # the portable build of the core (CQ_PORTABLE=1: the code macOS runs), in a directory
 # of its own, under the tests of what the platform layer changes (native/platform.h)
 bg portable bash scripts/test_portable.sh "${SIDE[@]}"
-# the wheel installed with the spark extra in a fresh venv with no C compiler on PATH,
-# and the install-dependent tests against it (see the script's docstring), beside the
-# portable pass.  (Started in the background, its processes begin with SIGINT ignored:
+# the install-dependent tests (see the script's docstring) against that install,
+# beside the portable pass.  (Started in the background, its processes begin with SIGINT ignored:
 # tests/conftest.py gives the ones the tests start SIGINT's default again.)
 bg installed .venv/bin/python scripts/test_installed.py --built -q "${SIDE[@]}"
 fg installed

@@ -15,6 +15,12 @@ cp -r "$ROOT/aiochronicle" "$DIR/"
 find "$DIR/aiochronicle" \( -name '*.so' -o -name '__pycache__' \) -prune -exec rm -rf {} +
 (cd "$ROOT" && CQ_PORTABLE=1 "$PY" setup.py -q build_ext --build-lib "$DIR" \
   --build-temp "$DIR/build" >/dev/null)
+# one crash campaign of the four (60 SIGKILLs: every code path of the others, which
+# differ by their seed only; the checkout's pass runs all four, issue 32's 240 kills)
+ONE_CAMPAIGN=()
+for c in 1 2 3; do
+  ONE_CAMPAIGN+=(--deselect "tests/test_crash.py::test_random_sigkill_of_writers[$c]")
+done
 # from $DIR, so that `python -m pytest` puts the portable package first on sys.path
 # (and PYTHONPATH gives it to the subprocesses the tests start)
 cd "$DIR"
@@ -28,4 +34,4 @@ AIOCHRONICLE_EXPECT_PLATFORM=portable PYTHONPATH="$DIR" "$PY" -m pytest \
   "$ROOT/tests/test_recovery.py" \
   "$ROOT/tests/test_crash.py" \
   "$ROOT/tests/test_no_fallocate.py" \
-  "$@"
+  "${ONE_CAMPAIGN[@]}" "$@"

@@ -8,9 +8,15 @@ into ``tmp_path`` and never write there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import resource
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +32,13 @@ from skips import listed, under_ci
 # stand for a user at a terminal, so their processes get SIGINT's default.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The JVMs the tests start (Spark drivers and executors, the standalone cluster, HDFS,
+# Maven, the Java interop programs) live seconds, not hours: the C1 compiler alone and
+# the serial collector start them with about half the CPU (C2's compiler threads and
+# G1's workers are what a short JVM spends most on), which on a 2-core machine is most
+# of what the Spark tests cost.  A JAVA_TOOL_OPTIONS of the user's own is kept.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 # interop/jvm.py builds and runs the Java interop programs (tests/test_java_live.py)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
@@ -87,7 +100,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     share one Spark session (tests/spark/conftest.py) run on one worker, one after
     another, as a JVM costs a core and a few GiB; the standalone cluster's module
     (its own JVMs, no session) is a unit of its own, so it runs beside them on
-    another worker.  The units with the most tests go first (the Spark lane, then
+    another worker, and so is each test of ``test_spark_register.py`` (a user's
+    process with its own Spark each: the installed wheel's pass runs little
+    else).  The units with the most tests go first (the Spark lane, then
     the cluster's), then the slow tests (``pytest_collection_modifyitems`` puts them
     first in the collection), so that no long test starts last.  (pytest-xdist's
     own ``xdist_group`` marker is not honoured with pytest 9, where a node id is
@@ -98,6 +113,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith("tests/spark/test_spark_cluster.py"):
                 return "spark-cluster"
+            if nodeid.startswith("tests/spark/test_spark_register.py"):
+                return nodeid
             return "spark" if nodeid.startswith("tests/spark/") else nodeid
 
     return SparkOnOneWorker(config, log)
@@ -184,3 +201,96 @@ def endpoint() -> Iterator[list[Any]]:
         if e.proc.poll() is None:
             e.proc.kill()
             e.proc.communicate(timeout=60)
+
+
+# --------------------------------------------------------------------------
+# where the CPU goes (opt-in: AIOCHRONICLE_TEST_CPU=<file>; scripts/test_cpu.py sums it)
+# --------------------------------------------------------------------------
+
+_CPU_FILE = os.environ.get("AIOCHRONICLE_TEST_CPU")
+_TICK = os.sysconf("SC_CLK_TCK")
+# pid -> the parents it was seen with (an orphan handed to this process was seen
+# under another one first)
+_PARENTS: dict[int, set[int]] = {}
+
+
+def _tree_cpu() -> dict[int, float]:
+    """CPU seconds (own and reaped children's, user+system) of each process
+    descended from this one (zombies too), by pid."""
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command: state ppid ... utime(11) stime(12) cutime(13) cstime(14)
+        stats[int(entry.name)] = (int(fields[1]),
+                                  sum(int(x) for x in fields[11:15]) / _TICK)
+    mine: dict[int, float] = {}
+    parents = {os.getpid()}
+    while True:
+        found = {pid for pid, (ppid, _) in stats.items() if ppid in parents and pid not in mine}
+        if not found:
+            return mine
+        for pid in found:
+            mine[pid] = stats[pid][1]
+            _PARENTS.setdefault(pid, set()).add(stats[pid][0])
+        parents |= found
+
+
+def _reap_orphans() -> None:
+    """Reap the orphans handed to this process (a subreaper: the JVM a Spark
+    driver leaves running when it exits), so that their CPU is counted."""
+    me = os.getpid()
+    for pid, seen in list(_PARENTS.items()):
+        if seen - {me}:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            try:
+                os.stat(f"/proc/{pid}")
+            except FileNotFoundError:
+                del _PARENTS[pid]
+
+
+def _rusage_cpu(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def _watch_tree(stop: threading.Event) -> None:
+    while not stop.wait(0.2):
+        _tree_cpu()
+
+
+if _CPU_FILE:
+    # orphans of the processes tests start become this process's children, not init's
+    import ctypes
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        """Records the CPU a test (setup, call, teardown) cost: this process's, its
+        reaped children's, and what its live descendants used meanwhile."""
+        tree = _tree_cpu()
+        own = _rusage_cpu(resource.RUSAGE_SELF)
+        reaped = _rusage_cpu(resource.RUSAGE_CHILDREN)
+        wall = time.monotonic()
+        stop = threading.Event()
+        watcher = threading.Thread(target=_watch_tree, args=(stop,), daemon=True)
+        watcher.start()
+        yield
+        stop.set()
+        watcher.join()
+        _reap_orphans()
+        after = _tree_cpu()
+        live = sum(cpu - tree.get(pid, 0.0) for pid, cpu in after.items())
+        # a process alive before and gone since: whoever reaped it counts all its CPU
+        gone = sum(cpu for pid, cpu in tree.items() if pid not in after)
+        children = _rusage_cpu(resource.RUSAGE_CHILDREN) - reaped + live - gone
+        line = json.dumps({"test": item.nodeid, "self": _rusage_cpu(resource.RUSAGE_SELF) - own,
+                           "children": children, "wall": time.monotonic() - wall})
+        with open(_CPU_FILE, "a") as f:
+            f.write(line + "\n")

@@ -6,6 +6,7 @@ cffi path did; the module is also run under AddressSanitizer."""
 from __future__ import annotations
 
 import array
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -285,7 +286,9 @@ def hot_sources() -> list[str]:
 
 def sanitized_hot(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """The one native extension (aiochronicle._core._cq with aiochronicle._core._hot in
-    it) built with AddressSanitizer and UBSan into ``tmp_path`` by setup.py,
+    it) built with AddressSanitizer and UBSan by setup.py, once per run (the
+    first test to need it builds it under a lock in the directory every
+    pytest-xdist worker's temporary directories share; the others take it),
     and the environment to run Python with it (libasan preloaded); scripts
     load it with :data:`LOAD_SANITIZED`."""
     cc = shutil.which(os.environ.get("CC", "cc"))
@@ -293,14 +296,27 @@ def sanitized_hot(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
                              text=True).stdout.strip()
     assert os.path.isabs(libasan) and os.path.exists(libasan), "libasan is missing"
-    lib = tmp_path / "sanitized-lib"
-    r = subprocess.run(
-        [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(lib),
-         "--build-temp", str(tmp_path / "sanitized-tmp")],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-        env=dict(os.environ, AIOCHRONICLE_SANITIZE="1"))
-    assert r.returncode == 0, r.stderr[-3000:]
-    (so,) = (lib / "aiochronicle" / "_core").glob("_cq*" + sysconfig.get_config_var("EXT_SUFFIX"))
+    shared = tmp_path.parent  # the run's (or this worker's) base temporary directory
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # popen-gwN's parent: one per run
+    lib = shared / "sanitized-lib"
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    with open(shared / "sanitized-lib.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not list((lib / "aiochronicle" / "_core").glob("_cq*" + suffix)):
+                tmp = shared / "sanitized-lib.tmp"
+                shutil.rmtree(tmp, ignore_errors=True)
+                r = subprocess.run(
+                    [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(tmp),
+                     "--build-temp", str(shared / "sanitized-tmp")],
+                    capture_output=True, text=True, timeout=600, cwd=ROOT,
+                    env=dict(os.environ, AIOCHRONICLE_SANITIZE="1"))
+                assert r.returncode == 0, r.stderr[-3000:]
+                tmp.rename(lib)  # whole, or not there at all
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    (so,) = (lib / "aiochronicle" / "_core").glob("_cq*" + suffix)
     # this checkout's package (the scripts run in tmp_path: a relative PYTHONPATH
     # would miss it), with the sanitized extension loaded in place of its own
     path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import aiochronicle
@@ -30,3 +32,20 @@ def test_the_package_under_test_is_the_one_meant() -> None:
     assert Path(_native.__file__).resolve().is_relative_to(Path(site).resolve())
     jar = jar_path()
     assert jar is not None and jar.is_relative_to(Path(site).resolve()), jar
+
+
+def test_the_console_script_runs_the_package_under_test(tmp_path: Path) -> None:
+    """The ``aiochronicle`` command the install put beside the interpreter (the
+    ``[project.scripts]`` entry point): its help names every command, and a queue it
+    writes is the one the package under test reads."""
+    script = Path(sys.executable).parent / "aiochronicle"
+    assert script.is_file(), f"no console script beside {sys.executable}"
+    r = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for command in ("dump", "tail", "write", "stats", "check", "repair"):
+        assert command in r.stdout, r.stdout
+    r = subprocess.run([str(script), "write", str(tmp_path / "q"), "--format", "hex"],
+                       input="6f6e65\n74776f\n", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    with aiochronicle.open_queue(tmp_path / "q", read_only=True) as q:
+        assert [e.payload for e in q.tailer()] == [b"one", b"two"]

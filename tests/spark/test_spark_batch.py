@@ -201,3 +201,17 @@ def test_write_refuses_overwrite(spark: Any, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="append"):
         df.write.format("chronicle").mode("overwrite").save(str(tmp_path / "q"))
     assert committed_batch is not None
+
+
+def test_engine_jvm_on_the_python_source_says_why(spark: Any, tmp_path: Path) -> None:
+    """The Python data source named directly: ``engine=jvm`` is an error naming what to
+    do (this install has the jar, so: load it), and an unknown engine is refused."""
+    two_cycles(tmp_path / "q")
+    reader = spark.read.format("chronicle_python")
+    with pytest.raises(Exception, match="register") as e:
+        reader.option("engine", "jvm").load(str(tmp_path / "q")).collect()
+    assert "option engine=jvm: the JVM reader is not serving this read" in str(e.value)
+    with pytest.raises(Exception, match="option engine must be auto, jvm or python"):
+        reader.option("engine", "gpu").load(str(tmp_path / "q")).collect()
+    got = reader.option("engine", "python").load(str(tmp_path / "q")).collect()
+    assert len(got) == 15

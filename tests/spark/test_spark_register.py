@@ -108,20 +108,6 @@ def test_without_the_jar_register_warns_once_and_engine_jvm_fails(tmp_path: Path
     assert NO_JAR in out["engine_jvm"], out["engine_jvm"]
 
 
-def test_engine_jvm_on_the_python_source_says_why(spark: Any, tmp_path: Path) -> None:
-    """The Python data source named directly: ``engine=jvm`` is an error naming what to
-    do (this install has the jar, so: load it), and an unknown engine is refused."""
-    _queue(tmp_path / "q")
-    reader = spark.read.format("chronicle_python")
-    with pytest.raises(Exception, match="register") as e:
-        reader.option("engine", "jvm").load(str(tmp_path / "q")).collect()
-    assert "option engine=jvm: the JVM reader is not serving this read" in str(e.value)
-    with pytest.raises(Exception, match="option engine must be auto, jvm or python"):
-        reader.option("engine", "gpu").load(str(tmp_path / "q")).collect()
-    rows = reader.option("engine", "python").load(str(tmp_path / "q")).collect()
-    assert len(rows) == 5
-
-
 JOB = textwrap.dedent("""
     import sys
     from pyspark.sql import SparkSession
