@@ -120,17 +120,28 @@ void hc_pop(hc_slot *s, hc_slot *prev) {
 
 int hc_ready(void) { return current_var != NULL; }
 
-/* The compact history to write now for ``inc``'s message: its length in
- * out, or -1 where Python builds it. */
-static int64_t forward_incoming(Incoming *inc, int64_t now, uint8_t *out, size_t cap) {
-    if (inc->history != Py_None) return -1; /* the handler has it (it may have changed it) */
-    if (inc->raw == Py_None)
-        return hist_forward(NULL, NULL, inc->source_id, inc->index, inc->read_ns, now, out, cap);
-    if (!PyBytes_Check(inc->raw)) return -1; /* a self-describing history */
+/* The compact history to write now for a message read at ``index`` of the
+ * queue ``source_id`` at ``read_ns``, whose own history is raw[0 .. len)
+ * (NULL: none): its length in out, or -1 where Python builds it. */
+static int64_t forward(const uint8_t *raw, size_t len, int32_t source_id, int64_t index,
+                       int64_t read_ns, int64_t now, uint8_t *out, size_t cap) {
+    if (raw == NULL) return hist_forward(NULL, NULL, source_id, index, read_ns, now, out, cap);
     hist_view v;
-    const uint8_t *r = (const uint8_t *)PyBytes_AS_STRING(inc->raw);
-    if (hist_check(r, (size_t)PyBytes_GET_SIZE(inc->raw), &v) != HIST_OK) return -1;
-    return hist_forward(r, &v, inc->source_id, inc->index, inc->read_ns, now, out, cap);
+    if (hist_check(raw, len, &v) != HIST_OK) return -1; /* (checked when read: Python names it) */
+    return hist_forward(raw, &v, source_id, index, read_ns, now, out, cap);
+}
+
+/* forward() for ``inc``'s message; -1 also for a history the handler has (it
+ * may have changed it) and a self-describing one. */
+static int64_t forward_incoming(Incoming *inc, int64_t now, uint8_t *out, size_t cap) {
+    if (inc->history != Py_None || (inc->raw != Py_None && !PyBytes_Check(inc->raw))) return -1;
+    const uint8_t *raw = NULL;
+    size_t len = 0;
+    if (inc->raw != Py_None) {
+        raw = (const uint8_t *)PyBytes_AS_STRING(inc->raw);
+        len = (size_t)PyBytes_GET_SIZE(inc->raw);
+    }
+    return forward(raw, len, inc->source_id, inc->index, inc->read_ns, now, out, cap);
 }
 
 Py_ssize_t hc_outgoing(int form, uint8_t *out) {
@@ -140,18 +151,9 @@ Py_ssize_t hc_outgoing(int form, uint8_t *out) {
     int64_t now = hc_now();
     hc_slot *s = hc_cur;
     if (s != NULL) {
-        if (s->obj != NULL) {
-            n = forward_incoming((Incoming *)s->obj, now, raw, sizeof raw);
-        } else if (s->raw == NULL) {
-            n = hist_forward(NULL, NULL, s->source_id, s->index, s->read_ns, now, raw,
-                             sizeof raw);
-        } else {
-            hist_view v;
-            n = hist_check(s->raw, s->raw_len, &v) != HIST_OK
-                    ? -1
-                    : hist_forward(s->raw, &v, s->source_id, s->index, s->read_ns, now, raw,
-                                   sizeof raw);
-        }
+        n = s->obj != NULL ? forward_incoming((Incoming *)s->obj, now, raw, sizeof raw)
+                           : forward(s->raw, s->raw_len, s->source_id, s->index, s->read_ns,
+                                     now, raw, sizeof raw);
     } else {
         PyObject *val;
         if (PyContextVar_Get(current_var, NULL, &val) < 0) return -1;
