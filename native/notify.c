@@ -189,8 +189,12 @@ static void wake_owner(cq_notify_watch *n, int fd, int i) {
      * no such name: the owner is gone; free its slot unless it changed */
     if (errno == ECONNREFUSED || errno == ENOENT) {
         int64_t expected = ident;
-        __atomic_compare_exchange_n(n->slots[i], &expected, 0, 0, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_RELAXED);
+        /* a name that is a path (the portable build) outlives its dead owner:
+         * whoever frees the slot removes it (nobody binds that name again:
+         * an owner binds a fresh random name before it takes a slot) */
+        if (__atomic_compare_exchange_n(n->slots[i], &expected, 0, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED) && addr.sun_path[0] != '\0')
+            (void)unlink(addr.sun_path);
     }
 }
 

@@ -4,6 +4,7 @@ the loop's exception handler receives."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing as mp
 import os
 import random
@@ -552,16 +553,26 @@ def test_notify_slots_of_dead_owners_are_freed_and_taken(run: Run[None],
     async def main() -> None:
         async with ac.open_queue(tmp_path) as q:
             a = q.appender()
-            # owners whose sockets are gone (their processes died)
+            # owners whose sockets are gone (their processes died): each bound
+            # its name and was killed (where names are paths, the portable
+            # build's, the file stays behind)
             dead = {i: (i + 1) << 32 | (1 << 22) + i for i in range(SLOTS)}
             for i, ident in dead.items():
+                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+                    s.bind(_sockname(ident))
                 q.table_store_put(slot_key(i), ident)
-            # an appender that meets a dead owner's bit frees its slot
+            files = {i: os.fsdecode(_sockname(v)) for i, v in dead.items()
+                     if not _sockname(v).startswith(b"\0")}
+            # an appender that meets a dead owner's bit frees its slot and
+            # removes the dead owner's file
             q.table_store_put(PARKED_KEY, 1 << 3)
             a.append(b"first")
             assert q.table_store_get(slot_key(3)) == 0
             assert q.table_store_get(PARKED_KEY) == 0
+            assert not (3 in files and os.path.exists(files[3]))
             q.table_store_put(slot_key(3), dead[3])
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+                s.bind(_sockname(dead[3]))
             # a loop looking for a slot takes a dead owner's
             t = q.tailer(pauser=ac.Pauser.notify(min_park=10, max_park=10))
             assert (await t.read()).payload == b"first"
@@ -569,9 +580,15 @@ def test_notify_slots_of_dead_owners_are_freed_and_taken(run: Run[None],
             await parked(t.pauser)
             mine = {i: v for i, v in _owner_slots(q).items() if v & 0xFFFFFFFF == os.getpid()}
             assert len(mine) == 1
+            # the dead owner whose slot the loop took has no file left either
+            (taken,) = mine
+            assert not (taken in files and os.path.exists(files[taken]))
             a.append(b"second")
             assert (await asyncio.wait_for(reader, 5)).payload == b"second"
             assert t.pauser.count_paused == 1
+            for f in files.values():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f)
 
     run(main())
 

@@ -318,6 +318,7 @@ class Notifier:
             except OSError:
                 continue
             if _cas_slot(self.slot_ptr(i), old, ident):
+                _unlink_sockname(old)  # the dead owner's name, where names are paths
                 return i
         return None
 
