@@ -29,13 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FUZZ_ASSERT(c)                                                                   \
-    do {                                                                                 \
-        if (!(c)) {                                                                      \
-            fprintf(stderr, "fuzz_history.c:%d: invariant failed: %s\n", __LINE__, #c); \
-            abort();                                                                     \
-        }                                                                                \
-    } while (0)
+#include "fuzz_assert.h"
 
 static unsigned long st_read, st_declined, st_full;
 
@@ -158,6 +152,23 @@ static size_t mutate(uint8_t *buf, size_t len) {
     return len;
 }
 
+/* the seeds of the corpus (-w) */
+static size_t seed_input(uint8_t *buf, size_t cap, int i) {
+    (void)i;
+    return make_seed(buf, cap);
+}
+
+/* one input of the smoke run: noise now and then, else a history, often damaged */
+static size_t next_input(uint8_t *buf, size_t cap) {
+    if (below(16) == 0) {
+        size_t len = below(256);
+        for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
+        return len;
+    }
+    size_t len = make_seed(buf, cap);
+    return below(3) == 0 ? mutate(buf, len) : len;
+}
+
 int main(int argc, char **argv) {
     unsigned long iters = 20000, seed = 1;
     const char *seed_dir = NULL;
@@ -165,34 +176,8 @@ int main(int argc, char **argv) {
     if (rc >= 0) return rc;
     fuzz_seed(seed);
     static uint8_t buf[16384];
-    if (seed_dir) {
-        for (int i = 0; i < 32; i++) {
-            size_t len = make_seed(buf, sizeof buf);
-            if (write_seed(seed_dir, i, buf, len)) return 1;
-        }
-        printf("fuzz-history: wrote 32 seed inputs to %s\n", seed_dir);
-        return 0;
-    }
-    fuzz_catch_crashes();
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (g_iter = 0; g_iter < iters; g_iter++) {
-        size_t len;
-        if (below(16) == 0) {
-            len = below(256);
-            for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
-        } else {
-            len = make_seed(buf, sizeof buf);
-            if (below(3) == 0) len = mutate(buf, len);
-        }
-        g_cur = buf;
-        g_cur_len = len;
-        alarm(10);
-        LLVMFuzzerTestOneInput(buf, len);
-    }
-    alarm(0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (seed_dir) return fuzz_write_seeds(seed_dir, 32, buf, sizeof buf, seed_input);
+    double secs = fuzz_run(iters, buf, sizeof buf, next_input);
     printf("fuzz-history: %lu inputs (seed %lu) in %.1f s, no crash, hang or sanitizer report\n"
            "fuzz-history: %lu read, %lu declined, %lu full\n",
            iters, seed, secs, st_read, st_declined, st_full);

@@ -47,13 +47,7 @@
 #define ALL_SLOTS ((1ull << CQ_NOTIFY_SLOTS) - 1)
 #define NPTR (2 + CQ_NOTIFY_SLOTS) /* cell, parked, slots */
 
-#define FUZZ_ASSERT(c)                                                                  \
-    do {                                                                                \
-        if (!(c)) {                                                                     \
-            fprintf(stderr, "fuzz_notify.c:%d: invariant failed: %s\n", __LINE__, #c); \
-            abort();                                                                    \
-        }                                                                               \
-    } while (0)
+#include "fuzz_assert.h"
 
 static inline uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static inline uint64_t ld64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
@@ -539,6 +533,24 @@ static size_t mutate(uint8_t *buf, size_t len, size_t cap) {
     return len;
 }
 
+/* the seeds of the corpus (-w) */
+static size_t seed_input(uint8_t *buf, size_t cap, int i) {
+    (void)i;
+    return make_seed(buf, cap - 512);
+}
+
+/* one input of the smoke run: noise now and then, else a state, mostly damaged
+ * (cap: the buffer, 512 bytes past the longest seed) */
+static size_t next_input(uint8_t *buf, size_t cap) {
+    if (below(32) == 0) {
+        size_t len = below(600) + PARAMS;
+        for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
+        return len;
+    }
+    size_t len = make_seed(buf, cap - 512);
+    return below(4) ? mutate(buf, len, cap) : len;
+}
+
 int main(int argc, char **argv) {
     unsigned long iters = 20000, seed = 1;
     const char *seed_dir = NULL;
@@ -547,38 +559,12 @@ int main(int argc, char **argv) {
     fuzz_seed(seed);
     rx_setup();
     static uint8_t buf[PARAMS + 8192 + 512];
-    if (seed_dir) {
-        for (int i = 0; i < 32; i++) {
-            size_t len = make_seed(buf, PARAMS + 8192);
-            if (write_seed(seed_dir, i, buf, len)) return 1;
-        }
-        printf("fuzz-notify: wrote 32 seed inputs to %s\n", seed_dir);
-        return 0;
-    }
-    fuzz_catch_crashes();
+    if (seed_dir) return fuzz_write_seeds(seed_dir, 32, buf, sizeof buf, seed_input);
     int fds0 = open_fds();
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (g_iter = 0; g_iter < iters; g_iter++) {
-        size_t len;
-        if (below(32) == 0) {
-            len = below(600) + PARAMS;
-            for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
-        } else {
-            len = make_seed(buf, PARAMS + 8192);
-            if (below(4)) len = mutate(buf, len, sizeof buf);
-        }
-        g_cur = buf;
-        g_cur_len = len;
-        alarm(10);
-        LLVMFuzzerTestOneInput(buf, len);
-    }
-    alarm(0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = fuzz_run(iters, buf, sizeof buf, next_input);
     /* every watch closed its socket */
     int fds1 = open_fds();
     FUZZ_ASSERT(fds0 == fds1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("fuzz-notify: %lu inputs (seed %lu) in %.1f s, no crash, hang or sanitizer report\n"
            "fuzz-notify: %lu cells, %lu parked values, %lu slots found, %lu watches complete; "
            "%lu commits woke, %lu datagrams delivered, %lu slots freed; %d descriptors before "

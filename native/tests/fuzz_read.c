@@ -38,13 +38,7 @@ static uint64_t wneed; /* cq_write_eof's need output */
 #define MAX_BATCH_CALLS 256
 #define NCHECK 64
 
-#define FUZZ_ASSERT(c)                                                                  \
-    do {                                                                                \
-        if (!(c)) {                                                                     \
-            fprintf(stderr, "fuzz_read.c:%d: invariant failed: %s\n", __LINE__, #c);   \
-            abort();                                                                    \
-        }                                                                               \
-    } while (0)
+#include "fuzz_assert.h"
 
 static inline uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
@@ -564,6 +558,25 @@ static void usage(void) {
                     "       fuzz_smoke FILE...             (replay inputs)\n");
 }
 
+/* the seeds, made once (the smoke run copies one per input) */
+static uint8_t seeds[NSEEDS][16384 + PARAMS];
+static size_t seed_len[NSEEDS];
+
+/* one input of the smoke run: pure noise now and then, else a seed, mostly
+ * damaged (cap: the -m length) */
+static size_t next_input(uint8_t *buf, size_t cap) {
+    uint64_t kind = below(20);
+    if (kind == 0) {
+        size_t len = below(cap < 4096 ? cap : 4096) + 1;
+        for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
+        return len;
+    }
+    int k = (int)below(NSEEDS);
+    size_t len = seed_len[k] < cap ? seed_len[k] : cap;
+    memcpy(buf, seeds[k], len);
+    return kind > 1 ? mutate(buf, len, cap) : len;
+}
+
 int main(int argc, char **argv) {
     unsigned long iters = 20000, seed = 1;
     size_t max_len = 16384;
@@ -587,8 +600,6 @@ int main(int argc, char **argv) {
         return rc;
     }
     fuzz_seed(seed);
-    static uint8_t seeds[NSEEDS][16384 + PARAMS];
-    size_t seed_len[NSEEDS];
     for (int i = 0; i < NSEEDS; i++)
         seed_len[i] = make_seed(seeds[i], sizeof seeds[i] < max_len ? sizeof seeds[i] : max_len, i);
     if (seed_dir) {
@@ -598,30 +609,8 @@ int main(int argc, char **argv) {
         printf("fuzz-smoke: wrote %d seed inputs to %s\n", NSEEDS, seed_dir);
         return 0;
     }
-    fuzz_catch_crashes();
     uint8_t *buf = malloc(max_len);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (g_iter = 0; g_iter < iters; g_iter++) {
-        size_t len;
-        uint64_t kind = below(20);
-        if (kind == 0) { /* pure noise */
-            len = below(max_len < 4096 ? max_len : 4096) + 1;
-            for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
-        } else {
-            int k = (int)below(NSEEDS);
-            len = seed_len[k] < max_len ? seed_len[k] : max_len;
-            memcpy(buf, seeds[k], len);
-            if (kind > 1) len = mutate(buf, len, max_len);
-        }
-        g_cur = buf;
-        g_cur_len = len;
-        alarm(10);
-        LLVMFuzzerTestOneInput(buf, len);
-    }
-    alarm(0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double secs = fuzz_run(iters, buf, max_len, next_input);
     free(buf);
     printf("fuzz-smoke: %lu inputs (seed %lu) in %.1f s, no crash, hang or sanitizer report\n"
            "fuzz-smoke: %lu harness runs, %lu excerpts read, %lu seeks found (%lu with an index), "

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static uint64_t rng_state;
@@ -86,6 +87,37 @@ static inline int write_seed(const char *dir, int i, const uint8_t *buf, size_t 
     fwrite(buf, 1, len, f);
     fclose(f);
     return 0;
+}
+
+/* Seed inputs 0..n-1, each made by seed(buf, cap, i), saved as write_seed does;
+ * 0, or 1 when one cannot be. */
+static inline int fuzz_write_seeds(const char *dir, int n, uint8_t *buf, size_t cap,
+                                   size_t (*seed)(uint8_t *buf, size_t cap, int i)) {
+    for (int i = 0; i < n; i++) {
+        if (write_seed(dir, i, buf, seed(buf, cap, i))) return 1;
+    }
+    printf(FUZZ_NAME ": wrote %d seed inputs to %s\n", n, dir);
+    return 0;
+}
+
+/* The smoke run: `iters` inputs, each made in buf by next(buf, cap), through
+ * the harness, each under a 10 s alarm, any one that crashes, hangs or draws a
+ * sanitizer report saved (fuzz_catch_crashes).  Returns the seconds taken. */
+static inline double fuzz_run(unsigned long iters, uint8_t *buf, size_t cap,
+                              size_t (*next)(uint8_t *buf, size_t cap)) {
+    fuzz_catch_crashes();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (g_iter = 0; g_iter < iters; g_iter++) {
+        size_t len = next(buf, cap);
+        g_cur = buf;
+        g_cur_len = len;
+        alarm(10);
+        LLVMFuzzerTestOneInput(buf, len);
+    }
+    alarm(0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 }
 
 /* The usual command line, [-n iterations] [-s seed] | -w corpus_dir | FILE...:

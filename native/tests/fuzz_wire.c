@@ -25,13 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FUZZ_ASSERT(c)                                                                  \
-    do {                                                                                \
-        if (!(c)) {                                                                     \
-            fprintf(stderr, "fuzz_wire.c:%d: invariant failed: %s\n", __LINE__, #c);   \
-            abort();                                                                    \
-        }                                                                               \
-    } while (0)
+#include "fuzz_assert.h"
 
 #define K(s) (const uint8_t *)(s), sizeof(s) - 1
 
@@ -349,6 +343,22 @@ static size_t mutate(uint8_t *buf, size_t len, size_t cap) {
     return len;
 }
 
+/* the seeds of the corpus (-w): every plan in turn */
+static size_t seed_input(uint8_t *buf, size_t cap, int i) {
+    return make_seed(buf, cap, i % (int)NPLANS);
+}
+
+/* one input of the smoke run: noise now and then, else a call, mostly damaged */
+static size_t next_input(uint8_t *buf, size_t cap) {
+    if (below(16) == 0) {
+        size_t len = below(512) + 2;
+        for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
+        return len;
+    }
+    size_t len = make_seed(buf, cap, (int)below(NPLANS));
+    return below(4) ? mutate(buf, len, cap) : len;
+}
+
 int main(int argc, char **argv) {
     unsigned long iters = 20000, seed = 1;
     const char *seed_dir = NULL;
@@ -356,34 +366,8 @@ int main(int argc, char **argv) {
     if (rc >= 0) return rc;
     fuzz_seed(seed);
     static uint8_t buf[16384];
-    if (seed_dir) {
-        for (int i = 0; i < 32; i++) {
-            size_t len = make_seed(buf, sizeof buf, i % (int)NPLANS);
-            if (write_seed(seed_dir, i, buf, len)) return 1;
-        }
-        printf("fuzz-wire: wrote 32 seed inputs to %s\n", seed_dir);
-        return 0;
-    }
-    fuzz_catch_crashes();
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (g_iter = 0; g_iter < iters; g_iter++) {
-        size_t len;
-        if (below(16) == 0) {
-            len = below(512) + 2;
-            for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)rnd();
-        } else {
-            len = make_seed(buf, sizeof buf, (int)below(NPLANS));
-            if (below(4)) len = mutate(buf, len, sizeof buf);
-        }
-        g_cur = buf;
-        g_cur_len = len;
-        alarm(10);
-        LLVMFuzzerTestOneInput(buf, len);
-    }
-    alarm(0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (seed_dir) return fuzz_write_seeds(seed_dir, 32, buf, sizeof buf, seed_input);
+    double secs = fuzz_run(iters, buf, sizeof buf, next_input);
     printf("fuzz-wire: %lu inputs (seed %lu) in %.1f s, no crash, hang or sanitizer report\n"
            "fuzz-wire: %lu read, %lu declined\n",
            iters, seed, secs, st_read, st_declined);
