@@ -42,6 +42,7 @@ if _typing.TYPE_CHECKING:
     from ._core._errors import QueueClosedError as QueueClosedError
     from ._core._errors import QueueOSError as QueueOSError
     from ._core._errors import ReadOnlyQueueError as ReadOnlyQueueError
+    from ._core._errors import ReentrantReadError as ReentrantReadError
     from ._core._errors import ReplicationAuthError as ReplicationAuthError
     from ._core._errors import ReplicationError as ReplicationError
     from ._core._errors import ReplicationGapError as ReplicationGapError
@@ -163,6 +164,7 @@ __all__ = [
     "QueueStats",
     "ReadOnlyQueueError",
     "ReadingDocument",
+    "ReentrantReadError",
     "ReplicationAuthError",
     "ReplicationError",
     "ReplicationGapError",

@@ -1534,20 +1534,24 @@ static PyObject *dispatch_one(PyObject *mod, PyObject *const *args, Py_ssize_t n
  * ``_pend_data``, offsets ``_pend_off`` and indices ``_pend_idx``; excerpts
  * ``_pend_i`` to ``_pend_n`` are still to handle) with the buffers of the
  * first two held while they are pending, so read_one() handles the common
- * msgpack call (as _dispatch_mp) with no Python frame of its own.  Anything
+ * msgpack call (as _dispatch_mp) and the common BinaryWire call (as
+ * _dispatch_wire) with no Python frame of its own.  Anything
  * else is the Python methods' (_read_one_slow, _read_one_general). */
 typedef struct {
     PyObject_HEAD
     PyObject *data, *off, *idx, *fast, *done_obj;
+    PyObject *wire_names, *wire_ids; /* the common BinaryWire calls (wire_call) */
     Py_buffer data_view, off_view, done_view; /* held when *_ok */
     int data_ok, off_ok, done_ok;
     Py_ssize_t pend_i, pend_n;
     char one_native;
+    char busy; /* in a batch read (read_available, run): reads raise */
     PyObject *last_key, *last_entry; /* the cache of mp_call */
 } HotReader;
 
 static PyObject *str_read_one_slow;    /* "_read_one_slow" */
 static PyObject *str_read_one_general; /* "_read_one_general" */
+static PyObject *str_reentered;        /* "_reentered" */
 
 static void hr_release(Py_buffer *v, int *ok) {
     if (*ok) PyBuffer_Release(v);
@@ -1560,6 +1564,8 @@ static int hr_traverse(HotReader *self, visitproc visit, void *arg) {
     Py_VISIT(self->idx);
     Py_VISIT(self->fast);
     Py_VISIT(self->done_obj);
+    Py_VISIT(self->wire_names);
+    Py_VISIT(self->wire_ids);
     Py_VISIT(self->last_key);
     Py_VISIT(self->last_entry);
     return 0;
@@ -1574,6 +1580,8 @@ static int hr_clear(HotReader *self) {
     Py_CLEAR(self->idx);
     Py_CLEAR(self->fast);
     Py_CLEAR(self->done_obj);
+    Py_CLEAR(self->wire_names);
+    Py_CLEAR(self->wire_ids);
     Py_CLEAR(self->last_key);
     Py_CLEAR(self->last_entry);
     return 0;
@@ -1623,6 +1631,11 @@ static int hr_set(HotReader *self, PyObject *v, void *which) {
         hr_release(&self->done_view, &self->done_ok);
         self->done_ok = hr_int64s(v, &self->done_view, 1);
         if (self->done_ok && self->done_view.len < 2 * 8) hr_release(&self->done_view, &self->done_ok);
+    } else if (at == offsetof(HotReader, wire_names) || at == offsetof(HotReader, wire_ids)) {
+        if (!PyDict_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "_fast_wire_names and _fast_wire_ids must be dicts");
+            return -1;
+        }
     } else if (at == offsetof(HotReader, fast)) {
         if (!PyDict_Check(v)) {
             PyErr_SetString(PyExc_TypeError, "_fast_mp must be a dict");
@@ -1636,8 +1649,12 @@ static int hr_set(HotReader *self, PyObject *v, void *which) {
     return 0;
 }
 
-/* read_one() -> bool: see MethodReader.read_one */
+/* read_one() -> bool: see MethodReader.read_one.  Called by a handler of a
+ * batch read in progress (read_available(), run()), it raises (_reentered):
+ * the batch would be handled twice.  A handler of read_one() may read on: its
+ * excerpt was consumed before it ran. */
 static PyObject *hr_read_one(HotReader *self, PyObject *unused) {
+    if (self->busy) return call_self_obj((PyObject *)self, str_reentered);
     Py_ssize_t i = self->pend_i;
     if (i >= 0 && i < self->pend_n && self->one_native && self->data_ok && self->off_ok &&
         self->done_ok && self->fast != NULL &&
@@ -1651,8 +1668,17 @@ static PyObject *hr_read_one(HotReader *self, PyObject *unused) {
         int64_t *out = (int64_t *)self->done_view.buf;
         /* _pend_i moves past the excerpt before its handler runs (a handler
          * raising, or reading on itself, finds it consumed) */
-        int r = mp_call((const uint8_t *)self->data_view.buf + a, b - a, self->fast,
-                        &self->last_key, &self->last_entry, out, i + 1, &self->pend_i, NULL);
+        const uint8_t *p = (const uint8_t *)self->data_view.buf + a;
+        int r = mp_call(p, b - a, self->fast, &self->last_key, &self->last_entry, out, i + 1,
+                        &self->pend_i, NULL);
+        if (r == MP_OTHER && self->wire_names != NULL && self->wire_ids != NULL &&
+            (PyDict_GET_SIZE(self->wire_names) || PyDict_GET_SIZE(self->wire_ids))) {
+            /* a common BinaryWire call: consumed before its handler runs, as
+             * above (nothing ran when it declines: it is pending again) */
+            self->pend_i = i + 1;
+            r = wire_call(p, b - a, self->wire_names, self->wire_ids, out, i + 1, NULL);
+            if (r == MP_OTHER) self->pend_i = i;
+        }
         if (r == MP_HANDLED) Py_RETURN_TRUE;
         if (r == MP_FAILED) return NULL;
         return call_self_obj((PyObject *)self, str_read_one_general);
@@ -1666,6 +1692,8 @@ static PyMemberDef hr_members[] = {
     {"_pend_n", T_PYSSIZET, offsetof(HotReader, pend_n), 0, "The batch's excerpt count."},
     {"_one_native", T_BOOL, offsetof(HotReader, one_native), 0,
      "read_one() may dispatch in C."},
+    {"_busy", T_BOOL, offsetof(HotReader, busy), 0,
+     "In a batch read (read_available(), run()): its reads raise."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1677,6 +1705,10 @@ static PyGetSetDef hr_getset[] = {
     HR_FIELD("_pend_off", off, "Its offsets: excerpt k is _pend_data[off[k]:off[k + 1]]."),
     HR_FIELD("_pend_idx", idx, "Its indices."),
     HR_FIELD("_fast_mp", fast, "The common msgpack calls: name -> (decode, handler)."),
+    HR_FIELD("_fast_wire_names", wire_names,
+             "The common BinaryWire calls by event name: name -> (decode, handlers)."),
+    HR_FIELD("_fast_wire_ids", wire_ids,
+             "The common BinaryWire calls by method id: id -> (decode, handlers)."),
     HR_FIELD("_fast_done", done_obj, "Where the last native dispatch got to, and how "
                                      "many calls it handled in all (two int64)."),
     {NULL, NULL, NULL, NULL, NULL},
@@ -1746,7 +1778,8 @@ PyMODINIT_FUNC PyInit__hot(void) {
     str_read_nowait = PyUnicode_InternFromString("read_nowait");
     str_read_one_slow = PyUnicode_InternFromString("_read_one_slow");
     str_read_one_general = PyUnicode_InternFromString("_read_one_general");
-    if (!str_read_one_slow || !str_read_one_general) return NULL;
+    str_reentered = PyUnicode_InternFromString("_reentered");
+    if (!str_read_one_slow || !str_read_one_general || !str_reentered) return NULL;
     if (!str_append_slow || !str_read_slow || !str_read_other || !str_read_blocking ||
         !str_let_go || !str_anext || !str_read_nowait)
         return NULL;

@@ -68,6 +68,7 @@ EXPECTED = [
     "QueueStats",
     "ReadOnlyQueueError",
     "ReadingDocument",
+    "ReentrantReadError",
     "ReplicationAuthError",
     "ReplicationError",
     "ReplicationGapError",

@@ -1112,3 +1112,131 @@ def test_pipeline_example(tmp_path: Path) -> None:
     # feed (10) -> gateway -> md (1) -> strategy -> orders (2) -> router
     assert routed and "sources per order [(10, 1, 2)]" in routed[0]
     assert "end to end" in out.stdout
+
+
+def test_binary_wire_read_one_dispatches_in_c_as_python_does(queue: ac.Queue) -> None:
+    """read_one() takes a common BinaryWire call (by event name or by method id)
+    in C, as it does msgpack's: the same calls and counts as the Python path,
+    the excerpt consumed before its handler runs (a handler that raises finds
+    it consumed), and a call C declines goes to Python."""
+    w = queue.appender().method_writer(PriceListener, codec="binary_wire")
+    w.on_price(Price("A", 1.0, 2.0, 3))
+    w.heartbeat()  # by method id
+    w.on_price(Price("B", 1.5, 2.5))  # its handler raises
+    w.on_pair("C", 4)
+    queue.appender().append(b"\xb9\x04nope\xe1x")  # an event no handler has
+    w.heartbeat()
+
+    class Handler(Recorder):
+        def on_price(self, price: Price) -> None:
+            super().on_price(price)
+            if price.symbol == "B":
+                raise RuntimeError("B")
+
+    def read_all(native: bool) -> tuple[list[tuple[Any, ...]], ac.MethodReaderStatistics]:
+        h = Handler()
+        r = queue.tailer().method_reader(h, interfaces=[PriceListener])
+        if not native:
+            r._fast_wire_names = {}  # the Python path, to compare with
+            r._fast_wire_ids = {}
+        in_c = r._fast_done[1]  # calls the C dispatch handled
+        n = 0
+        while True:
+            try:
+                if not r.read_one():
+                    break
+            except RuntimeError as e:
+                assert str(e) == "B"
+            n += 1
+        assert n == 6
+        # A, the heartbeats, B and C in C; nope declined (to Python)
+        assert r._fast_done[1] - in_c == (5 if native else 0)
+        return h.calls, r.statistics()
+
+    calls, stats = read_all(native=True)
+    assert calls == read_all(native=False)[0]
+    assert [c[1].symbol if c[0] == "on_price" else c[0] for c in calls] == [
+        "A", "heartbeat", "B", "on_pair", "heartbeat"]
+    assert stats.read == 6 and stats.dispatched == 5 and stats.unknown == 1
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("outer", ["read_one", "aread_one", "read_available", "run"])
+def test_a_handler_reading_its_own_reader_reads_on_or_raises_never_twice(
+        queue: ac.Queue, codec: str, outer: str) -> None:
+    """A handler of read_one() or aread_one() that reads on (read_one(),
+    read_available()) gets the next excerpts, on every codec and dispatch path
+    (C, Python); a handler of a batch read (read_available(), run()) that reads
+    its own reader gets ReentrantReadError.  Either way every excerpt is handled
+    once, in order.  (A batch read handled them twice and out of order; a
+    BinaryWire read_one() recursed without end.)"""
+    w = queue.appender().method_writer(PriceListener, codec=codec)
+    for sym in "ABCDEFGH":
+        w.on_price(Price(sym, 1.0, 2.0))
+    inner_reads = ["read_one", "read_available"]
+    raised: list[str] = []
+    batch = outer in ("read_available", "run")
+
+    class Handler(Recorder):
+        def on_price(self, price: Price) -> None:
+            super().on_price(price)
+            if price.symbol not in "BF":
+                return
+            inner = inner_reads.pop(0)
+            if batch:
+                with pytest.raises(ac.ReentrantReadError):
+                    getattr(reader, inner)()
+                raised.append(inner)
+            elif inner == "read_one":
+                assert reader.read_one()  # C: read inside, and handled once
+            else:
+                assert reader.read_available() == 2  # G and H
+
+    h = Handler()
+    reader = queue.tailer().method_reader(h)
+
+    async def read_async() -> None:
+        if outer == "aread_one":
+            while await reader.aread_one():
+                pass
+        else:
+            await reader.run(until_end=True)
+
+    if outer == "read_one":
+        while reader.read_one():
+            pass
+    elif outer == "read_available":
+        while reader.read_available():
+            pass
+    else:
+        asyncio.run(read_async())
+    assert [c[1].symbol for c in h.calls] == list("ABCDEFGH")
+    assert raised == (["read_one", "read_available"] if batch else [])
+    assert reader.statistics().dispatched == 8
+
+
+def test_an_async_handler_awaiting_its_own_reader_raises(queue: ac.Queue) -> None:
+    """The async reads too: an async handler that awaits aread_one() or run()
+    of the reader running it gets ReentrantReadError; every excerpt is handled
+    once, in order."""
+    w = queue.appender().method_writer(PriceListener)
+    for sym in "ABCD":
+        w.on_price(Price(sym, 1.0, 2.0))
+    seen: list[str] = []
+    raised: list[str] = []
+
+    class Handler:
+        async def on_price(self, price: Price) -> None:
+            seen.append(price.symbol)
+            if price.symbol == "B":
+                with pytest.raises(ac.ReentrantReadError):
+                    await reader.aread_one()
+                raised.append("aread_one")
+            if price.symbol == "C":
+                with pytest.raises(ac.ReentrantReadError):
+                    await reader.run(until_end=True)
+                raised.append("run")
+
+    reader = queue.tailer().method_reader(Handler())
+    asyncio.run(reader.run(until_end=True))
+    assert seen == list("ABCD") and raised == ["aread_one", "run"]

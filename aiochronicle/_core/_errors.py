@@ -244,6 +244,16 @@ class DocumentClosedError(ChronicleError, ValueError):
     ``with`` block ended: its view into the mapped file is released then."""
 
 
+class ReentrantReadError(ChronicleError, RuntimeError):
+    """A method reader was asked to read while its ``read_available()`` or
+    ``run()`` is handling a batch: one of their handlers (or another task,
+    while ``run()`` runs) called ``read_one()``, ``read_available()``,
+    ``aread_one()`` or ``run()`` of the same reader.  The batch would be
+    handled twice.  Read from another tailer, or return and read after.  (A
+    handler of ``read_one()`` or ``aread_one()`` may read on: its excerpt was
+    consumed before it ran.)"""
+
+
 class NativeBuildError(ChronicleError, ImportError):
     """The compiled extension (the cffi core ``aiochronicle._core._cq`` and the C
     API module ``aiochronicle._core._hot``, one file) comes from another build: its

@@ -42,6 +42,8 @@ class _ReaderHooks(Protocol):
         """``read_one`` when the pending batch is empty or not native."""
     def _read_one_general(self) -> bool:
         """``read_one`` of an excerpt the native dispatch does not take."""
+    def _reentered(self) -> bool:
+        """``read_one`` called by a handler of this reader: raises."""
 
 class _HotCalls(_CallsHooks):
     """Counts the object's calls in flight (native/hot.c)."""
@@ -73,10 +75,13 @@ class HotReader(_ReaderHooks):
     _pend_i: int
     _pend_n: int
     _one_native: bool
+    _busy: bool
     _pend_data: Any
     _pend_off: Any
     _pend_idx: Any
     _fast_mp: dict[bytes, tuple[Callable[[Any], Any], Callable[[Any], Any]]]
+    _fast_wire_names: dict[Any, tuple[Any, tuple[Callable[..., Any], ...]]]
+    _fast_wire_ids: dict[Any, tuple[Any, tuple[Callable[..., Any], ...]]]
     _fast_done: Any
     def read_one(self) -> bool: ...
 

@@ -149,21 +149,28 @@ class Dispatcher:
     _pend_off: Any
     _pend_idx: Any
 
-    def _drain(self, limit: int, native: bool = True) -> tuple[int, Awaitable[None] | None]:
+    def _drain(self, limit: int, mp: bool = True) -> tuple[int, Awaitable[None] | None]:
         """Handle excerpts of the pending batch (at most ``limit``, all if < 0)
         until it is used up or an async handler's awaitable needs awaiting;
-        returns how many were handled and that awaitable."""
+        returns how many were handled and that awaitable.  ``mp``: False when
+        the C msgpack dispatch has just declined the first one (read_one())."""
         i = start = self._pend_i
         end = self._pend_n if limit < 0 else min(self._pend_n, i + limit)
         data, o, idx = self._pend_data, self._pend_off, self._pend_idx
         general = self._process_general
         # the common calls in C, msgpack (native) and BinaryWire (wire), then in
         # Python (common: for a reader not tracking history, what C declined)
-        c_ok = native and not self._recording and type(o) is array and type(idx) is array
-        native = c_ok and bool(self._fast_mp)
+        c_ok = not self._recording and type(o) is array and type(idx) is array
+        native = mp and c_ok and bool(self._fast_mp)
         wire = c_ok and bool(self._fast_wire_names or self._fast_wire_ids)
         common = None if self._track else self._dispatch_common
         self._common_at = i
+        # one excerpt (read_one()): consumed before its handler runs, whichever
+        # path takes it, so that a handler reading on gets the next one (and
+        # where that left _pend_i stays)
+        one = end - i == 1
+        if one:
+            self._pend_i = end
         try:
             while i < end:
                 if native:
@@ -186,8 +193,10 @@ class Dispatcher:
                     return i - start, r
         finally:
             # a handler raising in _dispatch_common: it had consumed its excerpt
-            self._pend_i = i = max(i, self._common_at)
-        return i - start, None
+            i = max(i, self._common_at)
+            if not one:
+                self._pend_i = i
+        return (1 if one else i - start), None
 
     # -- processing --------------------------------------------------------
     def process(self, p: bytes | memoryview, idx: int) -> Awaitable[None] | None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._core._errors import ReentrantReadError
 from .._core._native import HotReader
 from .._storage._excerpt import Excerpt, TailerDirection
 from ._methoddispatch import Dispatcher, Entry, Target
@@ -65,7 +66,6 @@ class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
     # CPython's generic path (measured 10% of a BinaryWire read_one())
     __slots__ = ("__dict__", "__weakref__", "_batch", "_batch_bytes", "_batch_count", "_by_id",
                  "_by_name", "_chain_cache", "_common_at", "_dispatched", "_errors",
-                 "_fast_wire_ids", "_fast_wire_names",
                  "_has_async", "_held", "_held_n", "_history", "_ignored", "_interfaces", "_last",
                  "_mp", "_named", "_names", "_read", "_reader_filter", "_recording", "_source",
                  "_source_id", "_stopping", "_track", "_unknown", "_wire_ids", "_wire_names",
@@ -208,11 +208,20 @@ class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
             Raises:
                 TypeError: a handler method is ``async def`` (use ``await
                     aread_one()`` or ``run()``).
+                ReentrantReadError: called while this reader's
+                    ``read_available()`` or ``run()`` is in progress (by one
+                    of its handlers).  A handler of ``read_one()`` may read on.
             """
+
+    def _reentered(self) -> bool:
+        """A read while this reader's batch read is in progress."""
+        raise ReentrantReadError(
+            "read from a method reader while its read_available() or run() is handling a "
+            "batch (a handler reading its own reader?): the batch would be handled twice")
 
     def _read_one_general(self) -> bool:
         """:meth:`read_one` of a pending excerpt that is not the common call."""
-        self._drain(1, native=False)
+        self._drain(1, mp=False)  # a BinaryWire call still goes to C
         self._done()
         return True
 
@@ -240,11 +249,21 @@ class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
 
         Raises:
             TypeError: a handler method is ``async def``.
+            ReentrantReadError: called while this reader's ``read_available()``
+                or ``run()`` is in progress (by one of its handlers).
         """
         if self._has_async:
             raise TypeError("this reader has async handlers: use await run(until_end=True)")
+        if self._busy:
+            self._reentered()
+        self._busy = True
+        try:
+            return self._read_available(-1 if limit is None else limit)
+        finally:
+            self._busy = False
+
+    def _read_available(self, left: int) -> int:
         n = 0
-        left = -1 if limit is None else limit
         while left:
             if self._pend_i >= self._pend_n:
                 if not self._batch:

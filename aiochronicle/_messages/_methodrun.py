@@ -38,9 +38,21 @@ class RunLoop(ExcerptTaker, Dispatcher):
 
     _held: Awaitable[None] | Exception | None
     _held_n: int
+    _busy: bool  # in a batch read: read_available(), run() (HotReader's, native/hot.c)
+
+    if TYPE_CHECKING:
+        def _reentered(self) -> bool: ...  # MethodReader's: raises ReentrantReadError
 
     async def aread_one(self) -> bool:
-        """:meth:`read_one` for any handlers (awaits ``async def`` ones)."""
+        """:meth:`read_one` for any handlers (awaits ``async def`` ones).
+
+        Raises:
+            ReentrantReadError: called while this reader's ``read_available()``
+                or ``run()`` is in progress (by one of its handlers, or another
+                task).  A handler of ``aread_one()`` may read on.
+        """
+        if self._busy:
+            self._reentered()
         got = self._take()
         if got is None:
             return False
@@ -90,7 +102,19 @@ class RunLoop(ExcerptTaker, Dispatcher):
 
         Raises:
             Exception: whatever a handler raised.
+            ReentrantReadError: called while this reader's ``read_available()``
+                or ``run()`` is in progress (by one of its handlers, or another
+                task).
         """
+        if self._busy:
+            self._reentered()
+        self._busy = True
+        try:
+            return await self._run(until_end)
+        finally:
+            self._busy = False
+
+    async def _run(self, until_end: bool) -> int:
         self._stopping = False
         every = max(1, self._source.checkpoint_every)
         n = since = 0
