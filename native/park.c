@@ -25,6 +25,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 #define PARK_PENDING 0
@@ -47,6 +48,8 @@ static PyObject *str_call_soon;      /* "call_soon" */
 static PyObject *kw_context;         /* ("context",) */
 static PyObject *cancelled_error;    /* asyncio.CancelledError */
 static PyObject *invalid_state_error; /* asyncio.InvalidStateError */
+static PyTypeObject *task_type;      /* _asyncio.Task */
+static PyTypeObject *future_type;    /* _asyncio.Future */
 
 static int park_traverse(Park *self, visitproc visit, void *arg) {
     Py_VISIT(self->loop);
@@ -169,12 +172,12 @@ static int schedule_callbacks(Park *self) {
     return rc;
 }
 
-/* cb(park) in ctx, now */
-static int run_one(Park *self, PyObject *cb, PyObject *ctx) {
+/* cb(arg) in ctx, now */
+static int run_one(PyObject *arg, PyObject *cb, PyObject *ctx) {
     if (ctx && ctx != Py_None) {
         if (PyContext_Enter(ctx) < 0) return -1;
     }
-    PyObject *r = PyObject_CallOneArg(cb, (PyObject *)self);
+    PyObject *r = PyObject_CallOneArg(cb, arg);
     if (ctx && ctx != Py_None) {
         if (PyContext_Exit(ctx) < 0) {
             Py_XDECREF(r);
@@ -199,16 +202,28 @@ static void keep_error(Kept *k) {
     PyErr_Fetch(&k->t, &k->v, &k->tb);
 }
 
-/* end a pending park now and run its callbacks here, each in its context */
-static void wake_now(Park *self, Kept *err) {
+/* whether cb is a Task's wake-up (a builtin method of an asyncio Task) */
+static int is_task_wakeup(PyObject *cb) {
+    return task_type && PyCFunction_Check(cb) && PyCFunction_GET_SELF(cb) &&
+           Py_IS_TYPE(PyCFunction_GET_SELF(cb), task_type);
+}
+
+/* end a pending park now and run its callbacks here, each in its context.
+ * ``done`` (or NULL): a finished asyncio Future whose result is None, which a
+ * Task's wake-up is handed instead of the park: the wake-up only takes the
+ * result of what it is given, and of an exact Future it takes it in C (of
+ * any other object through a method call by name, which costs more than the
+ * rest of the wake-up's C part). */
+static void wake_now(Park *self, PyObject *done, Kept *err) {
     if (self->state != PARK_PENDING) return;
     self->state = PARK_DONE;
     Callbacks c = take_callbacks(self);
-    if (c.cb && run_one(self, c.cb, c.ctx) < 0) keep_error(err);
+    if (c.cb && run_one(done && is_task_wakeup(c.cb) ? done : (PyObject *)self, c.cb, c.ctx) < 0)
+        keep_error(err);
     if (c.more) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(c.more); i++) {
             PyObject *t = PyList_GET_ITEM(c.more, i);
-            if (run_one(self, PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1)) < 0)
+            if (run_one((PyObject *)self, PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1)) < 0)
                 keep_error(err);
         }
     }
@@ -217,13 +232,18 @@ static void wake_now(Park *self, Kept *err) {
 
 #define WAKE_INLINE 8
 
-/* wake_parks(parks): end every pending park of the set ``parks`` now and run
- * their callbacks (the tasks' steps) here, after emptying the set (a task that
- * parks again meanwhile adds its new park, for the next wake-up).  What a
- * callback raises is raised after every other park was served.  Only from a
- * loop callback that no task runs in (the notify socket's reader callback). */
-static PyObject *wake_parks(PyObject *mod, PyObject *parks) {
-    (void)mod;
+/* wake_parks(parks[, done]): end every pending park of the set ``parks`` now
+ * and run their callbacks (the tasks' steps) here, after emptying the set (a
+ * task that parks again meanwhile adds its new park, for the next wake-up).
+ * What a callback raises is raised after every other park was served.  Only
+ * from a loop callback that no task runs in (the notify socket's reader
+ * callback).  ``done``: see wake_now(). */
+static PyObject *wake_parks_done(PyObject *parks, PyObject *done) {
+    if (done == Py_None) done = NULL;
+    if (done && (!future_type || !Py_IS_TYPE(done, future_type))) {
+        PyErr_SetString(PyExc_TypeError, "wake_parks(): done is a finished asyncio Future");
+        return NULL;
+    }
     if (!PySet_Check(parks)) {
         PyErr_SetString(PyExc_TypeError, "wake_parks() takes a set of parks");
         return NULL;
@@ -251,7 +271,7 @@ static PyObject *wake_parks(PyObject *mod, PyObject *parks) {
     for (Py_ssize_t i = 0; i < k; i++) {
         PyObject *p = got[i];
         if (Py_IS_TYPE(p, &ParkType)) {
-            wake_now((Park *)p, &err);
+            wake_now((Park *)p, done, &err);
         } else {  /* any other future: resolved the usual way */
             PyObject *d = PyObject_CallMethod(p, "done", NULL);
             int done = d ? PyObject_IsTrue(d) : -1;
@@ -270,11 +290,22 @@ static PyObject *wake_parks(PyObject *mod, PyObject *parks) {
     Py_RETURN_NONE;
 }
 
-/* park_readable(fd, parks): the reader callback of a loop's notify socket: take
- * one datagram (the loop calls again while more are queued) and wake_parks() */
+static PyObject *wake_parks(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "wake_parks(parks[, done])");
+        return NULL;
+    }
+    return wake_parks_done(args[0], nargs == 2 ? args[1] : Py_None);
+}
+
+/* park_readable(fd, parks[, done]): the reader callback of a loop's notify
+ * socket: take one datagram (the loop calls again while more are queued) and
+ * wake_parks() */
 static PyObject *park_readable(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "park_readable(fd, parks) takes two arguments");
+    (void)mod;
+    if (nargs < 2 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "park_readable(fd, parks[, done])");
         return NULL;
     }
     long fd = PyLong_AsLong(args[0]);
@@ -282,7 +313,7 @@ static PyObject *park_readable(PyObject *mod, PyObject *const *args, Py_ssize_t 
     char buf[64];
     /* non-blocking: none after all, or closed, is fine (a spurious wake-up) */
     if (read((int)fd, buf, sizeof buf) < 0) errno = 0;
-    return wake_parks(mod, args[1]);
+    return wake_parks_done(args[1], nargs == 3 ? args[2] : Py_None);
 }
 
 /* -- the future protocol asyncio.Task follows ---------------------------------- */
@@ -511,12 +542,13 @@ static PyMethodDef park_module_methods[] = {
      "the sets given."},
     {"end_park", (PyCFunction)(void (*)(void))end_park, METH_FASTCALL,
      "end_park(park, parks, wakers=None) -> None\n--\n\nThe park leaves the sets."},
-    {"wake_parks", wake_parks, METH_O,
-     "wake_parks(parks) -> None\n--\n\nEnd every park of the set now (emptying it) and run "
-     "their callbacks here; only from a loop callback no task runs in."},
+    {"wake_parks", (PyCFunction)(void (*)(void))wake_parks, METH_FASTCALL,
+     "wake_parks(parks, done=None) -> None\n--\n\nEnd every park of the set now (emptying "
+     "it) and run their callbacks here (a Task's wake-up is handed ``done``, a finished "
+     "Future, when given); only from a loop callback no task runs in."},
     {"park_readable", (PyCFunction)(void (*)(void))park_readable, METH_FASTCALL,
-     "park_readable(fd, parks) -> None\n--\n\nA notify socket's reader callback: read one "
-     "datagram, then wake_parks(parks)."},
+     "park_readable(fd, parks, done=None) -> None\n--\n\nA notify socket's reader callback: "
+     "read one datagram, then wake_parks(parks, done)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -534,6 +566,20 @@ int aiochronicle_park_init(PyObject *m) {
     invalid_state_error = PyObject_GetAttrString(exc, "InvalidStateError");
     Py_DECREF(exc);
     if (!cancelled_error || !invalid_state_error) return -1;
+    PyObject *am = PyImport_ImportModule("_asyncio");
+    if (am) {  /* without the C tasks, every wake-up hands over the park */
+        PyObject *t = PyObject_GetAttrString(am, "Task");
+        PyObject *f = PyObject_GetAttrString(am, "Future");
+        Py_DECREF(am);
+        if (t && f && PyType_Check(t) && PyType_Check(f)) {
+            task_type = (PyTypeObject *)t;
+            future_type = (PyTypeObject *)f;
+        } else {
+            Py_XDECREF(t);
+            Py_XDECREF(f);
+        }
+    }
+    PyErr_Clear();
     if (PyModule_AddObjectRef(m, "Park", (PyObject *)&ParkType) < 0) return -1;
     return PyModule_AddFunctions(m, park_module_methods);
 }

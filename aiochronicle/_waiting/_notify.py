@@ -152,7 +152,11 @@ class LoopWaker:
         #: arms and looks for data in one call: the parked bits' handle, the
         #: slot, the slot's owner value's address and our ident
         self.arm_args = (handle(self._parked), slot, handle(self._slot_ptr), ident)
-        loop.add_reader(self._fd, park_readable, self._fd, self.futs)
+        # a finished Future the parked tasks' wake-ups are handed (they take
+        # the result of an exact Future in C: see native/park.c wake_now)
+        self._done: asyncio.Future[None] = loop.create_future()
+        self._done.set_result(None)
+        loop.add_reader(self._fd, park_readable, self._fd, self.futs, self._done)
         # a loop that is dropped without the queue closing frees its slot
         self._finalizer = weakref.finalize(loop, LoopWaker._drop, sock, self._slot_ptr,
                                            self._parked, slot, ident)
