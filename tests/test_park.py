@@ -22,7 +22,7 @@ import pytest
 from loops import KINDS, loop_factory
 
 import aiochronicle as ac
-import aiochronicle._core._native  # noqa: F401  (loads _hot)
+import aiochronicle._core._native
 from aiochronicle._core import _hot
 
 LONG = 60.0  # a park no test waits out: only the way under test ends it

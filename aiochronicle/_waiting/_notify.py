@@ -153,10 +153,12 @@ class LoopWaker:
         #: slot, the slot's owner value's address and our ident
         self.arm_args = (handle(self._parked), slot, handle(self._slot_ptr), ident)
         # a finished Future the parked tasks' wake-ups are handed (they take
-        # the result of an exact Future in C: see native/park.c wake_now)
-        self._done: asyncio.Future[None] = loop.create_future()
-        self._done.set_result(None)
-        loop.add_reader(self._fd, park_readable, self._fd, self.futs, self._done)
+        # the result of an exact Future in C: see native/park.c wake_now);
+        # only the loop's reader holds it (it holds the loop: this object
+        # must not, see the finalizer below)
+        done: asyncio.Future[None] = loop.create_future()
+        done.set_result(None)
+        loop.add_reader(self._fd, park_readable, self._fd, self.futs, done)
         # a loop that is dropped without the queue closing frees its slot
         self._finalizer = weakref.finalize(loop, LoopWaker._drop, sock, self._slot_ptr,
                                            self._parked, slot, ident)
