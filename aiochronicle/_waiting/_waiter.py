@@ -12,12 +12,14 @@ here.  There is one sync driver, :func:`wait_sync`, and one async driver,
 without a probe.
 
 The drain (``wait_async`` with ``handle``, what ``MethodReader.run()`` waits
-with) has one set of semantics: the loop's wake-up callback only resolves the
-parked futures, every one of that wake-up (it never runs a handler); the
+with) has one set of semantics: a task parks on a Park (native/park.c); the
+loop's wake-up callback ends every park of that wake-up and steps each parked
+task there and then, in its own context (it calls no handler itself); the
 excerpts a wake-up finds are handed to ``handle`` in the task that awaits the
 wait (``asyncio.current_task()`` is that task, its context variables are
 its own), so whatever a handler raises, ``BaseException`` included, leaves
-through that task's ``await`` after every waiter of the wake-up was woken.
+through that task's ``await``, and every other park of the wake-up is still
+ended and its task stepped.
 """
 
 from __future__ import annotations
