@@ -95,6 +95,13 @@ trap 'for f in "$LOGS"/*.pid; do [ -e "$f" ] && kill -- "-$(cat "$f")" 2>/dev/nu
       [ -f wheelhouse/installed.txt ] && rm -rf "$(cat wheelhouse/installed.txt)"
       rm -rf "$LOGS" "$TIMES" wheelhouse/installed.txt' EXIT
 bg() { local name=$1; shift; setsid -w "$@" >"$LOGS/$name" 2>&1 & echo $! >"$LOGS/$name.pid"; }
+# `bg NAME "${SIDE_RUN[@]}" CMD...` runs CMD at niceness SIDE_NICE.  A step bg starts
+# is a session of its own, and with the kernel's autogroups (sched_autogroup_enabled)
+# the scheduler shares the CPU between sessions by each one's autogroup niceness, not
+# its processes': the session's is set too (else each side pass would get as much CPU
+# as the checkout's pass)
+SIDE_RUN=(bash -c 'echo "$0" 2>/dev/null >/proc/self/autogroup || true
+                   exec nice -n "$0" "$@"' "$SIDE_NICE")
 fg() {
   local rc=0
   wait "$(cat "$LOGS/$1.pid")" || rc=$?
@@ -127,10 +134,9 @@ fg wheel
 # (native/platform.h).  (Started in the background, their processes begin with
 # SIGINT ignored: tests/conftest.py gives the ones the tests start SIGINT's default
 # again.)
-bg installed bash -c '.venv/bin/python scripts/test_installed.py --install \
-  && exec nice -n "$0" .venv/bin/python scripts/test_installed.py --built -q "$@"' \
-  "$SIDE_NICE" "${SIDE[@]}"
-bg portable nice -n "$SIDE_NICE" bash scripts/test_portable.sh "${SIDE[@]}"
+bg installed "${SIDE_RUN[@]}" bash -c '.venv/bin/python scripts/test_installed.py --install \
+  && exec .venv/bin/python scripts/test_installed.py --built -q "$@"' _ "${SIDE[@]}"
+bg portable "${SIDE_RUN[@]}" bash scripts/test_portable.sh "${SIDE[@]}"
 .venv/bin/python -m pytest "${XDIST[@]}" --durations=25 "$@"
 step "the suite passed against the checkout"
 fg installed
