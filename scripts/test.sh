@@ -4,7 +4,7 @@
 # Structure (every test runs at least once against the package under test):
 #   1. setup (.venv, editable install: the C core compiled from the checkout, the jar),
 #      the Java interop programs, ruff, mypy;
-#   2. the whole suite against that install (slow end-to-end cases included), on three
+#   2. the whole suite against that install (slow end-to-end cases included), on four
 #      pytest-xdist workers (AIOCHRONICLE_TEST_WORKERS: most tests wait on processes
 #      and JVMs rather than compute), the passes below on two;
 #   3. scripts/test_installed.py: the sdist and wheel as pip builds them, the wheel
@@ -13,20 +13,22 @@
 #      shipped, the jar and Spark registration, the package metadata, the names and
 #      types shipped): its INSTALL_TESTS.  The rest ran in 2
 #      on the same sources; `scripts/test_installed.py --whole-suite` runs them all again.
-#      The wheel is built beside ruff and mypy, installed beside pass 2, and tested
-#      after it beside the portable build's pass (scripts/test_portable.sh).
+#      The wheel is built beside ruff and mypy, then installed and tested beside
+#      pass 2, as is the portable build (scripts/test_portable.sh), both niced.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # the pytest runs use this many pytest-xdist workers (tests/conftest.py keeps the
 # Spark tests on one of them); 0 runs them in this process, one at a time
-WORKERS="${AIOCHRONICLE_TEST_WORKERS:-3}"
+WORKERS="${AIOCHRONICLE_TEST_WORKERS:-4}"
 XDIST=(-n "$WORKERS")
 # the JVMs of every step (the Maven builds, and what the tests start: see
 # tests/conftest.py) live seconds: the C1 compiler alone and the serial collector
 # start them with about half the CPU
 export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
-# the passes that run beside another (the installed wheel's, the portable build's)
+# the passes that run beside the checkout's (the installed wheel's, the portable
+# build's), at this niceness
 SIDE=(-n "$(( WORKERS < 2 ? WORKERS : 2 ))")
+SIDE_NICE=5
 # how long each step took, and the CPU time used so far by this script's children
 # (user+system: against the wall time x 2 cores, whether the run is CPU-bound)
 # (`times` in this shell: in a command substitution it would count the subshell's)
@@ -38,6 +40,14 @@ step() {
     printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')s): $*" >&2
 }
 step "start"
+# The suite starts hundreds of Python processes (the CLI's runs, worker processes,
+# Spark's Python workers, pytest workers) importing the same modules: with bytecode
+# caches each module is compiled (and each test module's asserts rewritten) once,
+# not in every process, which halves what a short process costs
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+  echo "note: PYTHONDONTWRITEBYTECODE is set; unset for this run (bytecode caches are written)"
+  unset PYTHONDONTWRITEBYTECODE
+fi
 # clang builds the libFuzzer target of the native core (gcc builds everything else);
 # promtool (Debian's prometheus package: Prometheus' own Go build) runs the alert
 # pack's rule tests (without it, tests/promtool.py builds one where go is)
@@ -85,6 +95,13 @@ trap 'for f in "$LOGS"/*.pid; do [ -e "$f" ] && kill -- "-$(cat "$f")" 2>/dev/nu
       [ -f wheelhouse/installed.txt ] && rm -rf "$(cat wheelhouse/installed.txt)"
       rm -rf "$LOGS" "$TIMES" wheelhouse/installed.txt' EXIT
 bg() { local name=$1; shift; setsid -w "$@" >"$LOGS/$name" 2>&1 & echo $! >"$LOGS/$name.pid"; }
+# `bg NAME "${SIDE_RUN[@]}" CMD...` runs CMD at niceness SIDE_NICE.  A step bg starts
+# is a session of its own, and with the kernel's autogroups (sched_autogroup_enabled)
+# the scheduler shares the CPU between sessions by each one's autogroup niceness, not
+# its processes': the session's is set too (else each side pass would get as much CPU
+# as the checkout's pass)
+SIDE_RUN=(bash -c 'echo "$0" 2>/dev/null >/proc/self/autogroup || true
+                   exec nice -n "$0" "$@"' "$SIDE_NICE")
 fg() {
   local rc=0
   wait "$(cat "$LOGS/$1.pid")" || rc=$?
@@ -108,18 +125,19 @@ bg wheel .venv/bin/python scripts/test_installed.py --build
 step "promtool, ruff and mypy done"
 fg interop
 fg wheel
-# the repaired wheel installed in a fresh venv with no C compiler on PATH (mostly
-# unpacking PySpark: the disk) beside the checkout pass
-bg install .venv/bin/python scripts/test_installed.py --install
+# Beside the checkout pass, niced (they take the CPU its workers leave while they
+# wait on processes and JVMs, not the CPU they need): the repaired wheel installed
+# in a fresh venv with no C compiler on PATH (mostly unpacking PySpark: the disk),
+# then the install-dependent tests (see the script's docstring) against that
+# install; and the portable build of the core (CQ_PORTABLE=1: the code macOS runs),
+# in a directory of its own, under the tests of what the platform layer changes
+# (native/platform.h).  (Started in the background, their processes begin with
+# SIGINT ignored: tests/conftest.py gives the ones the tests start SIGINT's default
+# again.)
+bg installed "${SIDE_RUN[@]}" bash -c '.venv/bin/python scripts/test_installed.py --install \
+  && exec .venv/bin/python scripts/test_installed.py --built -q "$@"' _ "${SIDE[@]}"
+bg portable "${SIDE_RUN[@]}" bash scripts/test_portable.sh "${SIDE[@]}"
 .venv/bin/python -m pytest "${XDIST[@]}" --durations=25 "$@"
 step "the suite passed against the checkout"
-fg install
-# the portable build of the core (CQ_PORTABLE=1: the code macOS runs), in a directory
-# of its own, under the tests of what the platform layer changes (native/platform.h)
-bg portable bash scripts/test_portable.sh "${SIDE[@]}"
-# the install-dependent tests (see the script's docstring) against that install,
-# beside the portable pass.  (Started in the background, its processes begin with SIGINT ignored:
-# tests/conftest.py gives the ones the tests start SIGINT's default again.)
-bg installed .venv/bin/python scripts/test_installed.py --built -q "${SIDE[@]}"
 fg installed
 fg portable

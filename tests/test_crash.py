@@ -64,10 +64,13 @@ def test_random_sigkill_of_writers(tmp_path, campaign):
         del os.environ["ROLL"]
     rnd = random.Random(20261122 + campaign)
     incarnation = 0
-    # writers fork from a server that has aiochronicle imported already, so a
-    # replacement is appending within milliseconds of the kill
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["aiochronicle", "workers"])
+    # writers are forks of this process, which has opened the queue already (every
+    # module an appender needs imported): a replacement is appending within
+    # milliseconds of the kill.  (Children of a fork server took about half a
+    # second each to start appending while the other writers wrote on: the same 60
+    # kills took eight times the time and ten times the CPU.)  A writer touches
+    # nothing of pytest's, and dies by SIGKILL: no exit handler runs.
+    ctx = mp.get_context("fork")
     os.environ["ROLL"] = "TEST_SECONDLY"
 
     def spawn(wid: int) -> tuple[BaseProcess, Connection]:
