@@ -43,7 +43,8 @@ class _ReaderHooks(Protocol):
     def _read_one_general(self) -> bool:
         """``read_one`` of an excerpt the native dispatch does not take."""
     def _reentered(self) -> bool:
-        """``read_one`` called by a handler of this reader: raises."""
+        """``read_one`` while this reader's batch read (``read_available``,
+        ``run``) is in progress: raises ReentrantReadError."""
 
 class _HotCalls(_CallsHooks):
     """Counts the object's calls in flight (native/hot.c)."""
