@@ -556,7 +556,9 @@ def test_notify_slots_of_dead_owners_are_freed_and_taken(run: Run[None],
             # owners whose sockets are gone (their processes died): each bound
             # its name and was killed (where names are paths, the portable
             # build's, the file stays behind)
-            dead = {i: (i + 1) << 32 | (1 << 22) + i for i in range(SLOTS)}
+            # (random high bits: where names are paths, another run of this test
+            # at the same time binds names of its own)
+            dead = {i: (random.getrandbits(31) + 1) << 32 | (1 << 22) + i for i in range(SLOTS)}
             for i, ident in dead.items():
                 with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
                     s.bind(_sockname(ident))
