@@ -382,12 +382,15 @@ def test_notify_wakes_an_async_reader_from_another_process(run: Run[None],
             # parks of 30 s: only the notify can end them in time
             t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
             ctx = mp.get_context("spawn")
-            proc = ctx.Process(target=append_when_parked, args=(os.fspath(tmp_path),))
+            appended_at = ctx.Value("d", 0.0)
+            proc = ctx.Process(target=append_when_parked,
+                               args=(os.fspath(tmp_path), True, None, appended_at))
             proc.start()
-            t0 = time.monotonic()
-            ex = await asyncio.wait_for(t.read(), 20)
+            ex = await asyncio.wait_for(t.read(), 60)
+            woke = time.monotonic()
             assert ex.payload == b"wake up"
-            assert time.monotonic() - t0 < 10
+            # timed from the append, not from the spawn: the park would last 30 s
+            assert 0 < appended_at.value and woke - appended_at.value < 10
             assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
             n = notifier_for(cycles_of(q).meta)
             assert n is not None and n._thread is None  # the loop's socket woke it

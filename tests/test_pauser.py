@@ -340,14 +340,16 @@ def test_notify_wakes_a_thread_parked_on_another_process(tmp_path: Path) -> None
         q.appender()  # creates the notify values
         # parks of 30 s: only the notify can end them in time
         t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
-        proc = ctx.Process(target=append_when_parked, args=(os.fspath(tmp_path), True))
+        appended_at = ctx.Value("d", 0.0)
+        proc = ctx.Process(target=append_when_parked,
+                           args=(os.fspath(tmp_path), True, None, appended_at))
         proc.start()
-        t0 = time.monotonic()
-        ex = t.read_blocking(timeout=20)
-        elapsed = time.monotonic() - t0
+        ex = t.read_blocking(timeout=60)
+        woke = time.monotonic()
         proc.join(20)
         assert ex is not None and ex.payload == b"wake up"
-        assert elapsed < 10
+        # timed from the append, not from the spawn: the park would last 30 s
+        assert 0 < appended_at.value and woke - appended_at.value < 10
         assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
 
 
@@ -355,18 +357,18 @@ def test_notify_reaches_an_appender_started_before_the_first_waiter(tmp_path: Pa
     ctx = mp.get_context("spawn")
     with ac.open_queue(tmp_path) as q:
         ready = ctx.Event()
+        appended_at = ctx.Value("d", 0.0)
         proc = ctx.Process(target=append_when_parked,
-                           args=(os.fspath(tmp_path), True, ready))
+                           args=(os.fspath(tmp_path), True, ready, appended_at))
         proc.start()
-        assert ready.wait(20)  # its appender exists; the notify value does not yet
+        assert ready.wait(60)  # its appender exists; the notify value does not yet
         assert q.table_store_get(NOTIFY_KEY) is None
         t = q.tailer(pauser=ac.Pauser.notify(min_park=30, max_park=30))
-        t0 = time.monotonic()
-        ex = t.read_blocking(timeout=20)
-        elapsed = time.monotonic() - t0
+        ex = t.read_blocking(timeout=60)
+        woke = time.monotonic()
         proc.join(20)
         assert ex is not None and ex.payload == b"wake up"
-        assert elapsed < 10
+        assert 0 < appended_at.value and woke - appended_at.value < 10
         assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
 
 
@@ -377,7 +379,7 @@ def test_writers_that_do_not_notify_are_found_by_polling(tmp_path: Path) -> None
         t = q.tailer(pauser=ac.Pauser.notify(min_park=0.005, max_park=0.02))
         proc = ctx.Process(target=append_when_parked, args=(os.fspath(tmp_path), False))
         proc.start()
-        ex = t.read_blocking(timeout=20)
+        ex = t.read_blocking(timeout=60)
         proc.join(20)
         assert ex is not None and ex.payload == b"wake up"
 

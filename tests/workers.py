@@ -228,18 +228,23 @@ def reader_parked(q: ac.Queue) -> bool:
     return bool(meta.get(PARKED_KEY, 0))
 
 
-def append_when_parked(path: str, notify: bool = True, ready: Any = None) -> None:
+def append_when_parked(path: str, notify: bool = True, ready: Any = None,
+                       appended_at: Any = None) -> None:
     """Append ``b"wake up"`` once a reader is parked (:func:`reader_parked`);
     ``notify=False``: with an appender that never notifies.  ``ready`` is set
-    when the appender exists."""
+    when the appender exists; ``appended_at`` (a shared double) gets the
+    ``time.monotonic()`` of the append, so a test can time the wake-up alone,
+    not this process's start (a spawn takes seconds on a loaded machine)."""
     with ac.open_queue(path) as q:
         a = q.appender() if notify else Appender(cycles_of(q), q)
         if ready is not None:
             ready.set()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while not reader_parked(q):
             assert time.monotonic() < deadline, "no reader parked"
             time.sleep(0.001)
+        if appended_at is not None:
+            appended_at.value = time.monotonic()
         a.append(b"wake up")
 
 
