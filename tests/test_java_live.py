@@ -397,7 +397,15 @@ def test_co_writing_two_java_two_python_rolling(java: None, tmp_path: Path) -> N
     files = sorted(p.name for p in q.glob("*.cq4"))
     assert all(re.fullmatch(r"\d{8}-\d{6}T\.cq4", f) for f in files), files
     namer = CycleNamer(ac.RollCycles.TEST_SECONDLY)
-    assert files == sorted(f"{namer.name(c)}.cq4" for c in per_cycle)
+    assert {f"{namer.name(c)}.cq4" for c in per_cycle} <= set(files)
+    # a cycle file without excerpts is legal: a writer may create its cycle's file and
+    # write its first excerpt a second later (a Java appender creates the file when it
+    # is made; on a loaded machine the JVM's start spans seconds), and a roll may leave
+    # a newest cycle with nothing in it yet.  But only before the first or after the
+    # last cycle written: the writers write all along, so an empty cycle between two
+    # that hold excerpts would be an excerpt lost or put in the wrong file
+    empty = {namer.parse(f.removesuffix(".cq4")) for f in files} - set(per_cycle)
+    assert all(c < min(per_cycle) or c > max(per_cycle) for c in empty), (empty, files)
     # both languages wrote into the cycles in which both were running
     mixed: Counter[tuple[int, bytes]] = Counter()
     for index, payload in by_python:
