@@ -12,12 +12,14 @@ here.  There is one sync driver, :func:`wait_sync`, and one async driver,
 without a probe.
 
 The drain (``wait_async`` with ``handle``, what ``MethodReader.run()`` waits
-with) has one set of semantics: the loop's wake-up callback only resolves the
-parked futures, every one of that wake-up (it never runs a handler); the
+with) has one set of semantics: a task parks on a Park (native/park.c); the
+loop's wake-up callback ends every park of that wake-up and steps each parked
+task there and then, in its own context (it calls no handler itself); the
 excerpts a wake-up finds are handed to ``handle`` in the task that awaits the
 wait (``asyncio.current_task()`` is that task, its context variables are
 its own), so whatever a handler raises, ``BaseException`` included, leaves
-through that task's ``await`` after every waiter of the wake-up was woken.
+through that task's ``await``, and every other park of the wake-up is still
+ended and its task stepped.
 """
 
 from __future__ import annotations
@@ -35,8 +37,11 @@ from .._core._native import (
     NULL,
     Cell,
     NativeHandle,
+    Park,
     Pointer,
+    end_park,
     futex_wake,
+    new_park,
     new_uint32,
     park_read,
     spin,
@@ -74,6 +79,8 @@ _cq_park = park_read
 _cq_futex_wake = futex_wake
 _sched_yield = os.sched_yield
 _running_loop = running_loop
+_new_park = new_park
+_end_park = end_park
 
 #: what a reader reads (an excerpt; the waiter hands it over untouched)
 Excerpt = TypeVar("Excerpt")
@@ -89,7 +96,7 @@ def _sleep0() -> Generator[None, None, None]:
     yield
 
 
-def _wake_future(fut: asyncio.Future[None]) -> None:
+def _wake_future(fut: Park) -> None:
     if not fut.done():
         fut.set_result(None)
 
@@ -117,7 +124,7 @@ class WaitState:
         # the futures of the parks in progress; unpause() takes a copy from any
         # thread (adding, discarding and copying are each one C call on a set
         # of futures, which hash by identity: no lock needed)
-        self.parks: set[asyncio.Future[None]] = set()
+        self.parks: set[Park] = set()
         # the notify word a thread is parked on (unpause() wakes it too)
         self.sync_word: Cell | None = None
         self.timer: asyncio.TimerHandle | None = None
@@ -355,10 +362,12 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                 if armed:
                     # _park_async on the loop's wake-up, inline (the common
                     # park of a notify reader: one coroutine less per wake-up)
-                    fut = loop.create_future()
+                    # a Park (native/park.c), in the pauser's parks and the
+                    # waker's: its wake-up runs this task's step at once
                     parks = w.parks
                     own = None
                     if parks:  # another task parks on this pauser: a timer of its own
+                        fut = _new_park(loop, parks, futs)
                         own = loop.call_later(ns / 1e9, _wake_future, fut)
                     else:
                         # _retime's common case inline: the kept timer fires first
@@ -367,15 +376,13 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                             w.due = due
                         else:
                             _retime(w, ns, loop)
-                    parks.add(fut)
-                    futs.add(fut)
+                        fut = _new_park(loop, parks, futs)
                     try:
                         await fut
                     finally:
                         if own is not None:
                             own.cancel()
-                        futs.discard(fut)
-                        parks.discard(fut)
+                        _end_park(fut, parks, futs)
                 else:
                     await _park_async(w, ns, notifier if snapshot is not None else None,
                                       snapshot or 0, None, loop)
@@ -403,7 +410,7 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
 
 
 async def _park_async(w: WaitState, ns: int, notifier: Notifier | None, snapshot: int,
-                      wakers: set[asyncio.Future[None]] | None,
+                      wakers: set[Park] | None,
                       loop: asyncio.AbstractEventLoop | None) -> None:
     """Sleep ``ns`` on ``loop`` (the running loop); ``unpause`` ends it early,
     and so does a notify of the queue, given a notifier (and the futex
@@ -417,7 +424,7 @@ async def _park_async(w: WaitState, ns: int, notifier: Notifier | None, snapshot
     the loop, per wake-up with uvloop)."""
     if loop is None:
         loop = _running_loop()
-    fut: asyncio.Future[None] = loop.create_future()
+    fut = _new_park(loop)
     parks = w.parks
     alone = not parks
     parks.add(fut)
