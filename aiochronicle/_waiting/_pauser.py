@@ -181,7 +181,8 @@ class Pauser:
         p = LongPauser(PauserMode.NOTIFY, busy_ns=int(spin * 1e9), yield_ns=0,
                        min_park_ns=int(min_park * 1e9), max_park_ns=int(max_park * 1e9),
                        spin_slice=spin_slice)
-        p.notify_wakeup = p._w.notify = True  # noqa: SLF001 - this class's own
+        p.notify_wakeup = True
+        p._w.set_notify(True)  # noqa: SLF001 - this class's own
         return p
 
     # -- state -----------------------------------------------------------

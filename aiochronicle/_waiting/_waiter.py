@@ -67,6 +67,11 @@ PARK = 2   # sleep for N ns, unless unpaused (or notified) earlier
 MS = 1_000_000
 #: the longest a thread spins before it returns to the interpreter (signals)
 SYNC_SPIN_SLICE = 1 * MS
+#: a notify reader whose last two finds after a wait came less than this apart
+#: (messages arrive faster than a park and its wake-up take) spins this long
+#: before its next park: a wake-up from sleep costs more than the spin, in
+#: latency and in CPU (see WaitState.hot)
+HOT_NS = 30_000
 #: a park timer that fires this close to the park's end ends it (loop timers
 #: have a resolution of 1 ms)
 _TIMER_SLACK_NS = 1 * MS
@@ -106,8 +111,9 @@ class WaitState:
     ``unpause()`` bumps to end a spin or park, the parks in progress, the
     park timer kept across parks, and the plan of the next step."""
 
-    __slots__ = ("due", "notify", "parks", "paused_ns", "plan", "reset", "slice_ns", "stop",
-                 "stop_handle", "sync_word", "timer", "timer_due", "timer_loop")
+    __slots__ = ("due", "found_ns", "hot", "hot_ns", "notify", "parks", "paused_ns", "plan",
+                 "reset", "slice_ns", "stop", "stop_handle", "sync_word", "timer", "timer_due",
+                 "timer_loop")
 
     def __init__(self, plan: Plan, reset: Callable[[], None], slice_ns: int,
                  notify: bool) -> None:
@@ -116,9 +122,20 @@ class WaitState:
         self.reset = reset
         #: the longest a task spins before it gives the loop a turn
         self.slice_ns = slice_ns
+        self.paused_ns = 0
+        # staying hot: a notify reader that found excerpts after two waits in
+        # a row less than ``hot_ns`` apart spins ``hot_ns`` before its next
+        # park, once (``hot``, set anew by each such find).  At rates where a
+        # park would end at once, the reader so keeps finding the next
+        # excerpt in the spin rather than in a wake-up from sleep; at lower
+        # rates it parks at once, as before.  Timed parks (no notify) never
+        # stay hot: hot_ns is 0.
         #: parks may be ended by the queue's notify (``Pauser.notify()``)
         self.notify = notify
-        self.paused_ns = 0
+        self.hot_ns = HOT_NS if notify else 0
+        self.hot = False
+        #: when the last excerpt found after a wait was found (ns)
+        self.found_ns = 0
         self.stop: Cell = new_uint32()
         self.stop_handle = native_handle(self.stop)
         # the futures of the parks in progress; unpause() takes a copy from any
@@ -131,6 +148,12 @@ class WaitState:
         self.timer_loop: asyncio.AbstractEventLoop | None = None
         self.timer_due = 0
         self.due = 0
+
+    def set_notify(self, notify: bool) -> None:
+        """Whether the queue's notify may end this waiter's parks
+        (``Pauser.notify()``); only then does it stay hot."""
+        self.notify = notify
+        self.hot_ns = HOT_NS if notify else 0
 
 
 class Probe(Generic[Excerpt]):
@@ -212,6 +235,10 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
             if left <= 0:
                 return None
             kind, ns = w.plan(now, SYNC_SPIN_SLICE, left, None)
+            hot = kind == PARK and w.hot
+            if hot:  # found twice in quick succession: spin before this park
+                w.hot = False
+                kind, ns = SPIN, min(w.hot_ns, left)
             forward = probe.spin_reads(reader)
             ex = None
             n = _NONE
@@ -241,6 +268,10 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
                     ex = probe.taken(reader, n)
             ex = probe.finish(reader, n, ex) if n != _NONE else probe.read(reader)
             if ex is not None:
+                if hot or kind == PARK:
+                    now = _mono_ns()
+                    w.hot = now - w.found_ns < w.hot_ns
+                    w.found_ns = now
                 return ex
     finally:
         w.paused_ns += _mono_ns() - t0
@@ -305,6 +336,10 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
             elif until is not None and until():
                 return None
             kind, ns = w.plan(now, slice_ns, None, None)
+            hot = kind == PARK and w.hot
+            if hot:  # found twice in quick succession: spin before this park
+                w.hot = False
+                kind, ns = SPIN, w.hot_ns
             if kind == SPIN:
                 if guard is None:
                     guard = probe.guard(reader)
@@ -329,6 +364,10 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                 if n != _NONE:
                     ex = probe.finish(reader, n, ex)
                     if ex is not None:
+                        if hot:
+                            now = _mono_ns()
+                            w.hot = now - w.found_ns < w.hot_ns
+                            w.found_ns = now
                         return ex
                 await _sleep0()
             elif kind == YIELD:
@@ -388,6 +427,9 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                                       snapshot or 0, None, loop)
             ex = probe.read(reader)
             if ex is not None:
+                now = _mono_ns()
+                w.hot = now - w.found_ns < w.hot_ns
+                w.found_ns = now
                 if handle is None:
                     return ex
                 # the drain: what this wake-up found, handled in this task
