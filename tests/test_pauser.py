@@ -349,7 +349,7 @@ def test_notify_wakes_a_thread_parked_on_another_process(tmp_path: Path) -> None
         proc.join(20)
         assert ex is not None and ex.payload == b"wake up"
         # timed from the append, not from the spawn: the park would last 30 s
-        assert 0 < appended_at.value and woke - appended_at.value < 10
+        assert appended_at.value > 0 and woke - appended_at.value < 10
         assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
 
 
@@ -368,7 +368,7 @@ def test_notify_reaches_an_appender_started_before_the_first_waiter(tmp_path: Pa
         woke = time.monotonic()
         proc.join(20)
         assert ex is not None and ex.payload == b"wake up"
-        assert 0 < appended_at.value and woke - appended_at.value < 10
+        assert appended_at.value > 0 and woke - appended_at.value < 10
         assert 1 <= t.pauser.count_paused <= 3  # parked, not polling
 
 
