@@ -271,7 +271,7 @@ def _hot(p: ac.Pauser, hot_ns: int) -> _waiter.WaitState:
     """Mark ``p``'s waiter hot, as two quick finds in a row do, spinning
     ``hot_ns`` (long here, so that the test sees which way it went)."""
     w: _waiter.WaitState = p._w  # type: ignore[attr-defined]
-    w.hot, w.hot_ns, w.found_ns = True, hot_ns, time.monotonic_ns()
+    w.hot, w.hot_ns, w.found_ns = hot_ns, hot_ns, time.monotonic_ns()
     return w
 
 

@@ -123,17 +123,19 @@ class WaitState:
         #: the longest a task spins before it gives the loop a turn
         self.slice_ns = slice_ns
         self.paused_ns = 0
-        # staying hot: a notify reader that found excerpts after two waits in
-        # a row less than ``hot_ns`` apart spins ``hot_ns`` before its next
-        # park, once (``hot``, set anew by each such find).  At rates where a
-        # park would end at once, the reader so keeps finding the next
-        # excerpt in the spin rather than in a wake-up from sleep; at lower
-        # rates it parks at once, as before.  Timed parks (no notify) never
-        # stay hot: hot_ns is 0.
         #: parks may be ended by the queue's notify (``Pauser.notify()``)
         self.notify = notify
+        # staying hot: a notify reader that found excerpts after two waits in
+        # a row a gap of less than ``hot_ns`` apart spins for twice the gap
+        # (at most ``hot_ns``) before its next park, once: ``hot`` is that
+        # budget (0: park at once), set anew by each find after a wait.  At
+        # rates where a park would end at once, the reader so keeps finding
+        # the next excerpt in the spin rather than in a wake-up from sleep;
+        # at lower rates it parks at once, as before; the end of a burst
+        # costs a spin of twice the burst's gaps.  Timed parks (no notify)
+        # never stay hot: hot_ns is 0.
         self.hot_ns = HOT_NS if notify else 0
-        self.hot = False
+        self.hot = 0
         #: when the last excerpt found after a wait was found (ns)
         self.found_ns = 0
         self.stop: Cell = new_uint32()
@@ -235,10 +237,10 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
             if left <= 0:
                 return None
             kind, ns = w.plan(now, SYNC_SPIN_SLICE, left, None)
-            hot = kind == PARK and w.hot
+            hot = w.hot if kind == PARK else 0
             if hot:  # found twice in quick succession: spin before this park
-                w.hot = False
-                kind, ns = SPIN, min(w.hot_ns, left)
+                w.hot = 0
+                kind, ns = SPIN, min(hot, left)
             forward = probe.spin_reads(reader)
             ex = None
             n = _NONE
@@ -270,8 +272,10 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
             if ex is not None:
                 if hot or kind == PARK:
                     now = _mono_ns()
-                    w.hot = now - w.found_ns < w.hot_ns
+                    gap = now - w.found_ns
                     w.found_ns = now
+                    w.hot = 0 if gap >= w.hot_ns else gap + gap if gap + gap < w.hot_ns \
+                        else w.hot_ns
                 return ex
     finally:
         w.paused_ns += _mono_ns() - t0
@@ -336,10 +340,10 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
             elif until is not None and until():
                 return None
             kind, ns = w.plan(now, slice_ns, None, None)
-            hot = kind == PARK and w.hot
+            hot = w.hot if kind == PARK else 0
             if hot:  # found twice in quick succession: spin before this park
-                w.hot = False
-                kind, ns = SPIN, w.hot_ns
+                w.hot = 0
+                kind, ns = SPIN, hot
             if kind == SPIN:
                 if guard is None:
                     guard = probe.guard(reader)
@@ -366,8 +370,10 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                     if ex is not None:
                         if hot:
                             now = _mono_ns()
-                            w.hot = now - w.found_ns < w.hot_ns
+                            gap = now - w.found_ns
                             w.found_ns = now
+                            w.hot = 0 if gap >= w.hot_ns else gap + gap \
+                                if gap + gap < w.hot_ns else w.hot_ns
                         return ex
                 await _sleep0()
             elif kind == YIELD:
@@ -428,8 +434,10 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
             ex = probe.read(reader)
             if ex is not None:
                 now = _mono_ns()
-                w.hot = now - w.found_ns < w.hot_ns
+                gap = now - w.found_ns
                 w.found_ns = now
+                w.hot = 0 if gap >= w.hot_ns else gap + gap if gap + gap < w.hot_ns \
+                    else w.hot_ns
                 if handle is None:
                     return ex
                 # the drain: what this wake-up found, handled in this task
