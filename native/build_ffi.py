@@ -36,7 +36,7 @@ def _version() -> str:
 
 HEADERS = ["codes.h", "platform.h", "notify.h", "cq.h", "pause.h"]
 SOURCES = ["platform.c", "notify.c", "cq.c", "pause.c"]
-HOT_SOURCES = ["hot.c", "wirecall.c", "wire.c", "histcall.c", "history.c", *SOURCES]
+HOT_SOURCES = ["hot.c", "wirecall.c", "wire.c", "histcall.c", "history.c", "park.c", *SOURCES]
 """Every native source, in native/: all of them go into the one shared library
 ``aiochronicle._core._cq``, which holds two modules: the cffi core ``_cq`` and the C
 API module ``_hot`` (native/hot.c's ``PyInit__hot``, loaded from the same file

@@ -35,6 +35,7 @@
 #endif
 
 int aiochronicle_wirecall_init(PyObject *m); /* native/wirecall.c */
+int aiochronicle_park_init(PyObject *m);     /* native/park.c */
 
 static PyObject *str_append_slow;   /* "_append_native_failed" */
 static PyObject *str_read_slow;     /* "_read_slow" */
@@ -1790,7 +1791,8 @@ PyMODINIT_FUNC PyInit__hot(void) {
         PyModule_AddObjectRef(m, "HotTailer", (PyObject *)&HotTailerType) < 0 ||
         PyModule_AddObjectRef(m, "WriterMethod", (PyObject *)&WriterMethodType) < 0 ||
         PyModule_AddObjectRef(m, "HotReader", (PyObject *)&HotReaderType) < 0 ||
-        aiochronicle_wirecall_init(m) < 0 || aiochronicle_histcall_init(m) < 0) {
+        aiochronicle_wirecall_init(m) < 0 || aiochronicle_histcall_init(m) < 0 ||
+        aiochronicle_park_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import pytest
 from loops import KINDS, loop_factory
+from workers import reader_parked
 
 import aiochronicle as ac
 from aiochronicle._waiting import _waiter
@@ -257,10 +258,105 @@ def _append_on_ticks(path: str, go: Any) -> None:
         w.tick(2)
 
 
+# -- staying hot ------------------------------------------------------------------------------
+
+
+def _read_on(driver: str, t: ac.Tailer) -> ac.Excerpt | None:
+    if driver == "thread":
+        return t.read_blocking(30)
+    return _run(driver, asyncio.wait_for(t.read(), 30))  # type: ignore[no-any-return]
+
+
+def _hot(p: ac.Pauser, hot_ns: int) -> _waiter.WaitState:
+    """Mark ``p``'s waiter hot, as two quick finds in a row do, spinning
+    ``hot_ns`` (long here, so that the test sees which way it went)."""
+    w: _waiter.WaitState = p._w  # type: ignore[attr-defined]
+    w.hot, w.hot_ns, w.found_ns = hot_ns, hot_ns, time.monotonic_ns()
+    return w
+
+
+def _append_when(cond: Callable[[], bool], a: ac.Appender, seen: list[bool],
+                 q: ac.Queue) -> threading.Thread:
+    """A thread that appends once ``cond()``, noting first whether a reader
+    of ``q`` had announced a park."""
+    def run() -> None:
+        deadline = time.monotonic() + 30
+        while not cond():
+            assert time.monotonic() < deadline
+            time.sleep(0.0005)
+        seen.append(reader_parked(q))
+        a.append(b"hot")
+    th = threading.Thread(target=run)
+    th.start()
+    return th
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_hot_notify_reader_spins_before_it_parks(queue: ac.Queue, driver: str) -> None:
+    """After two finds in quick succession a notify reader spins before its
+    next park (a wake-up from sleep costs more than the gap): the excerpt
+    appended during the spin is found with no park announced, and the find,
+    again soon after the last one, keeps the reader hot."""
+    pauser = ac.Pauser.notify(min_park=30, max_park=30)
+    t = queue.tailer(pauser=pauser)
+    a = queue.appender()
+    w = _hot(pauser, 20 * 10**9)
+    seen: list[bool] = []
+    th = _append_when(lambda: pauser.count_paused > 0, a, seen, queue)
+    ex = _read_on(driver, t)
+    th.join(30)
+    assert ex is not None and ex.payload == b"hot"
+    assert seen == [False]  # it was spinning, not parked: a park would also end on the append
+    assert w.hot
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_hot_spin_that_finds_nothing_parks_and_cools(queue: ac.Queue, driver: str) -> None:
+    pauser = ac.Pauser.notify(min_park=30, max_park=30)
+    t = queue.tailer(pauser=pauser)
+    a = queue.appender()
+    w = _hot(pauser, 50 * MS_NS)
+    seen: list[bool] = []
+    th = _append_when(lambda: reader_parked(queue), a, seen, queue)
+    ex = _read_on(driver, t)
+    th.join(30)
+    assert ex is not None and ex.payload == b"hot"  # the notify ended the 30 s park
+    assert seen == [True]
+    assert not w.hot  # found long after the last find: cold, the next wait parks at once
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_close_ends_a_hot_spin(queue: ac.Queue, driver: str) -> None:
+    pauser = ac.Pauser.notify(min_park=30, max_park=30)
+    t = queue.tailer(pauser=pauser)
+    _hot(pauser, 60 * 10**9)
+    def close_when_spinning() -> None:
+        _began_sync(pauser)
+        t.close()
+    th = threading.Thread(target=close_when_spinning)
+    th.start()
+    t0 = time.monotonic()
+    with pytest.raises(ac.QueueClosedError):
+        _read_on(driver, t)
+    th.join(30)
+    assert time.monotonic() - t0 < 30  # not the 60 s spin
+
+
+def test_only_notify_readers_stay_hot() -> None:
+    """A timed park is never skipped for a spin: the pausers that do not
+    notify have no hot spin."""
+    for kind, make in PAUSERS.items():
+        w: _waiter.WaitState = make()._w  # type: ignore[attr-defined]
+        assert (w.hot_ns > 0) == (kind == "notify"), kind
+
+
+MS_NS = 1_000_000
+
+
 def test_one_wait_loop_in_the_package() -> None:
     """The waiter is the only module that spins, parks or plans steps."""
     pkg = Path(ac.__file__).parent
-    for path in pkg.glob("*.py"):
+    for path in pkg.rglob("*.py"):
         text = path.read_text()
         if path.name in ("_waiter.py", "_native.py"):
             continue

@@ -43,6 +43,7 @@ from .._core._native import (
     NULL_CELL,
     Cell,
     NotifyWatch,
+    Park,
     cas64,
     futex_wait,
     futex_wake,
@@ -53,6 +54,7 @@ from .._core._native import (
     notify_sockname,
     notify_unpark,
     notify_word,
+    park_readable,
 )
 from .._format._mapped import MappedWords
 
@@ -119,7 +121,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _wake(fut: asyncio.Future[None]) -> None:
+def _wake(fut: Park) -> None:
     if not fut.done():
         fut.set_result(None)
 
@@ -139,36 +141,30 @@ class LoopWaker:
         self._fd = sock.fileno()
         self._slot_ptr = notifier.slot_ptr(slot)
         self._parked = notifier.parked
-        #: the parked futures: a wake-up resolves every one of them (and runs
-        #: nothing else: their tasks read, see ``_waiter``)
-        self.futs: set[asyncio.Future[None]] = set()
+        #: the parks in progress: a wake-up ends every one of them and runs
+        #: their tasks' steps right then (native/park.c's park_readable, the
+        #: socket's reader callback, which no task runs in: the tasks read
+        #: and handle what they find, see ``_waiter``)
+        self.futs: set[Park] = set()
         #: until close(): its slot may be armed
         self.open = True
         #: the arguments of a tailer's ``_arm_read`` (native/hot.c), which
         #: arms and looks for data in one call: the parked bits' handle, the
         #: slot, the slot's owner value's address and our ident
         self.arm_args = (handle(self._parked), slot, handle(self._slot_ptr), ident)
-        loop.add_reader(sock.fileno(), self._readable)
+        # a finished Future the parked tasks' wake-ups are handed (they take
+        # the result of an exact Future in C: see native/park.c wake_now);
+        # only the loop's reader holds it (it holds the loop: this object
+        # must not, see the finalizer below)
+        done: asyncio.Future[None] = loop.create_future()
+        done.set_result(None)
+        loop.add_reader(self._fd, park_readable, self._fd, self.futs, done)
         # a loop that is dropped without the queue closing frees its slot
         self._finalizer = weakref.finalize(loop, LoopWaker._drop, sock, self._slot_ptr,
                                            self._parked, slot, ident)
 
-    def _readable(self) -> None:
-        # one datagram a turn: the loop calls again while more are queued
-        try:  # noqa: SIM105 (contextlib.suppress costs a turn of the hot path)
-            os.read(self._fd, 64)
-        except OSError:  # none after all, or closed
-            pass
-        futs = self.futs
-        if futs:
-            # set_result only schedules the waiters' steps: nothing changes
-            # the set while this runs
-            for fut in futs:
-                if not fut.done():
-                    fut.set_result(None)
-            futs.clear()
-
     def _wake_all(self) -> None:
+        # may run in a task (a close): the parks' tasks step from the loop
         futs = [*self.futs]
         self.futs.clear()
         for fut in futs:
@@ -237,7 +233,7 @@ class Notifier:
         #: the parked bits of the owner slots
         self.parked: Cell = self._words.int64(offsets[PARKED_KEY])
         self._cond = threading.Condition()
-        self._waiters: dict[asyncio.Future[None], int] = {}
+        self._waiters: dict[Park, int] = {}
         self._thread: threading.Thread | None = None
         self._wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopWaker | None]
         self._wakers = weakref.WeakKeyDictionary()
@@ -332,7 +328,7 @@ class Notifier:
                 return None
             return notify_arm(self.cell, HORIZON_NS)
 
-    def register(self, fut: asyncio.Future[None], snapshot: int) -> None:
+    def register(self, fut: Park, snapshot: int) -> None:
         """Have ``fut`` resolved (on its loop) once the word differs from ``snapshot``."""
         with self._cond:
             if self._closed:
@@ -345,7 +341,7 @@ class Notifier:
             else:
                 self._cond.notify()
 
-    def unregister(self, fut: asyncio.Future[None]) -> None:
+    def unregister(self, fut: Park) -> None:
         with self._cond:
             self._waiters.pop(fut, None)
 
@@ -373,7 +369,7 @@ class Notifier:
             futex_wait(word, cur, WAIT_SLICE_NS)
 
     @staticmethod
-    def _hand_over(ready: list[asyncio.Future[None]]) -> None:
+    def _hand_over(ready: list[Park]) -> None:
         for fut in ready:
             with contextlib.suppress(RuntimeError):  # its loop is closed
                 fut.get_loop().call_soon_threadsafe(_wake, fut)

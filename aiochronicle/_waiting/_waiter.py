@@ -12,12 +12,14 @@ here.  There is one sync driver, :func:`wait_sync`, and one async driver,
 without a probe.
 
 The drain (``wait_async`` with ``handle``, what ``MethodReader.run()`` waits
-with) has one set of semantics: the loop's wake-up callback only resolves the
-parked futures, every one of that wake-up (it never runs a handler); the
+with) has one set of semantics: a task parks on a Park (native/park.c); the
+loop's wake-up callback ends every park of that wake-up and steps each parked
+task there and then, in its own context (it calls no handler itself); the
 excerpts a wake-up finds are handed to ``handle`` in the task that awaits the
 wait (``asyncio.current_task()`` is that task, its context variables are
 its own), so whatever a handler raises, ``BaseException`` included, leaves
-through that task's ``await`` after every waiter of the wake-up was woken.
+through that task's ``await``, and every other park of the wake-up is still
+ended and its task stepped.
 """
 
 from __future__ import annotations
@@ -35,8 +37,11 @@ from .._core._native import (
     NULL,
     Cell,
     NativeHandle,
+    Park,
     Pointer,
+    end_park,
     futex_wake,
+    new_park,
     new_uint32,
     park_read,
     spin,
@@ -62,6 +67,11 @@ PARK = 2   # sleep for N ns, unless unpaused (or notified) earlier
 MS = 1_000_000
 #: the longest a thread spins before it returns to the interpreter (signals)
 SYNC_SPIN_SLICE = 1 * MS
+#: a notify reader whose last two finds after a wait came less than this apart
+#: (messages arrive faster than a park and its wake-up take) spins this long
+#: before its next park: a wake-up from sleep costs more than the spin, in
+#: latency and in CPU (see WaitState.hot)
+HOT_NS = 30_000
 #: a park timer that fires this close to the park's end ends it (loop timers
 #: have a resolution of 1 ms)
 _TIMER_SLACK_NS = 1 * MS
@@ -74,6 +84,8 @@ _cq_park = park_read
 _cq_futex_wake = futex_wake
 _sched_yield = os.sched_yield
 _running_loop = running_loop
+_new_park = new_park
+_end_park = end_park
 
 #: what a reader reads (an excerpt; the waiter hands it over untouched)
 Excerpt = TypeVar("Excerpt")
@@ -89,7 +101,7 @@ def _sleep0() -> Generator[None, None, None]:
     yield
 
 
-def _wake_future(fut: asyncio.Future[None]) -> None:
+def _wake_future(fut: Park) -> None:
     if not fut.done():
         fut.set_result(None)
 
@@ -99,8 +111,9 @@ class WaitState:
     ``unpause()`` bumps to end a spin or park, the parks in progress, the
     park timer kept across parks, and the plan of the next step."""
 
-    __slots__ = ("due", "notify", "parks", "paused_ns", "plan", "reset", "slice_ns", "stop",
-                 "stop_handle", "sync_word", "timer", "timer_due", "timer_loop")
+    __slots__ = ("due", "found_ns", "hot", "hot_ns", "notify", "parks", "paused_ns", "plan",
+                 "reset", "slice_ns", "stop", "stop_handle", "sync_word", "timer", "timer_due",
+                 "timer_loop")
 
     def __init__(self, plan: Plan, reset: Callable[[], None], slice_ns: int,
                  notify: bool) -> None:
@@ -109,21 +122,40 @@ class WaitState:
         self.reset = reset
         #: the longest a task spins before it gives the loop a turn
         self.slice_ns = slice_ns
+        self.paused_ns = 0
         #: parks may be ended by the queue's notify (``Pauser.notify()``)
         self.notify = notify
-        self.paused_ns = 0
+        # staying hot: a notify reader that found excerpts after two waits in
+        # a row a gap of less than ``hot_ns`` apart spins for twice the gap
+        # (at most ``hot_ns``) before its next park, once: ``hot`` is that
+        # budget (0: park at once), set anew by each find after a wait.  At
+        # rates where a park would end at once, the reader so keeps finding
+        # the next excerpt in the spin rather than in a wake-up from sleep;
+        # at lower rates it parks at once, as before; the end of a burst
+        # costs a spin of twice the burst's gaps.  Timed parks (no notify)
+        # never stay hot: hot_ns is 0.
+        self.hot_ns = HOT_NS if notify else 0
+        self.hot = 0
+        #: when the last excerpt found after a wait was found (ns)
+        self.found_ns = 0
         self.stop: Cell = new_uint32()
         self.stop_handle = native_handle(self.stop)
         # the futures of the parks in progress; unpause() takes a copy from any
         # thread (adding, discarding and copying are each one C call on a set
         # of futures, which hash by identity: no lock needed)
-        self.parks: set[asyncio.Future[None]] = set()
+        self.parks: set[Park] = set()
         # the notify word a thread is parked on (unpause() wakes it too)
         self.sync_word: Cell | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.timer_loop: asyncio.AbstractEventLoop | None = None
         self.timer_due = 0
         self.due = 0
+
+    def set_notify(self, notify: bool) -> None:
+        """Whether the queue's notify may end this waiter's parks
+        (``Pauser.notify()``); only then does it stay hot."""
+        self.notify = notify
+        self.hot_ns = HOT_NS if notify else 0
 
 
 class Probe(Generic[Excerpt]):
@@ -205,6 +237,10 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
             if left <= 0:
                 return None
             kind, ns = w.plan(now, SYNC_SPIN_SLICE, left, None)
+            hot = w.hot if kind == PARK else 0
+            if hot:  # found twice in quick succession: spin before this park
+                w.hot = 0
+                kind, ns = SPIN, min(hot, left)
             forward = probe.spin_reads(reader)
             ex = None
             n = _NONE
@@ -234,6 +270,12 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
                     ex = probe.taken(reader, n)
             ex = probe.finish(reader, n, ex) if n != _NONE else probe.read(reader)
             if ex is not None:
+                if hot or kind == PARK:
+                    now = _mono_ns()
+                    gap = now - w.found_ns
+                    w.found_ns = now
+                    w.hot = 0 if gap >= w.hot_ns else gap + gap if gap + gap < w.hot_ns \
+                        else w.hot_ns
                 return ex
     finally:
         w.paused_ns += _mono_ns() - t0
@@ -298,6 +340,10 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
             elif until is not None and until():
                 return None
             kind, ns = w.plan(now, slice_ns, None, None)
+            hot = w.hot if kind == PARK else 0
+            if hot:  # found twice in quick succession: spin before this park
+                w.hot = 0
+                kind, ns = SPIN, hot
             if kind == SPIN:
                 if guard is None:
                     guard = probe.guard(reader)
@@ -322,6 +368,12 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                 if n != _NONE:
                     ex = probe.finish(reader, n, ex)
                     if ex is not None:
+                        if hot:
+                            now = _mono_ns()
+                            gap = now - w.found_ns
+                            w.found_ns = now
+                            w.hot = 0 if gap >= w.hot_ns else gap + gap \
+                                if gap + gap < w.hot_ns else w.hot_ns
                         return ex
                 await _sleep0()
             elif kind == YIELD:
@@ -355,10 +407,12 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                 if armed:
                     # _park_async on the loop's wake-up, inline (the common
                     # park of a notify reader: one coroutine less per wake-up)
-                    fut = loop.create_future()
+                    # a Park (native/park.c), in the pauser's parks and the
+                    # waker's: its wake-up runs this task's step at once
                     parks = w.parks
                     own = None
                     if parks:  # another task parks on this pauser: a timer of its own
+                        fut = _new_park(loop, parks, futs)
                         own = loop.call_later(ns / 1e9, _wake_future, fut)
                     else:
                         # _retime's common case inline: the kept timer fires first
@@ -367,20 +421,23 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                             w.due = due
                         else:
                             _retime(w, ns, loop)
-                    parks.add(fut)
-                    futs.add(fut)
+                        fut = _new_park(loop, parks, futs)
                     try:
                         await fut
                     finally:
                         if own is not None:
                             own.cancel()
-                        futs.discard(fut)
-                        parks.discard(fut)
+                        _end_park(fut, parks, futs)
                 else:
                     await _park_async(w, ns, notifier if snapshot is not None else None,
                                       snapshot or 0, None, loop)
             ex = probe.read(reader)
             if ex is not None:
+                now = _mono_ns()
+                gap = now - w.found_ns
+                w.found_ns = now
+                w.hot = 0 if gap >= w.hot_ns else gap + gap if gap + gap < w.hot_ns \
+                    else w.hot_ns
                 if handle is None:
                     return ex
                 # the drain: what this wake-up found, handled in this task
@@ -403,7 +460,7 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
 
 
 async def _park_async(w: WaitState, ns: int, notifier: Notifier | None, snapshot: int,
-                      wakers: set[asyncio.Future[None]] | None,
+                      wakers: set[Park] | None,
                       loop: asyncio.AbstractEventLoop | None) -> None:
     """Sleep ``ns`` on ``loop`` (the running loop); ``unpause`` ends it early,
     and so does a notify of the queue, given a notifier (and the futex
@@ -417,7 +474,7 @@ async def _park_async(w: WaitState, ns: int, notifier: Notifier | None, snapshot
     the loop, per wake-up with uvloop)."""
     if loop is None:
         loop = _running_loop()
-    fut: asyncio.Future[None] = loop.create_future()
+    fut = _new_park(loop)
     parks = w.parks
     alone = not parks
     parks.add(fut)
