@@ -1240,3 +1240,53 @@ def test_an_async_handler_awaiting_its_own_reader_raises(queue: ac.Queue) -> Non
     reader = queue.tailer().method_reader(Handler())
     asyncio.run(reader.run(until_end=True))
     assert seen == list("ABCD") and raised == ["aread_one", "run"]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("history", [False, True])
+@pytest.mark.parametrize("outer", ["read_available", "run", "run_parked"])
+def test_stop_in_a_handler_ends_the_batch_after_its_excerpt(
+        queue: ac.Queue, codec: str, history: bool, outer: str) -> None:
+    """stop() from a handler: no handler of a later excerpt runs, also within
+    a batch the reader had already read (run() dispatched the rest of its
+    batch, up to checkpoint_every excerpts, on every codec); the next run()
+    goes on from the excerpt after it, and a stopped reader's read_one()
+    still reads."""
+    w = queue.appender().method_writer(PriceListener, codec=codec)
+    syms = [f"S{k}" for k in range(40)]
+
+    def write_all() -> None:
+        for sym in syms:
+            w.on_price(Price(sym, 1.0, 2.0))
+
+    seen: list[str] = []
+
+    class Handler:
+        def on_price(self, price: Price) -> None:
+            seen.append(price.symbol)
+            if price.symbol in ("S4", "S21"):
+                reader.stop()
+
+    reader = queue.tailer().method_reader(Handler(), history=history)
+
+    async def run_parked() -> int:
+        # run() parks first; the excerpts come in one commit burst while it waits
+        task = asyncio.ensure_future(reader.run())
+        await asyncio.sleep(0.05)
+        write_all()
+        return await asyncio.wait_for(task, 30)
+
+    if outer == "run_parked":
+        first = asyncio.run(run_parked())
+    else:
+        write_all()
+        first = (reader.read_available() if outer == "read_available"
+                 else asyncio.run(reader.run()))
+    assert seen == syms[:5] and first == 5
+    if outer == "read_available":
+        assert reader.read_available() == 17
+    else:
+        assert asyncio.run(reader.run()) == 17
+    assert seen == syms[:22]
+    assert reader.read_one()  # nothing of the stop is left over
+    assert seen == syms[:23]

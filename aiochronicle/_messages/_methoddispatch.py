@@ -171,19 +171,22 @@ class Dispatcher:
         one = end - i == 1
         if one:
             self._pend_i = end
+        # stop(): done[2] set by a handler ends the batch after its excerpt
+        # (the C dispatch checks it after each handler, as these loops do)
+        stop = self._fast_done
         try:
-            while i < end:
+            while i < end and not stop[2]:
                 if native:
                     i = self._dispatch_native(data, o, i, end)
-                    if i >= end:
+                    if i >= end or stop[2]:
                         break
                 if wire:
                     i = self._dispatch_wire_native(data, o, idx, i, end)
-                    if i >= end:
+                    if i >= end or stop[2]:
                         break
                 if common is not None:
                     i = common(data, o, idx, i, end)
-                    if i >= end:
+                    if i >= end or stop[2]:
                         break
                 p = data[o[i]:o[i + 1]]
                 i += 1  # first: an excerpt whose handler raises has been consumed
@@ -283,9 +286,10 @@ class Dispatcher:
         reader does not track history."""
         names, wire_names, wire_ids = self._names, self._wire_names, self._wire_ids
         recording = self._recording
+        stop = self._fast_done
         first, ok = i, 0
         try:
-            while i < end:
+            while i < end and not stop[2]:
                 p = data[off[i]:off[i + 1]]
                 try:
                     b0 = p[0]

@@ -135,7 +135,7 @@ class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
         self._fast_wire_ids = {k: (e.wire_decode, e.wire_fast) for k, e in self._wire_ids.items()
                                if e.wire_fast is not None}
         # [where the last native dispatch got to, how many calls it handled in all]
-        self._fast_done = array("q", [0, 0])
+        self._fast_done = array("q", [0, 0, 0])
         self._read = self._dispatched = self._unknown = self._ignored = self._errors = 0
         self._stopping = False
         # what the waiter's drain left run() (an async handler's awaitable),
@@ -257,14 +257,17 @@ class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
         if self._busy:
             self._reentered()
         self._busy = True
+        self._fast_done[2] = 0  # stop() in a handler ends it after that excerpt
         try:
             return self._read_available(-1 if limit is None else limit)
         finally:
             self._busy = False
+            self._fast_done[2] = 0
 
     def _read_available(self, left: int) -> int:
         n = 0
-        while left:
+        stop = self._fast_done
+        while left and not stop[2]:
             if self._pend_i >= self._pend_n:
                 if not self._batch:
                     ex = self._source.read_nowait()

@@ -113,9 +113,11 @@ class RunLoop(ExcerptTaker, Dispatcher):
             return await self._run(until_end)
         finally:
             self._busy = False
+            self._fast_done[2] = 0
 
     async def _run(self, until_end: bool) -> int:
         self._stopping = False
+        self._fast_done[2] = 0
         every = max(1, self._source.checkpoint_every)
         n = since = 0
         woke = False  # the last excerpt came out of a wait
@@ -196,8 +198,12 @@ class RunLoop(ExcerptTaker, Dispatcher):
             self._done()
 
     def stop(self) -> None:
-        """Make :meth:`run` (and ``async for``) return after the current excerpt."""
+        """Make :meth:`run` (and ``async for``, and ``read_available()`` when a
+        handler of it calls this) return after the current excerpt: no handler
+        of a later excerpt runs, also within a batch."""
         self._stopping = True
+        if self._busy:  # in run() or read_available(), which clear it when they end
+            self._fast_done[2] = 1  # the batch dispatch stops after this handler
         self._source.pauser.unpause()  # ends a wait in progress (from any thread)
 
     def __aiter__(self) -> AsyncIterator[MethodCall]:
