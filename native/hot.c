@@ -1742,7 +1742,33 @@ static PyTypeObject HotReaderType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* _hot_after(found, hot_ns) -> int: a notify waiter's spin budget after it
+ * found an excerpt after a wait (aiochronicle/_waiting/_waiter.py, WaitState):
+ * the gap since the last such find (*found, monotonic ns, then set to now)
+ * doubled and capped at hot_ns, or 0 (park at once) when the gap is hot_ns or
+ * more.  One clock read and no Python arithmetic, once per wake-up. */
+static PyObject *hot_after(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 2 || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "_hot_after(found: NativeHandle, hot_ns: int)");
+        return NULL;
+    }
+    int64_t *found = (int64_t *)handle_pointer(args[0], HANDLE_I64, "_hot_after");
+    if (found == NULL) return NULL;
+    long long hot = PyLong_AsLongLong(args[1]);
+    if (hot == -1 && PyErr_Occurred()) return NULL;
+    int64_t now = hc_now();
+    int64_t gap = now - *found;
+    *found = now;
+    if (gap < 0 || gap >= hot) return PyLong_FromLong(0);
+    return PyLong_FromLongLong(gap < hot / 2 ? 2 * gap : hot);
+}
+
 static PyMethodDef module_methods[] = {
+    {"_hot_after", (PyCFunction)(void (*)(void))hot_after, METH_FASTCALL,
+     "_hot_after(found, hot_ns) -> int\n--\n\nA notify waiter's spin budget after a find: "
+     "twice the gap since the last find (found: an int64_t handle of monotonic ns, set to now), "
+     "at most hot_ns; 0 from a gap of hot_ns on."},
     {"_dispatch_mp", (PyCFunction)(void (*)(void))dispatch_mp, METH_FASTCALL,
      "Dispatch the common msgpack method calls of a batch (see native/hot.c)."},
     {"_dispatch_wire", (PyCFunction)(void (*)(void))dispatch_wire, METH_FASTCALL,

@@ -271,7 +271,7 @@ def _hot(p: ac.Pauser, hot_ns: int) -> _waiter.WaitState:
     """Mark ``p``'s waiter hot, as two quick finds in a row do, spinning
     ``hot_ns`` (long here, so that the test sees which way it went)."""
     w: _waiter.WaitState = p._w  # type: ignore[attr-defined]
-    w.hot, w.hot_ns, w.found_ns = hot_ns, hot_ns, time.monotonic_ns()
+    w.hot, w.hot_ns, w.found[0] = hot_ns, hot_ns, time.monotonic_ns()
     return w
 
 
@@ -340,6 +340,28 @@ def test_a_close_ends_a_hot_spin(queue: ac.Queue, driver: str) -> None:
         _read_on(driver, t)
     th.join(30)
     assert time.monotonic() - t0 < 30  # not the 60 s spin
+
+
+def test_the_hot_budget_is_twice_the_gap_up_to_hot_ns() -> None:
+    """native/hot.c's _hot_after: the gap since the last find, doubled, at
+    most hot_ns; 0 from a gap of hot_ns on; each call is the next gap's start."""
+    from aiochronicle._core._native import handle, hot_after, new_int64, new_uint32
+    found = new_int64(0)
+    h = handle(found)
+    assert hot_after(h, 30_000) == 0  # the first find: no gap known
+    assert time.monotonic_ns() - found[0] < 10**9  # set to now, on Python's clock
+    budget = hot_after(h, 10**9)  # a gap of microseconds, at most a second away
+    assert 0 < budget < 10**9
+    found[0] -= 10**8  # 0.1 s ago
+    assert 2 * 10**8 <= hot_after(h, 10**9) < 3 * 10**8
+    found[0] -= 10**8
+    assert hot_after(h, 15 * 10**7) == 15 * 10**7  # capped
+    found[0] -= 10**9
+    assert hot_after(h, 10**9) == 0  # cold
+    with pytest.raises(TypeError):
+        hot_after(handle(new_uint32()), 1)  # not an int64 cell
+    with pytest.raises(TypeError):
+        hot_after(h, "1")  # type: ignore[arg-type]
 
 
 def test_only_notify_readers_stay_hot() -> None:

@@ -120,6 +120,7 @@ try:
     from ._hot import _dispatch_mp as dispatch_mp
     from ._hot import _dispatch_one as dispatch_one
     from ._hot import _dispatch_wire as dispatch_wire
+    from ._hot import _hot_after as hot_after
     from ._hot import handle as _make_handle
     from ._hot import version as _hot_version
 except ImportError as exc:  # pragma: no cover - depends on the build
@@ -532,6 +533,7 @@ __all__ = [
     "error",
     "ffi",
     "hold",
+    "hot_after",
     "lib",
     "new_park",
     "outgoing_history",

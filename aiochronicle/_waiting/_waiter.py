@@ -41,6 +41,8 @@ from .._core._native import (
     Pointer,
     end_park,
     futex_wake,
+    hot_after,
+    new_int64,
     new_park,
     new_uint32,
     park_read,
@@ -85,6 +87,7 @@ _cq_futex_wake = futex_wake
 _sched_yield = os.sched_yield
 _running_loop = running_loop
 _new_park = new_park
+_hot_after = hot_after
 _end_park = end_park
 
 #: what a reader reads (an excerpt; the waiter hands it over untouched)
@@ -111,9 +114,9 @@ class WaitState:
     ``unpause()`` bumps to end a spin or park, the parks in progress, the
     park timer kept across parks, and the plan of the next step."""
 
-    __slots__ = ("due", "found_ns", "hot", "hot_ns", "notify", "parks", "paused_ns", "plan",
-                 "reset", "slice_ns", "stop", "stop_handle", "sync_word", "timer", "timer_due",
-                 "timer_loop")
+    __slots__ = ("due", "found", "found_handle", "hot", "hot_ns", "notify", "parks",
+                 "paused_ns", "plan", "reset", "slice_ns", "stop", "stop_handle", "sync_word",
+                 "timer", "timer_due", "timer_loop")
 
     def __init__(self, plan: Plan, reset: Callable[[], None], slice_ns: int,
                  notify: bool) -> None:
@@ -136,8 +139,10 @@ class WaitState:
         # never stay hot: hot_ns is 0.
         self.hot_ns = HOT_NS if notify else 0
         self.hot = 0
-        #: when the last excerpt found after a wait was found (ns)
-        self.found_ns = 0
+        #: when the last excerpt found after a wait was found (monotonic ns;
+        #: native/hot.c's _hot_after reads and sets it)
+        self.found: Cell = new_int64(0)
+        self.found_handle = native_handle(self.found)
         self.stop: Cell = new_uint32()
         self.stop_handle = native_handle(self.stop)
         # the futures of the parks in progress; unpause() takes a copy from any
@@ -271,11 +276,7 @@ def wait_sync(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = None,
             ex = probe.finish(reader, n, ex) if n != _NONE else probe.read(reader)
             if ex is not None:
                 if hot or kind == PARK:
-                    now = _mono_ns()
-                    gap = now - w.found_ns
-                    w.found_ns = now
-                    w.hot = 0 if gap >= w.hot_ns else gap + gap if gap + gap < w.hot_ns \
-                        else w.hot_ns
+                    w.hot = _hot_after(w.found_handle, w.hot_ns)
                 return ex
     finally:
         w.paused_ns += _mono_ns() - t0
@@ -369,11 +370,7 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                     ex = probe.finish(reader, n, ex)
                     if ex is not None:
                         if hot:
-                            now = _mono_ns()
-                            gap = now - w.found_ns
-                            w.found_ns = now
-                            w.hot = 0 if gap >= w.hot_ns else gap + gap \
-                                if gap + gap < w.hot_ns else w.hot_ns
+                            w.hot = _hot_after(w.found_handle, w.hot_ns)
                         return ex
                 await _sleep0()
             elif kind == YIELD:
@@ -433,11 +430,7 @@ async def wait_async(w: WaitState, probe: Probe[Excerpt] | None, reader: Any = N
                                       snapshot or 0, None, loop)
             ex = probe.read(reader)
             if ex is not None:
-                now = _mono_ns()
-                gap = now - w.found_ns
-                w.found_ns = now
-                w.hot = 0 if gap >= w.hot_ns else gap + gap if gap + gap < w.hot_ns \
-                    else w.hot_ns
+                w.hot = _hot_after(w.found_handle, w.hot_ns)
                 if handle is None:
                     return ex
                 # the drain: what this wake-up found, handled in this task
