@@ -175,8 +175,8 @@ class Pauser:
         a park that ends on its timer wakes the loop for nothing.
 
         It stays hot while excerpts come faster than a wake-up from sleep
-        takes: after two excerpts found less than 30 µs apart, each after a
-        wait, it spins twice that gap (at most 30 µs) before it parks again.
+        takes: after two excerpts found less than 15 µs apart, each after a
+        wait, it spins twice that gap (at most 15 µs) before it parks again.
 
         Outside a tailer it parks as :meth:`sleepy` does.
         """

@@ -70,10 +70,12 @@ MS = 1_000_000
 #: the longest a thread spins before it returns to the interpreter (signals)
 SYNC_SPIN_SLICE = 1 * MS
 #: a notify reader whose last two finds after a wait came less than this apart
-#: (messages arrive faster than a park and its wake-up take) spins this long
-#: before its next park: a wake-up from sleep costs more than the spin, in
-#: latency and in CPU (see WaitState.hot)
-HOT_NS = 30_000
+#: (messages arrive faster than a park and its wake-up take) spins twice that
+#: gap, at most this long, before its next park: about what a wake-up from
+#: sleep costs here, so a spin that finds nothing costs at most about the
+#: park after it (see WaitState.hot; 30 µs cost the bursty pipeline of
+#: bench/pipeline.py 3-4% more CPU, 15 µs nothing measurable)
+HOT_NS = 15_000
 #: a park timer that fires this close to the park's end ends it (loop timers
 #: have a resolution of 1 ms)
 _TIMER_SLACK_NS = 1 * MS
