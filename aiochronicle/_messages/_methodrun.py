@@ -38,6 +38,7 @@ class RunLoop(ExcerptTaker, Dispatcher):
 
     _held: Awaitable[None] | Exception | None
     _held_n: int
+    _handed: bool  # a wake-up found a burst: the drain handed the rest to run()
     _busy: bool  # in a batch read: read_available(), run() (HotReader's, native/hot.c)
 
     if TYPE_CHECKING:
@@ -69,14 +70,19 @@ class RunLoop(ExcerptTaker, Dispatcher):
         """:meth:`run`'s handling of the excerpts a wake-up finds (the waiter's
         drain, ``_waiter.wait_async``; in :meth:`run`'s task): False when
         :meth:`run` must take over (an async handler's awaitable is held for
-        it, or the reader is stopped).  What a handler raises leaves through
-        :meth:`run`."""
+        it, the reader is stopped, or the wake-up found a burst: from its
+        second excerpt on, a batch reader's :meth:`run` reads the rest in
+        batches, dispatched in C, rather than one excerpt per call here).
+        What a handler raises leaves through :meth:`run`."""
         self._held_n += 1
         r = self.process(ex.payload, ex.index)
         if r is not None:
             self._held = r
             return False
         self._done()
+        if self._held_n >= 2 and self._batch:
+            self._handed = True
+            return False
         return not self._stopping
 
     async def _wait(self) -> tuple[bytes | memoryview, int] | None:
@@ -137,8 +143,12 @@ class RunLoop(ExcerptTaker, Dispatcher):
                 n += k
                 since += k
                 if r is not None:
-                    await r
-                self._done()
+                    # held, as the drain's: a cancellation that lands before
+                    # it runs leaves it to the next run() (nothing lost)
+                    self._held = r
+                    await self._take_held()
+                else:
+                    self._done()
             else:
                 # after a wake-up, one look (a C call) before a batch read: a
                 # lone excerpt is the common case; in batches the refill just
@@ -161,6 +171,10 @@ class RunLoop(ExcerptTaker, Dispatcher):
                         n += self._held_n
                         self._held_n = 0
                     if ex is None:
+                        if self._handed:  # a burst: on in batches
+                            self._handed = False
+                            since = 0
+                            continue
                         if self._held is None:
                             break
                         await self._take_held()
@@ -173,8 +187,10 @@ class RunLoop(ExcerptTaker, Dispatcher):
                 n += 1
                 since += 1
                 if r is not None:
-                    await r
-                self._done()
+                    self._held = r
+                    await self._take_held()
+                else:
+                    self._done()
             if since >= every:
                 since = 0
                 await asyncio.sleep(0)
@@ -187,8 +203,8 @@ class RunLoop(ExcerptTaker, Dispatcher):
         held = self._held
         task = asyncio.current_task()
         if held is not None and task is not None and task.cancelling():
-            # a handler cancelled run() (in the drain): the cancellation lands
-            # here, the awaitable still held for the next run()
+            # a handler cancelled run(): the cancellation lands here, the
+            # awaitable still held for the next run()
             await asyncio.sleep(0)
         self._held = None
         if isinstance(held, Exception):
