@@ -1290,3 +1290,35 @@ def test_stop_in_a_handler_ends_the_batch_after_its_excerpt(
     assert seen == syms[:22]
     assert reader.read_one()  # nothing of the stop is left over
     assert seen == syms[:23]
+
+
+def test_run_cancelled_on_its_batch_path_keeps_the_async_call(
+        queue: ac.Queue, run: Callable[[Awaitable[Any]], Any]) -> None:
+    """run() over excerpts already there (its batch path), cancelled by a
+    handler: the next async handler's call is held for the next run(), not
+    started and cancelled at its first await (it was lost)."""
+    w = queue.appender().method_writer(PriceListener)
+    for sym in "ABCDE":
+        w.on_price(Price(sym, 1.0, 2.0))
+    seen: list[str] = []
+
+    async def main() -> None:
+        class Handler:
+            async def on_price(self, price: Price) -> None:
+                if price.symbol == "B":
+                    task.cancel()  # lands at run()'s next await, after this call
+                else:
+                    await asyncio.sleep(0)
+                seen.append(price.symbol)
+
+        reader = queue.tailer().method_reader(Handler())
+        task = asyncio.create_task(reader.run(until_end=True))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert seen == ["A", "B"]
+        # C's held call is finished first; run() counts what it read itself (D, E),
+        # as after a cancellation in the drain
+        assert await reader.run(until_end=True) == 2
+        assert seen == ["A", "B", "C", "D", "E"]
+
+    run(main())

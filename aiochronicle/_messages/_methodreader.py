@@ -65,7 +65,7 @@ class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
     # slots: attribute reads on a subclass of a C type without them take
     # CPython's generic path (measured 10% of a BinaryWire read_one())
     __slots__ = ("__dict__", "__weakref__", "_batch", "_batch_bytes", "_batch_count", "_by_id",
-                 "_by_name", "_chain_cache", "_common_at", "_dispatched", "_errors", "_handed",
+                 "_by_name", "_chain_cache", "_common_at", "_dispatched", "_errors",
                  "_has_async", "_held", "_held_n", "_history", "_ignored", "_interfaces", "_last",
                  "_mp", "_named", "_names", "_read", "_reader_filter", "_recording", "_source",
                  "_source_id", "_stopping", "_track", "_unknown", "_wire_ids", "_wire_names",
@@ -142,7 +142,6 @@ class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
         # and how many excerpts it handled
         self._held: Awaitable[None] | Exception | None = None
         self._held_n = 0
-        self._handed = False
         self._last: tuple[str, tuple[Any, ...], Incoming | None] | None = None
         self._recording = False  # keep _last (for async iteration)
         # an unnamed forward tailer is read ahead in batches (see the class doc)

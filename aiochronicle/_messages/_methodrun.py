@@ -38,7 +38,6 @@ class RunLoop(ExcerptTaker, Dispatcher):
 
     _held: Awaitable[None] | Exception | None
     _held_n: int
-    _handed: bool  # a wake-up found a burst: the drain handed the rest to run()
     _busy: bool  # in a batch read: read_available(), run() (HotReader's, native/hot.c)
 
     if TYPE_CHECKING:
@@ -70,19 +69,14 @@ class RunLoop(ExcerptTaker, Dispatcher):
         """:meth:`run`'s handling of the excerpts a wake-up finds (the waiter's
         drain, ``_waiter.wait_async``; in :meth:`run`'s task): False when
         :meth:`run` must take over (an async handler's awaitable is held for
-        it, the reader is stopped, or the wake-up found a burst: from its
-        second excerpt on, a batch reader's :meth:`run` reads the rest in
-        batches, dispatched in C, rather than one excerpt per call here).
-        What a handler raises leaves through :meth:`run`."""
+        it, or the reader is stopped).  What a handler raises leaves through
+        :meth:`run`."""
         self._held_n += 1
         r = self.process(ex.payload, ex.index)
         if r is not None:
             self._held = r
             return False
         self._done()
-        if self._held_n >= 2 and self._batch:
-            self._handed = True
-            return False
         return not self._stopping
 
     async def _wait(self) -> tuple[bytes | memoryview, int] | None:
@@ -171,10 +165,6 @@ class RunLoop(ExcerptTaker, Dispatcher):
                         n += self._held_n
                         self._held_n = 0
                     if ex is None:
-                        if self._handed:  # a burst: on in batches
-                            self._handed = False
-                            since = 0
-                            continue
                         if self._held is None:
                             break
                         await self._take_held()
