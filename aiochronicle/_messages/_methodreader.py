@@ -257,12 +257,11 @@ class MethodReader(RunLoop, ExcerptTaker, Dispatcher, HotReader):
         if self._busy:
             self._reentered()
         self._busy = True
-        self._fast_done[2] = 0  # stop() in a handler ends it after that excerpt
         try:
             return self._read_available(-1 if limit is None else limit)
         finally:
             self._busy = False
-            self._fast_done[2] = 0
+            self._fast_done[2] = 0  # set by a stop() in one of its handlers
 
     def _read_available(self, left: int) -> int:
         n = 0

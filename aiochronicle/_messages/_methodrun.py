@@ -117,7 +117,6 @@ class RunLoop(ExcerptTaker, Dispatcher):
 
     async def _run(self, until_end: bool) -> int:
         self._stopping = False
-        self._fast_done[2] = 0
         every = max(1, self._source.checkpoint_every)
         n = since = 0
         woke = False  # the last excerpt came out of a wait

@@ -129,9 +129,9 @@ class WaitState:
         self.slice_ns = slice_ns
         self.paused_ns = 0
         #: parks may be ended by the queue's notify (``Pauser.notify()``)
-        self.notify = notify
-        # staying hot: a notify reader that found excerpts after two waits in
-        # a row a gap of less than ``hot_ns`` apart spins for twice the gap
+        self.notify = False
+        # staying hot: a notify reader whose last two finds after a wait came
+        # less than ``hot_ns`` apart spins for twice that gap
         # (at most ``hot_ns``) before its next park, once: ``hot`` is that
         # budget (0: park at once), set anew by each find after a wait.  At
         # rates where a park would end at once, the reader so keeps finding
@@ -139,7 +139,8 @@ class WaitState:
         # at lower rates it parks at once, as before; the end of a burst
         # costs a spin of twice the burst's gaps.  Timed parks (no notify)
         # never stay hot: hot_ns is 0.
-        self.hot_ns = HOT_NS if notify else 0
+        self.hot_ns = 0
+        self.set_notify(notify)
         self.hot = 0
         #: when the last excerpt found after a wait was found (monotonic ns;
         #: native/hot.c's _hot_after reads and sets it)
