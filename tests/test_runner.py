@@ -298,8 +298,10 @@ def killed_run(request: pytest.FixtureRequest,
             with ac.open_queue(str(queues / "orders"), read_only=True) as oq:
                 while (oq.last_index or 0) == 0:
                     oq.tailer().read_nowait()  # handshake: the strategy has written
-            os.kill(pid, signal.SIGKILL)
+            # the log's length before the kill: with a standby process ready, the
+            # runner logs the restart within microseconds of the kill
             at = len(log.lines)
+            os.kill(pid, signal.SIGKILL)
             new_pid = int(log.wait_for(r"started strategy \(pid (\d+)\)", at).group(1))
             assert new_pid != pid
             for first in bursts[half:]:
