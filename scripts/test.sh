@@ -12,7 +12,9 @@
 #      the install decides (packaging, the console script, the native modules as
 #      shipped, the jar and Spark registration, the package metadata, the names and
 #      types shipped): its INSTALL_TESTS.  The rest ran in 2
-#      on the same sources; `scripts/test_installed.py --whole-suite` runs them all again.
+#      on the same sources, and so did these but the Spark registration's (a Spark
+#      of its own per test: run once, against the wheel);
+#      `scripts/test_installed.py --whole-suite` runs them all again.
 #      The wheel is built beside ruff and mypy, then installed and tested beside
 #      pass 2, as is the portable build (scripts/test_portable.sh), both niced.
 set -euo pipefail
@@ -137,7 +139,12 @@ fg wheel
 bg installed "${SIDE_RUN[@]}" bash -c '.venv/bin/python scripts/test_installed.py --install \
   && exec .venv/bin/python scripts/test_installed.py --built -q "$@"' _ "${SIDE[@]}"
 bg portable "${SIDE_RUN[@]}" bash scripts/test_portable.sh "${SIDE[@]}"
-.venv/bin/python -m pytest "${XDIST[@]}" --durations=25 "$@"
+# the Spark registration's tests run against the installed wheel only (above, its
+# INSTALL_TESTS): each is a user's process with a Spark of its own, and what they
+# test is the jar and the module the install carries (a checkout's editable install
+# has them too: `pytest tests/spark/test_spark_register.py` runs them there)
+.venv/bin/python -m pytest "${XDIST[@]}" --durations=25 \
+  --ignore tests/spark/test_spark_register.py "$@"
 step "the suite passed against the checkout"
 fg installed
 fg portable
