@@ -1488,32 +1488,28 @@ static PyObject *dispatch_wire(PyObject *mod, PyObject *const *args, Py_ssize_t 
     return result;
 }
 
-/* _dispatch_one(payload, index, fast, source_id, names, ids) -> bool
+/* _dispatch_one(payload, index, fast, source_id, names, ids[, mode]) -> bool
  *
- * One excerpt of a reader that tracks message history, as _dispatch_mp
- * with indices (or _dispatch_wire, with ``names`` and ``ids``) dispatches
- * each: True when it was a common call and its
- * handler was called (what the handler raises propagates), False when it
- * is for Python's path (nothing was called). */
+ * One excerpt, as _dispatch_mp with indices (or _dispatch_wire, with
+ * ``names`` and ``ids``) dispatches each, with the reader's TRACK_* mode
+ * (default TRACK_ALWAYS: a reader tracking history): True when it was a
+ * common call and its handler was called (what the handler raises
+ * propagates), False when it is for Python's path (nothing was called). */
 static PyObject *dispatch_one(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6 || !PyDict_Check(args[4]) || !PyDict_Check(args[5])) {
+    if ((nargs != 6 && nargs != 7) || !PyDict_Check(args[2]) || !PyDict_Check(args[4]) ||
+        !PyDict_Check(args[5])) {
         PyErr_SetString(PyExc_TypeError,
-                        "_dispatch_one(payload, index, fast, source_id, names, ids)");
+                        "_dispatch_one(payload, index, fast, source_id, names, ids[, mode]): "
+                        "fast, names and ids are dicts");
         return NULL;
     }
     long long index = PyLong_AsLongLong(args[1]);
     if (index == -1 && PyErr_Occurred()) return NULL;
-    long sid = PyLong_AsLong(args[3]);
-    if (sid == -1 && PyErr_Occurred()) return NULL;
-    if (!PyDict_Check(args[2]) || sid < INT32_MIN || sid > INT32_MAX || !hc_ready()) {
-        PyErr_SetString(PyExc_ValueError,
-                        "_dispatch_one: fast is a dict, a sourceId an int32 (and history "
-                        "registered)");
-        return NULL;
-    }
+    PyObject *const targs[2] = {args[3], nargs == 7 ? args[6] : NULL};
+    mp_track track = {0, (int64_t)index, TRACK_ALWAYS};
+    if (track_args(targs, nargs == 7 ? 2 : 1, &track) < 0) return NULL;
     Py_buffer data;
     if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
-    mp_track track = {(int32_t)sid, (int64_t)index, TRACK_ALWAYS};
     PyObject *last_key = NULL, *last_entry = NULL;
     int64_t out[2] = {0, 0};
     int r = mp_call((const uint8_t *)data.buf, (int64_t)data.len, args[2], &last_key,
@@ -1774,7 +1770,7 @@ static PyMethodDef module_methods[] = {
     {"_dispatch_wire", (PyCFunction)(void (*)(void))dispatch_wire, METH_FASTCALL,
      "Dispatch the common BinaryWire calls of a batch, tracking history (see native/hot.c)."},
     {"_dispatch_one", (PyCFunction)(void (*)(void))dispatch_one, METH_FASTCALL,
-     "Dispatch one common msgpack call of a reader tracking history (see native/hot.c)."},
+     "Dispatch one common msgpack or BinaryWire call (see native/hot.c)."},
     {"set_excerpt_type", set_excerpt_type, METH_O, "Register aiochronicle.Excerpt."},
     {"handle", (PyCFunction)(void (*)(void))make_handle, METH_FASTCALL,
      "handle(buffer, ctype) -> NativeHandle\n--\n\nThe memory a writable buffer of exactly one "

@@ -311,21 +311,30 @@ def test_damaged_histories_get_the_python_errors(tmp_path: Path, codec: str) -> 
     assert kinds.count("error") >= 7
 
 
+@pytest.mark.parametrize("history", [True, None, False])
 @pytest.mark.parametrize("codec", ["msgpack", "binary_wire"])
-def test_random_corruption_same_outcome(tmp_path: Path, codec: str) -> None:
+def test_random_corruption_same_outcome(tmp_path: Path, codec: str,
+                                        history: bool | None) -> None:
     """Random byte damage anywhere in history calls: the C path (one excerpt,
     then Python for what it declines) and the Python path alone agree on
-    every excerpt: the same call and history, or the same named error."""
+    every excerpt: the same call and history, or the same named error; for a
+    reader tracking every history, only the carried ones (``None``), or none."""
     rnd = random.Random(11)
     payloads = []
     for i in range(400):
         raw = raw_history(rnd.randrange(0, 4), rnd.randrange(0, 5), rnd)
+        plain = rnd.random() < 0.3  # a call without a history
         if codec == "msgpack":
-            p = bytearray(MP_ENC.encode((msgspec.msgpack.Ext(HISTORY_EXT, raw), "on_tick",
+            p = bytearray(MP_ENC.encode(("on_tick", Tick("S", 1.5, i)) if plain else
+                                        (msgspec.msgpack.Ext(HISTORY_EXT, raw), "on_tick",
                                          Tick("S", 1.5, i))))
         else:
-            p = bytearray(wire_call(ac.MessageHistory.from_bytes(raw).wire_bytes(),
+            p = bytearray(wire_call(b"" if plain else
+                                    ac.MessageHistory.from_bytes(raw).wire_bytes(),
                                     Tick("S", 1.5, i)))
+        if plain and rnd.random() < 0.5:  # half of them intact
+            payloads.append(bytes(p))
+            continue
         for _ in range(rnd.randrange(1, 4)):
             k = rnd.randrange(len(p))
             p[k] = rnd.randrange(256) if rnd.random() < 0.5 else p[k] ^ (1 << rnd.randrange(8))
@@ -336,7 +345,7 @@ def test_random_corruption_same_outcome(tmp_path: Path, codec: str) -> None:
     for native in (True, False):
         rec = Recorder()
         with ac.open_queue(tmp_path / f"r-{native}") as q:
-            reader = q.tailer().method_reader(rec, history=True, on_error=rec.error)
+            reader = q.tailer().method_reader(rec, history=history, on_error=rec.error)
             for i, p in enumerate(payloads):
                 if native:
                     reader.process(p, i)

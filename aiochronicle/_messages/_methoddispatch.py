@@ -207,16 +207,22 @@ class Dispatcher:
         and call the handlers, as :meth:`read_one` does for the next excerpt;
         returns an awaitable when async handlers remain to be awaited.  For a
         payload read some other way (a batch, a Spark partition)."""
-        if self._track:
+        if not self._recording and (self._fast_mp or self._fast_wire_names
+                                    or self._fast_wire_ids):
+            # the common calls in C, as a batch's (native/hot.c)
+            self._read += 1  # (counted before its handler runs, as _call does)
+            self._dispatched += 1
+            if dispatch_one(p, idx, self._fast_mp, self._source_id, self._fast_wire_names,
+                            self._fast_wire_ids, self._track_mode()):
+                return None
+            self._dispatched -= 1
+            if self._track:
+                return self._process_general(p, idx)
+            self._read -= 1
+        elif self._track:
             self._read += 1
-            if not self._recording and (self._fast_mp or self._fast_wire_names
-                                        or self._fast_wire_ids):
-                self._dispatched += 1  # (counted before its handler runs, as _call does)
-                if dispatch_one(p, idx, self._fast_mp, self._source_id, self._fast_wire_names,
-                                self._fast_wire_ids):
-                    return None
-                self._dispatched -= 1
             return self._process_general(p, idx)
+        # what C declined, or a reader recording its calls (async for)
         if self._dispatch_common(p, (0, len(p)), (idx,), 0, 1):
             return None
         self._read += 1
