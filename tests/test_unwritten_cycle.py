@@ -181,3 +181,19 @@ def test_check_and_repair_tell_a_pending_file_from_a_dead_one(tmp_path: Path) ->
     assert cli("check", str(qdir)).returncode == 0
     with ac.open_queue(qdir) as q:
         assert [ex.payload for ex in q.tailer()] == expected(range(2))
+
+
+def test_check_reports_a_dead_file_whatever_its_age_at_the_second_look(tmp_path: Path) -> None:
+    """``check`` looks at a live queue's last cycle twice, 20 ms apart, and
+    reports what both looks found: a file left without its header is one
+    finding, though its age (in the message) has moved on by the second
+    look.  The file's age steps through a second in 20 ms steps, so that at
+    one of them the two looks straddle a change of the whole second shown."""
+    qdir = tmp_path / "q"
+    files = make_queue(qdir)
+    unwrite(files[-1], age=3600)
+    for k in range(50):
+        t = time.time() - 3600 - k * 0.02
+        os.utime(files[-1], (t, t))
+        found = {(f.kind, Path(f.path).name) for f in ac.check_queue(str(qdir))}
+        assert ("unfinished-file", files[-1].name) in found, (k, found)

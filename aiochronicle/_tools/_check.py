@@ -702,16 +702,30 @@ def run_check(files: Cycles, progress: Progress | None, live: bool = True) -> li
         found = _check_cycle(files, cyc, p, n >= last, prog, live)
         if found and n >= last and live:
             # a live appender may have been between its commit and its writePosition or
-            # index update: keep only what is still there a moment later
+            # index update: keep only what is still there a moment later (as it is then)
             time.sleep(0.02)
-            again = {(f.kind, f.offset, f.message)
-                     for f in _check_cycle(files, cyc, p, True, None, live)}
-            found = [f for f in found if (f.kind, f.offset, f.message) in again]
+            first = {_lasting(f) for f in found}
+            found = [f for f in _check_cycle(files, cyc, p, True, None, live)
+                     if _lasting(f) in first]
         findings += found
         done += sizes[n]
     if progress is not None:
         progress(total, total)
     return findings
+
+
+#: the findings of a file whose header is not written yet, whose messages give
+#: its age (which a second look finds a second older, or past the timeout)
+_UNWRITTEN_KINDS = frozenset({"pending-file", "unfinished-file"})
+
+
+def _lasting(f: CheckFinding) -> tuple[str, str, int | None, str]:
+    """What a finding of a live queue's last cycle must still be a moment later
+    to be reported: the same finding, or, for a file without its header, that
+    file still without it (its age moved on meanwhile)."""
+    if f.kind in _UNWRITTEN_KINDS:
+        return ("unwritten", f.path, 0, "")
+    return (f.kind, f.path, f.offset, f.message)
 
 
 def open_for_check(path: str) -> Queue:
