@@ -8,7 +8,12 @@ import contextlib
 import multiprocessing as mp
 import os
 import random
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +25,14 @@ from workers import append_when_parked, parked
 
 import aiochronicle as ac
 from aiochronicle._objects._queue import cycles_of
-from aiochronicle._waiting._notify import PARKED_KEY, SLOTS, _sockname, notifier_for, slot_key
+from aiochronicle._waiting._notify import (
+    PARKED_KEY,
+    SLOTS,
+    _sockname,
+    notifier_for,
+    slot_key,
+    sweep_stale_names,
+)
 
 T = TypeVar("T")
 Run = Callable[..., T]
@@ -665,3 +677,62 @@ def test_apause_unpause_and_timeout(run: Run[None]) -> None:
         assert time.monotonic() - t0 < 5
 
     run(main())
+
+
+def test_a_sweep_removes_only_the_socket_files_nobody_is_bound_to() -> None:
+    """Where socket names are paths (the portable build), a process killed after
+    its queue was deleted leaves a file no slot names: the sweep removes the
+    socket files of its prefix with no socket bound, and nothing else."""
+    folder = tempfile.mkdtemp(prefix="acs", dir="/tmp")  # short: sun_path is 108 bytes
+    try:
+        dead, live_name = os.path.join(folder, "p.1"), os.path.join(folder, "p.2")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.bind(dead)  # closed: its owner is gone, the file stays
+        live = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        live.bind(live_name)
+        other = os.path.join(folder, "q.1")  # another prefix
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.bind(other)
+        plain = os.path.join(folder, "p.3")  # not a socket
+        Path(plain).write_bytes(b"x")
+        try:
+            assert sweep_stale_names(folder, "p.") == 1
+            assert sorted(os.listdir(folder)) == ["p.2", "p.3", "q.1"]
+            live.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                live.recv(1)  # the look at the live name sent it nothing
+            assert sweep_stale_names(folder, "p.") == 0
+        finally:
+            live.close()
+        assert sweep_stale_names(folder, "p.") == 1  # its socket closed now
+        assert sorted(os.listdir(folder)) == ["p.3", "q.1"]
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_the_first_loop_of_a_process_sweeps_dead_owners_files(tmp_path: Path) -> None:
+    """A process's first notify park sweeps the names of owners that died with
+    no slot left naming them: where names are paths, their files go (an owner
+    alive keeps its own); where they are abstract, nothing is there to sweep."""
+    ident = (random.getrandbits(31) + 1) << 32 | (1 << 22) + 7
+    name = _sockname(ident)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.bind(name)  # a dead owner of a queue deleted since
+    # a park of 1 s, cut short after 50 ms: its claim (and the sweep) came first
+    code = textwrap.dedent("""
+        import asyncio, sys
+        import aiochronicle as ac
+        async def main():
+            async with ac.open_queue(sys.argv[1]) as q:
+                t = q.tailer(pauser=ac.Pauser.notify(min_park=1000, max_park=1000))
+                try:
+                    await asyncio.wait_for(t.read(), 0.05)
+                except TimeoutError:
+                    pass
+        asyncio.run(main())
+        """)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "q")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    if not name.startswith(b"\0"):
+        assert not os.path.exists(name)

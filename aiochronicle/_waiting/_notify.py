@@ -33,6 +33,7 @@ import contextlib
 import os
 import secrets
 import socket
+import stat
 import threading
 import weakref
 from typing import TYPE_CHECKING
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
     from .._format._tablestore import TableStore
 
 __all__ = ["NOTIFY_KEY", "PARKED_KEY", "SLOTS", "LoopWaker", "Notifier", "close_notifier",
-           "notifier_for", "notify_watch", "running_loop", "slot_key"]
+           "notifier_for", "notify_watch", "running_loop", "slot_key", "sweep_stale_names"]
 
 #: the running event loop (each call costs a getpid() system call in CPython)
 running_loop = asyncio.get_running_loop
@@ -94,6 +95,65 @@ def _unlink_sockname(ident: int) -> None:
     if not name.startswith(b"\0"):
         with contextlib.suppress(OSError):
             os.unlink(name)
+
+#: the most entries of the socket names' directory one sweep looks at
+SWEEP_MAX = 4096
+#: the process whose sweep ran (once a process: a fork sweeps again)
+_swept_by = 0
+
+
+def sweep_stale_names(folder: str, prefix: str) -> int:
+    """Remove the socket files named ``prefix...`` in ``folder`` that no
+    socket is bound to (their owners died) and this user owns; returns how
+    many.  A name whose socket lives is left alone: ``connect()`` to it
+    succeeds, and sends nothing.  At most :data:`SWEEP_MAX` entries are
+    looked at."""
+    uid = os.getuid()
+    looked = removed = 0
+    try:
+        with os.scandir(folder) as entries:
+            for e in entries:
+                if not e.name.startswith(prefix):
+                    continue
+                looked += 1
+                if looked > SWEEP_MAX:
+                    break
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if not stat.S_ISSOCK(st.st_mode) or st.st_uid != uid:
+                    continue
+                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
+                    try:
+                        probe.connect(e.path)
+                    except ConnectionRefusedError:
+                        with contextlib.suppress(OSError):
+                            os.unlink(e.path)
+                            removed += 1
+                    except OSError:
+                        pass
+    except OSError:
+        pass
+    return removed
+
+
+def _sweep_once() -> None:
+    """Where names are paths (the portable build): the files of owners that
+    died without anyone freeing their slot, because their queue is gone
+    (an appender or a claim that meets a dead owner's slot removes its file),
+    are removed by the first claim of each process."""
+    global _swept_by
+    pid = os.getpid()
+    if _swept_by == pid:
+        return
+    _swept_by = pid
+    name = _sockname(1)
+    if name.startswith(b"\0"):  # abstract names vanish with their socket
+        return
+    folder, base = os.path.split(os.fsdecode(name))
+    sweep_stale_names(folder, base[:-16])  # less the ident's 16 hex digits
+
 
 #: how long one futex wait of the helper thread lasts (it then re-arms)
 WAIT_SLICE_NS = 100_000_000
@@ -279,6 +339,7 @@ class Notifier:
         with self._cond:
             if self._closed:
                 return None
+            _sweep_once()
             ident = (secrets.randbits(31) + 1) << 32 | os.getpid()
             try:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
