@@ -215,11 +215,9 @@ class Dispatcher:
             if dispatch_one(p, idx, self._fast_mp, self._source_id, self._fast_wire_names,
                             self._fast_wire_ids, self._track_mode()):
                 return None
-            self._dispatched -= 1
-            if self._track:
-                return self._process_general(p, idx)
             self._read -= 1
-        elif self._track:
+            self._dispatched -= 1
+        if self._track:
             self._read += 1
             return self._process_general(p, idx)
         # what C declined, or a reader recording its calls (async for)

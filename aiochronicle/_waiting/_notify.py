@@ -336,10 +336,10 @@ class Notifier:
     def _claim(self, loop: asyncio.AbstractEventLoop) -> LoopWaker | None:
         """A slot and a socket for ``loop`` (None: every slot has a live owner,
         or the socket could not be made; the loop then uses the helper thread)."""
+        _sweep_once()  # (directory I/O: not under the lock)
         with self._cond:
             if self._closed:
                 return None
-            _sweep_once()
             ident = (secrets.randbits(31) + 1) << 32 | os.getpid()
             try:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
