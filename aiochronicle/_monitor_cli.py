@@ -19,6 +19,7 @@ import ipaddress
 import json
 import math
 import os
+import select
 import signal
 import sys
 import threading
@@ -46,16 +47,49 @@ def _need(what: str, exc: ImportError) -> ChronicleError:
     return ChronicleError(f"this command needs {what} ({exc.name} is not installed): {EXTRA}")
 
 
-def _stop_on_signals() -> threading.Event:
-    """An event set by SIGTERM or SIGINT (the handlers replace the defaults)."""
-    stop = threading.Event()
+class _SignalStop:
+    """Set by SIGTERM or SIGINT, whose handlers it replaces until :meth:`close`.
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+    Its handler takes no lock.  A Python signal handler runs in the main
+    thread between two bytecodes, possibly inside :meth:`wait`; one that
+    called ``threading.Event.set()`` there could block for good on the lock
+    the interrupted ``Event.wait()`` holds, and Ctrl-C would hang the command.
+    The handler sets a flag and writes a byte to a pipe that :meth:`wait`
+    selects on (the self-pipe wake-up), so a signal that lands just before
+    the ``select`` still ends it at once.
+    """
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    return stop
+    def __init__(self) -> None:
+        self._set = False
+        self._r, self._w = os.pipe()
+        for fd in (self._r, self._w):
+            os.set_blocking(fd, False)
+        self._old = {sig: signal.signal(sig, self._on_signal)
+                     for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._set = True
+        with contextlib.suppress(OSError):  # full pipe: a byte is there already
+            os.write(self._w, b"\0")
+
+    def is_set(self) -> bool:
+        """Whether a signal came."""
+        return self._set
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until a signal came or ``timeout`` seconds passed; return :meth:`is_set`."""
+        if not self._set:
+            select.select([self._r], [], [], timeout)
+        return self._set
+
+    def close(self) -> None:
+        """Put the previous handlers back and close the pipe."""
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+        for fd in (self._r, self._w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 # --------------------------------------------------------------------------
@@ -233,11 +267,16 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     collector = metrics.QueueCollector(args.queues, wait=True)
     registry.register(collector)
     ProcessCollector(registry=registry)
-    stop = _stop_on_signals()
-    if web is None:
-        server, thread = start_http_server(args.port, args.host, registry)
-    else:
-        server, thread = _serve(registry, args.host, args.port, web)
+    stop = _SignalStop()
+    try:
+        if web is None:
+            server, thread = start_http_server(args.port, args.host, registry)
+        else:
+            server, thread = _serve(registry, args.host, args.port, web)
+    except BaseException:
+        stop.close()
+        collector.close()
+        raise
     try:
         host, port = args.host, server.server_port
         if not _local(host) and (web is None or web.cert is None or not web.users):
@@ -257,6 +296,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         server.server_close()
         thread.join(5)
         collector.close()
+        stop.close()
     return 0
 
 
@@ -341,11 +381,11 @@ def cmd_top(args: argparse.Namespace) -> int:
             parts.append(tab)
         return Group(*parts)
 
-    stop = _stop_on_signals()
-    for _, f in _look(watches):  # the rates' starting point
-        if isinstance(f, QueueFigures):
-            rates.update(f)
+    stop = _SignalStop()
     try:
+        for _, f in _look(watches):  # the rates' starting point
+            if isinstance(f, QueueFigures):
+                rates.update(f)
         if args.once:
             stop.wait(args.interval)
             console.print(render())
@@ -355,6 +395,7 @@ def cmd_top(args: argparse.Namespace) -> int:
                 live.update(render(), refresh=True)
         return 0
     finally:
+        stop.close()
         for w in watches:
             w.close()
 

@@ -313,6 +313,43 @@ def test_top_once(tmp_path: Path) -> None:
     assert_one_line_error(run("top", "--once"), 2)
 
 
+_STOP_LOOP = """
+import signal, sys
+from aiochronicle._monitor_cli import _SignalStop
+stop = _SignalStop()
+print("ready", flush=True)
+n = 0
+while not stop.wait(0):  # the loop top and metrics run, with no sleep in it
+    n += 1
+stop.close()
+restored = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+print("stopped", n > 0, restored, flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_always_ends_the_watching_commands_wait(sig: signal.Signals) -> None:
+    """top and metrics wait for Ctrl-C or SIGTERM; the signal must end the wait
+    wherever in it the signal lands.  (A handler that set a threading.Event hung
+    for good when it landed while the interrupted Event.wait() held the Event's
+    lock, in most of these runs.)"""
+    for _ in range(8):
+        p = subprocess.Popen([sys.executable, "-c", _STOP_LOOP], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            assert p.stdout is not None
+            assert p.stdout.readline() == b"ready\n"
+            time.sleep(0.02)
+            p.send_signal(sig)
+            out, err = p.communicate(timeout=TIMEOUT / 4)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=TIMEOUT)
+        assert p.returncode == 0, err
+        assert out == b"stopped True True\n", err
+
+
 def test_top_live_follows_appends_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     """On a terminal, top redraws: the excerpt count moves when we append."""
     path = tmp_path / "q"
