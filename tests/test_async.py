@@ -557,7 +557,10 @@ def test_notify_falls_back_to_the_helper_thread_when_every_slot_is_taken(
             await asyncio.wait_for(reader, 10)
         thread.join(5)
         assert not thread.is_alive()
-        for s in live:
+        for s in live:  # looking for a dead owner's slot sent the live ones nothing
+            s.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                s.recv(16)
             s.close()
 
     run(main())

@@ -102,6 +102,20 @@ SWEEP_MAX = 4096
 _swept_by = 0
 
 
+def _bound(name: str | bytes) -> bool | None:
+    """Whether a socket is bound to the datagram socket name ``name``: True
+    (its owner lives), False (none is: the owner died), None (cannot tell).
+    ``connect()`` asks the kernel and sends the owner nothing."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(name)
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:
+            return None
+    return True
+
+
 def sweep_stale_names(folder: str, prefix: str) -> int:
     """Remove the socket files named ``prefix...`` in ``folder`` that no
     socket is bound to (their owners died) and this user owns; returns how
@@ -124,15 +138,10 @@ def sweep_stale_names(folder: str, prefix: str) -> int:
                     continue
                 if not stat.S_ISSOCK(st.st_mode) or st.st_uid != uid:
                     continue
-                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
-                    try:
-                        probe.connect(e.path)
-                    except ConnectionRefusedError:
-                        with contextlib.suppress(OSError):
-                            os.unlink(e.path)
-                            removed += 1
-                    except OSError:
-                        pass
+                if _bound(e.path) is False:
+                    with contextlib.suppress(OSError):
+                        os.unlink(e.path)
+                        removed += 1
     except OSError:
         pass
     return removed
@@ -349,7 +358,7 @@ class Notifier:
             except OSError:
                 self._wakers[loop] = None
                 return None
-            slot = self._free_slot(ident, sock)
+            slot = self._free_slot(ident)
             if slot is None:
                 sock.close()
                 self._wakers[loop] = None
@@ -358,7 +367,7 @@ class Notifier:
             self._wakers[loop] = w
             return w
 
-    def _free_slot(self, ident: int, sock: socket.socket) -> int | None:
+    def _free_slot(self, ident: int) -> int | None:
         for i in range(SLOTS):
             if _cas_slot(self.slot_ptr(i), 0, ident):
                 return i
@@ -367,13 +376,8 @@ class Notifier:
             old = int(self.slot_ptr(i)[0])
             if old == 0 or old == ident:
                 continue
-            try:
-                sock.sendto(b"\0", _sockname(old))
-                continue  # alive (and woken once for nothing)
-            except (ConnectionRefusedError, FileNotFoundError):
-                pass
-            except OSError:
-                continue
+            if _bound(_sockname(old)) is not False:
+                continue  # alive, or cannot tell: not ours to take
             if _cas_slot(self.slot_ptr(i), old, ident):
                 _unlink_sockname(old)  # the dead owner's name, where names are paths
                 return i
