@@ -174,14 +174,16 @@ IDLE_EXIT_S = 1.0
 
 #: each queue's notifier, keyed by its metadata table store (None: closed)
 _notifiers: weakref.WeakKeyDictionary[TableStore, Notifier | None] = weakref.WeakKeyDictionary()
-_notifiers_lock = threading.Lock()
+#: reentrant: a signal handler that closes the queue runs on the thread that
+#: may hold it (inside notifier_for), and close_notifier takes it too
+_notifiers_lock = threading.RLock()
 
 
 def _after_fork_in_child() -> None:
     """The helper threads did not survive the fork; their locks may be held.
     The loops' sockets and slots stay the parent's."""
     global _notifiers_lock
-    _notifiers_lock = threading.Lock()
+    _notifiers_lock = threading.RLock()
     for n in list(_notifiers.values()):
         if n is not None:
             n.after_fork_in_child()
@@ -485,8 +487,12 @@ def notifier_for(meta: TableStore | None) -> Notifier | None:
             return None
         keys = [NOTIFY_KEY, PARKED_KEY, *(slot_key(i) for i in range(SLOTS))]
         n = Notifier(meta, {k: meta.acquire(k, 0) for k in keys})
-        _notifiers[meta] = n
-        return n
+        # one step (close_notifier may have run meanwhile, in a signal
+        # handler on this thread: then it left None, and that stays)
+        got = _notifiers.setdefault(meta, n)
+        if got is not n:
+            n.close()
+        return got
 
 
 def close_notifier(meta: TableStore) -> None:
