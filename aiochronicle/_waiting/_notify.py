@@ -442,8 +442,8 @@ class Notifier:
                 fut.get_loop().call_soon_threadsafe(_wake, fut)
 
     def close(self) -> None:
-        """Stop the helper thread, free the loops' slots and drop the mapping
-        (idempotent)."""
+        """Stop the helper thread and free the loops' slots (idempotent); the
+        mapping of the words goes when this object does."""
         with self._cond:
             if self._closed:
                 return
@@ -461,14 +461,13 @@ class Notifier:
         if thread is not None:
             futex_wake(self.word, 1 << 30)
             thread.join(1.0)
-            if thread.is_alive():  # pragma: no cover - a stuck thread keeps the mapping
-                return
-        if wakers:
-            # a loop on another thread may still be between a look at its slot
-            # and its park: the mapping goes with this object, not before
-            weakref.finalize(self, self._words.unmap)
-            return
-        self._words.unmap()
+        # The mapping goes with this object, not before: whoever uses its
+        # words holds the object.  A loop on another thread may be between a
+        # look at its slot and its park; a thread may be about to park on the
+        # word when a signal handler on that same thread closes the queue (the
+        # park then reads the word after this close); a stuck helper thread
+        # holds it too.  Not at exit: a daemon thread may still park on it.
+        weakref.finalize(self, self._words.unmap).atexit = False
 
 
 def notifier_for(meta: TableStore | None) -> Notifier | None:
