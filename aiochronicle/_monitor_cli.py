@@ -55,8 +55,8 @@ class _SignalStop:
     called ``threading.Event.set()`` there could block for good on the lock
     the interrupted ``Event.wait()`` holds, and Ctrl-C would hang the command.
     The handler sets a flag and writes a byte to a pipe that :meth:`wait`
-    selects on (the self-pipe wake-up), so a signal that lands just before
-    the ``select`` still ends it at once.
+    polls (the self-pipe wake-up), so a signal that lands just before the
+    ``poll`` still ends it at once.
     """
 
     def __init__(self) -> None:
@@ -64,6 +64,8 @@ class _SignalStop:
         self._r, self._w = os.pipe()
         for fd in (self._r, self._w):
             os.set_blocking(fd, False)
+        self._poll = select.poll()  # (select() takes no descriptor past 1023)
+        self._poll.register(self._r, select.POLLIN)
         self._old = {sig: signal.signal(sig, self._on_signal)
                      for sig in (signal.SIGTERM, signal.SIGINT)}
 
@@ -79,7 +81,7 @@ class _SignalStop:
     def wait(self, timeout: float) -> bool:
         """Sleep until a signal came or ``timeout`` seconds passed; return :meth:`is_set`."""
         if not self._set:
-            select.select([self._r], [], [], timeout)
+            self._poll.poll(max(0, math.ceil(timeout * 1000)))
         return self._set
 
     def close(self) -> None:

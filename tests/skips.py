@@ -31,6 +31,8 @@ REASONS: dict[str, str] = {
     # promtool (tests/promtool.py): Debian's prometheus package, which scripts/test.sh
     # installs as root, or a build from the Prometheus Go module with go
     "promtool": "no promtool (Debian's prometheus package, or go to build it)",
+    # a process of the suite may open no more than this many descriptors (hard limit)
+    "nofile": "the hard limit on open descriptors is too low",
 }
 
 

@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+from skips import skip
 from test_cli import assert_one_line_error, run
 from test_damage import _without_privilege
 
@@ -348,6 +349,33 @@ def test_a_signal_always_ends_the_watching_commands_wait(sig: signal.Signals) ->
                 p.wait(timeout=TIMEOUT)
         assert p.returncode == 0, err
         assert out == b"stopped True True\n", err
+
+
+def test_the_watching_commands_wait_takes_descriptors_past_1023() -> None:
+    """A process watching many queues has many descriptors open: the wait's
+    own pipe may land past 1023, where select() refuses it."""
+    code = """
+import os, resource, signal
+from aiochronicle._monitor_cli import _SignalStop
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if hard != resource.RLIM_INFINITY and hard < 1100:
+    print("low hard limit", hard)
+    raise SystemExit(0)
+resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+held = [os.dup(0) for _ in range(1100)]
+stop = _SignalStop()
+assert stop._r > 1023, stop._r
+assert stop.wait(0.01) is False
+os.kill(os.getpid(), signal.SIGTERM)
+assert stop.wait(30) is True
+stop.close()
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    if r.stdout.startswith(b"low hard limit"):
+        skip("nofile", r.stdout.decode().strip())
+    assert r.stdout == b"ok\n", r.stderr
 
 
 def test_top_live_follows_appends_and_stops_on_ctrl_c(tmp_path: Path) -> None:
