@@ -17,7 +17,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from .._core._errors import ChronicleError, CorruptQueueError, QueueAccessError, ReadOnlyQueueError
+from .._core._errors import (
+    ChronicleError,
+    CorruptQueueError,
+    QueueAccessError,
+    QueueClosedError,
+    ReadOnlyQueueError,
+)
 from .._core._native import HDR_LENGTH_MASK as LENGTH_MASK
 from .._core._native import HDR_META, HDR_NOT_COMPLETE, UNLOCKED, ffi
 from .._core._native import Cell as NativeCell
@@ -270,6 +276,8 @@ class TableStore:
             return off
         if self.read_only:
             raise ReadOnlyQueueError(f"cannot create key {key!r} in a read-only table store")
+        if self.file.closed:  # (once released, its descriptor is gone too)
+            raise QueueClosedError(f"{self.path} is closed")
         with _FileLock(self.file.fd, self.timeout):
             self._scan()
             off = self._keys.get(key.lower())
