@@ -99,8 +99,16 @@ def main() -> int:
               f"{first:#x} = cycle {rc.to_cycle(first)}, excerpt {rc.to_sequence(first)}")
         print(f"first index {first:#x}, last index {queue.last_index:#x} "
               f"(end marker at {last_index:#x}), {queue.entry_count():,} excerpts")
+        # the index of the middle tick, found by counting: a run across midnight
+        # UTC splits the feed over two cycles, so it is not first cycle + TICKS // 2
+        seek = queue.tailer()
+        before: list[ac.Excerpt] = []
+        while len(before) <= TICKS // 2:
+            got = seek.read_many(max_count=TICKS // 2 + 1 - len(before))
+            assert got, "the feed ended early"
+            before += got
+        middle = before[TICKS // 2].index
         tailer = queue.tailer()
-        middle = rc.to_index(rc.to_cycle(queue.first_index or 0), TICKS // 2)
         assert tailer.move_to_index(middle)
         replay = [TICK.unpack(tailer.read_nowait().payload)[2] for _ in range(3)]  # type: ignore[union-attr]
         print(f"replay from {middle:#x}: sequences {replay}")
