@@ -85,6 +85,19 @@ GROWN = """
             i += 1
 """
 
+# a notify tailer's read that waits: in this thread, or in a task
+NOTIFY_SYNC = """
+    q = ac.open_queue(path)
+    obj = q.tailer(pauser=ac.Pauser.notify())
+    op = lambda: obj.read_blocking(2)
+"""
+NOTIFY_ASYNC = """
+    import asyncio
+    q = ac.open_queue(path)
+    obj = q.tailer(pauser=ac.Pauser.notify())
+    op = lambda: asyncio.run(asyncio.wait_for(obj.read(), 2))
+"""
+
 # what each case sets up: `q` (closed by the "queue" cases), `obj` (closed by
 # the "object" cases), `op()` (the call that is interrupted) and `trace` (where)
 CASES = {
@@ -171,37 +184,23 @@ CASES = {
     """,
     # a notify tailer's first wait makes the queue's notifier, under the lock
     # of the notifiers' registry, which the queue's close takes as well
-    "notify_first_wait": """
-        q = ac.open_queue(path)
-        obj = q.tailer(pauser=ac.Pauser.notify())
-        op = lambda: obj.read_blocking(2)
-        trace = hook("notifier_for", "_notify.py", line="n = Notifier(")
-    """,
+    "notify_first_wait": NOTIFY_SYNC + """
+    trace = hook("notifier_for", "_notify.py", line="n = Notifier(")
+""",
     # (a task's wait holds no call in flight: the close releases the table
     # store at once, and making the notifier must say "closed")
-    "notify_first_wait_async": """
-        import asyncio
-        q = ac.open_queue(path)
-        obj = q.tailer(pauser=ac.Pauser.notify())
-        op = lambda: asyncio.run(asyncio.wait_for(obj.read(), 2))
-        trace = hook("notifier_for", "_notify.py", line="n = Notifier(")
-    """,
+    "notify_first_wait_async": NOTIFY_ASYNC + """
+    trace = hook("notifier_for", "_notify.py", line="n = Notifier(")
+""",
     # ... and parks on the notify word (the close stops the notifier; the
     # park must still find its word mapped), or a task sets its loop's parked
     # bit in the notifier's words
-    "notify_park": """
-        q = ac.open_queue(path)
-        obj = q.tailer(pauser=ac.Pauser.notify())
-        op = lambda: obj.read_blocking(2)
-        trace = hook("_park_sync", "_waiter.py", line="return int(_cq_park(c, ns, notifier")
-    """,
-    "notify_park_async": """
-        import asyncio
-        q = ac.open_queue(path)
-        obj = q.tailer(pauser=ac.Pauser.notify())
-        op = lambda: asyncio.run(asyncio.wait_for(obj.read(), 2))
-        trace = hook("wait_async", "_waiter.py", line="got: Excerpt | Literal[False]")
-    """,
+    "notify_park": NOTIFY_SYNC + """
+    trace = hook("_park_sync", "_waiter.py", line="return int(_cq_park(c, ns, notifier")
+""",
+    "notify_park_async": NOTIFY_ASYNC + """
+    trace = hook("wait_async", "_waiter.py", line="got: Excerpt | Literal[False]")
+""",
 }
 
 CLOSERS = {
